@@ -1,0 +1,49 @@
+# iclr25 — the README's commands. `make demo` and `make test` set everything up themselves.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PRESET ?= smoke
+OUT ?= runs
+PYTEST_ARGS ?=
+export ICLR25_QUIET ?= 0
+
+.PHONY: setup demo test bench lint report screenshot clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/iclr25 run all --preset $(PRESET) --out $(OUT)
+	$(BIN)/iclr25 report --out $(OUT)
+	@echo "report: $(OUT)/index.html"
+
+test: setup
+	ICLR25_QUIET=1 $(BIN)/python -m pytest -q -n 2 --timeout=900 $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python -m benchmarks --out $(OUT)/benchmarks
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+report: setup
+	$(BIN)/iclr25 report --out $(OUT)
+
+# Renders runs/index.html in headless Chromium (Debian `chromium`) and saves a screenshot.
+screenshot: report
+	$(BIN)/python -m iclr25.common.screenshot $(OUT)/index.html $(OUT)/index.png
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,216 @@
+"""One entry per system: slug, paper, authors, arXiv id, headline claim, status and the runner.
+
+A system is ``implemented`` exactly when its runner ``iclr25.<slug>.experiment`` (``Config``, ``PRESETS``,
+``run(cfg, out)``) exists in the package, so the status can never go stale; the runner is imported only
+when the system is run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+
+STATUSES = ("implemented", "planned")
+
+
+@dataclass(frozen=True)
+class System:
+    slug: str
+    title: str
+    authors: str
+    arxiv: str
+    claim: str  # the paper's headline claim, in one sentence
+    api: str = ""  # a one-line API example, once implemented
+
+    @property
+    def status(self) -> str:
+        """``implemented`` when ``iclr25.<slug>.experiment`` exists, else ``planned``."""
+        try:
+            found = importlib.util.find_spec(f"iclr25.{self.slug}.experiment") is not None
+        except ModuleNotFoundError:
+            found = False
+        return "implemented" if found else "planned"
+
+    @property
+    def implemented(self) -> bool:
+        return self.status == "implemented"
+
+    @property
+    def url(self) -> str:
+        return f"https://arxiv.org/abs/{self.arxiv}" if self.arxiv else ""
+
+    def experiment(self) -> ModuleType:
+        """The system's ``experiment`` module (``Config``, ``PRESETS``, ``run``)."""
+        if not self.implemented:
+            raise LookupError(f"system {self.slug!r} is planned: it has no runner yet")
+        return importlib.import_module(f"iclr25.{self.slug}.experiment")
+
+
+SYSTEMS: tuple[System, ...] = (
+    System(
+        "pds",
+        "Data Selection via Optimal Control for Language Models",
+        "Yuxian Gu, Li Dong, Hongning Wang, Yaru Hao, Qingxiu Dong, Furu Wei, Minlie Huang",
+        "2410.07064",
+        "Selecting pre-training data with PMP-derived scores accelerates LM training about 2x and lowers final loss.",
+    ),
+    System(
+        "topic_unlearning",
+        "Provable unlearning in topic modeling and downstream tasks",
+        "Stanley Wei, Sadhika Malladi, Sanjeev Arora, Amartya Sanyal",
+        "2411.12600",
+        "Anchor-word topic models can provably unlearn documents at a cost independent of corpus size, and a "
+        "downstream head can unlearn more documents than the base model.",
+    ),
+    System(
+        "transformer2",
+        "Transformer-Squared: Self-adaptive LLMs",
+        "Qi Sun, Edoardo Cetin, Yujin Tang",
+        "2501.06252",
+        "Singular-value fine-tuning experts trained with RL, dispatched in a two-pass inference, adapt an LLM to "
+        "unseen tasks with far fewer parameters than LoRA.",
+    ),
+    System(
+        "quantum_peft",
+        "Quantum-PEFT: Ultra parameter-efficient fine-tuning",
+        "Toshiaki Koike-Akino, Francesco Tonin, Yongtao Wu, Frank Zhengqing Wu, Leyla Naz Candogan, Volkan Cevher",
+        "2503.05431",
+        "Pauli-parameterised unitary adapters need logarithmically many parameters in the layer width and stay "
+        "competitive with LoRA.",
+    ),
+    System(
+        "fosp",
+        "FOSP: Fine-tuning Offline Safe Policy through World Models",
+        "Chenyang Cao, Yucheng Xin, Silang Wu, Longxiang He, Zichen Yan, Junbo Tan, Xueqian Wang",
+        "2407.04942",
+        "An offline-pretrained safe world-model policy fine-tunes online with fewer constraint violations.",
+    ),
+    System(
+        "dst_robustness",
+        "Dynamic Sparse Training versus Dense Training: The Unexpected Winner in Image Corruption Robustness",
+        "Boqian Wu, Qiao Xiao, Shunxin Wang, Nicola Strisciuglio, Mykola Pechenizkiy, Maurice van Keulen, "
+        "Decebal Constantin Mocanu, Elena Mocanu",
+        "2410.03030",
+        "Dynamic sparse training at low sparsity is more robust to image corruptions than dense training.",
+    ),
+    System(
+        "pfes_gim",
+        "Gaussian-Based Instance-Adaptive Intensity Modeling for Point-Supervised Facial Expression Spotting",
+        "Yicheng Deng, Hideaki Hayashi, Hajime Nagahara",
+        "2511.16952",
+        "Gaussian instance-adaptive intensity modelling with point labels spots facial expressions nearly as well "
+        "as full supervision.",
+    ),
+    System(
+        "law",
+        "Large Scale Knowledge Washing",
+        "Yu Wang, Ruihan Wu, Zexue He, Xiusi Chen, Julian McAuley",
+        "2405.16720",
+        "Editing a few MLP matrices removes a very large set of facts while preserving reasoning ability.",
+    ),
+    System(
+        "improver",
+        "ImProver: Agent-Based Automated Proof Optimization",
+        "Riyaz Ahuja, Jeremy Avigad, Prasad Tetali, Sean Welleck",
+        "2410.04753",
+        "An LLM agent rewrites Lean proofs to be shorter and more declarative while keeping them correct.",
+    ),
+    System(
+        "scope_faithfulness",
+        "SCOPE: A Self-supervised Framework for Improving Faithfulness in Conditional Text Generation",
+        "Song Duong, Florian Le Bronnec, Alexandre Allauzen, Vincent Guigue, Alberto Lumbreras, Laure Soulier, "
+        "Patrick Gallinari",
+        "2502.13674",
+        "Preference tuning against self-generated unfaithful samples makes conditional generation more faithful.",
+    ),
+    System(
+        "ohio",
+        "Offline Hierarchical Reinforcement Learning via Inverse Optimization",
+        "Carolin Schmidt, Daniele Gammelli, James Harrison, Marco Pavone, Filipe Rodrigues",
+        "2410.07933",
+        "Inverting a known low-level policy recovers high-level actions from flat data, so off-the-shelf offline "
+        "RL learns hierarchical policies that transfer.",
+    ),
+    System(
+        "freevs",
+        "FreeVS: Generative View Synthesis on Free Driving Trajectory",
+        "Qitai Wang, Lue Fan, Yuqi Wang, Yuntao Chen, Zhaoxiang Zhang",
+        "2410.18079",
+        "A pseudo-image-conditioned video diffusion model synthesises camera views on trajectories off the "
+        "recorded one.",
+    ),
+    System(
+        "cascading_kv",
+        "Training-Free Exponential Context Extension via Cascading KV Cache",
+        "Jeffrey Willette, Heejun Lee, Youngwan Lee, Myeongjae Jeon, Sung Ju Hwang",
+        "2406.17808",
+        "Cascading sub-caches that accept tokens at exponentially spaced rates keep important tokens far beyond a "
+        "sliding window, with linear-cost prefill.",
+    ),
+    System(
+        "tool_planner",
+        "Tool-Planner: Task Planning with Clusters across Multiple Tools",
+        "Yanming Liu, Xinyue Peng, Jiannan Cao, Shi Bo, Yuwei Zhang, Xuhong Zhang, Sheng Cheng, Xun Wang, "
+        "Jianwei Yin, Tianyu Du",
+        "2406.03807",
+        "Planning over clusters of functionally similar tools raises pass rate and cuts replanning cost.",
+    ),
+    System(
+        "birdset",
+        "BirdSet: A Large-Scale Dataset for Audio Classification in Avian Bioacoustics",
+        "Lukas Rauch, Raphael Schwinger, Moritz Wirth, René Heinrich, Denis Huseljic, Marek Herde, Jonas Lange, "
+        "Stefan Kahl, Bernhard Sick, Sven Tomforde, Christoph Scholz",
+        "2403.10380",
+        "A benchmark where models trained on focal recordings are evaluated on soundscapes exposes a large "
+        "covariate shift.",
+    ),
+    System(
+        "hgm",
+        "Generalizable Human Gaussians from Single-View Image",
+        "Jinnan Chen, Chen Li, Jianfeng Zhang, Lingting Zhu, Buzhen Huang, Hanlin Chen, Gim Hee Lee",
+        "2406.06050",
+        "A body-prior-guided Gaussian model reconstructs a human from one image better than image-only models.",
+    ),
+    System(
+        "budgeted_cl",
+        "Budgeted Online Continual Learning by Adaptive Layer Freezing and Frequency-based Sampling",
+        "Minhyuk Seo, Hyunseo Koh, Jonghyun Choi",
+        "2410.15143",
+        "Adaptive layer freezing and frequency-based retrieval beat other online CL methods at equal FLOPs and "
+        "memory budgets.",
+    ),
+    System(
+        "certainty_calibration",
+        "Calibrating Expressions of Certainty",
+        "Peiqi Wang, Barbara D. Lam, Yingcheng Liu, Ameneh Asgari-Targhi, Rameswar Panda, William M. Wells, "
+        "Tina Kapur, Polina Golland",
+        "2410.04315",
+        "Treating certainty phrases as distributions enables a calibration error for them and an optimal-transport "
+        "recalibration map from phrases to phrases.",
+    ),
+    System(
+        "mofflow",
+        "MOFFlow: Flow Matching for Structure Prediction of Metal-Organic Frameworks",
+        "Nayoung Kim, Seongsu Kim, Minsu Kim, Jinkyoo Park, Sungsoo Ahn",
+        "2410.17270",
+        "Flow matching over rigid building blocks on SE(3) predicts MOF structures more accurately and faster "
+        "than atom-level methods.",
+    ),
+)
+
+_BY_SLUG = {s.slug: s for s in SYSTEMS}
+SLUGS: tuple[str, ...] = tuple(_BY_SLUG)
+
+
+def get(slug: str) -> System:
+    """The system registered under ``slug``; ``KeyError`` listing the valid slugs otherwise."""
+    try:
+        return _BY_SLUG[slug]
+    except KeyError:
+        raise KeyError(f"unknown system {slug!r}; valid slugs: {', '.join(SLUGS)}") from None
+
+
+def implemented() -> list[System]:
+    return [s for s in SYSTEMS if s.implemented]
