@@ -71,23 +71,26 @@ def run_system(
     slug: str, preset: str = "quick", out: str | Path = "runs", seeds: int | None = None, seed: int | None = None,
     device: str = "cpu",
 ) -> dict:
-    """Run one system's experiment and write its artefacts into ``out/<slug>``. Returns claims.json's content."""
+    """Run one registered system's experiment into ``out/<slug>``. Returns claims.json's content."""
+    return run_experiment(registry.get(slug).experiment(), slug, preset, out, seeds, seed, device)
+
+
+def run_experiment(
+    exp, slug: str, preset: str = "quick", out: str | Path = "runs", seeds: int | None = None,
+    seed: int | None = None, device: str = "cpu",
+) -> dict:
+    """Run an experiment module (``PRESETS``, ``run(cfg, out)``) and write its artefacts into ``out/<slug>``."""
     from .common.device import get_device, set_cpu_threads
     from .common.io import read_json
 
-    system = registry.get(slug)
-    exp = system.experiment()
     if preset not in exp.PRESETS:
         raise ValueError(f"preset must be one of {sorted(exp.PRESETS)}, got {preset!r}")
-    cfg = exp.PRESETS[preset]
-    changes = {"device": str(get_device(device)) if device != "auto" else "auto"}
-    if device == "auto":
-        changes["device"] = get_device("auto").type
+    changes: dict = {"device": get_device(device).type if device == "auto" else str(get_device(device))}
     if seeds is not None:
         changes["seeds"] = seeds
     if seed is not None:
         changes["seed"] = seed
-    cfg = dataclasses.replace(cfg, **changes)
+    cfg = dataclasses.replace(exp.PRESETS[preset], **changes)
     set_cpu_threads(getattr(cfg, "threads", None))
     dest = Path(out) / slug
     dest.mkdir(parents=True, exist_ok=True)
@@ -95,6 +98,7 @@ def run_system(
     result = exp.run(cfg, dest)
     result.runtime_s = time.perf_counter() - t0
     result.preset = preset
+    result.slug = slug
     write_run(result, cfg, dest)
     return read_json(dest / "claims.json")
 

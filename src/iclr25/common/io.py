@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def _atomic(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
     path = Path(path)
@@ -20,6 +23,7 @@ def _atomic(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
     os.close(fd)
     try:
         writer(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
