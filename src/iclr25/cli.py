@@ -68,7 +68,11 @@ def cmd_list() -> int:
 
 
 def run_system(
-    slug: str, preset: str = "quick", out: str | Path = "runs", seeds: int | None = None, seed: int | None = None,
+    slug: str,
+    preset: str = "quick",
+    out: str | Path = "runs",
+    seeds: int | None = None,
+    seed: int | None = None,
     device: str = "cpu",
 ) -> dict:
     """Run one registered system's experiment into ``out/<slug>``. Returns claims.json's content."""
@@ -76,8 +80,13 @@ def run_system(
 
 
 def run_experiment(
-    exp, slug: str, preset: str = "quick", out: str | Path = "runs", seeds: int | None = None,
-    seed: int | None = None, device: str = "cpu",
+    exp,
+    slug: str,
+    preset: str = "quick",
+    out: str | Path = "runs",
+    seeds: int | None = None,
+    seed: int | None = None,
+    device: str = "cpu",
 ) -> dict:
     """Run an experiment module (``PRESETS``, ``run(cfg, out)``) and write its artefacts into ``out/<slug>``."""
     from .common.device import get_device, set_cpu_threads
@@ -146,10 +155,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         held = sum(c["holds"] for c in doc["claims"])
         valid = "" if doc.get("valid", True) else " [RUN INVALID]"
-        print(f"{slug}: {held}/{len(doc['claims'])} claims hold{valid} ({time.perf_counter() - t0:.1f} s) "
-              f"-> {Path(args.out) / slug}")
+        print(
+            f"{slug}: {held}/{len(doc['claims'])} claims hold{valid} ({time.perf_counter() - t0:.1f} s) "
+            f"-> {Path(args.out) / slug}"
+        )
         for c in doc["claims"]:
-            print(f"  {'✓' if c['holds'] else '✗'} {c['id']}: measured {c['measured']} {c['direction']} {c['threshold']}")
+            print(
+                f"  {'✓' if c['holds'] else '✗'} {c['id']}: measured {c['measured']} {c['direction']} {c['threshold']}"
+            )
     return 1 if failed else 0
 
 

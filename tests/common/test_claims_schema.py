@@ -20,18 +20,38 @@ def test_stat_is_population_mean_std():
         ("ratio", [0.95, 0.95], [1.0, 1.0], 0.93, "<=", 0.95, False),
     ],
 )
-def test_verdict_is_computed_from_numbers(compare, method, baseline, threshold, direction, expected_measured, holds):
+def test_verdict_is_computed_from_numbers(
+    compare, method, baseline, threshold, direction, expected_measured, holds
+):
     c = make_claim("x", "s", "m", method, threshold, direction, baseline=baseline, compare=compare)
     assert math.isclose(c.measured, expected_measured)
     assert c.holds is holds
 
 
 def test_reduce_all_needs_every_seed():
-    c = make_claim("x", "s", "m", [0.7, 0.8, 0.2], 0.5, ">=", baseline=[0.1, 0.1, 0.1], compare="difference",
-                   reduce="all")
+    c = make_claim(
+        "x",
+        "s",
+        "m",
+        [0.7, 0.8, 0.2],
+        0.5,
+        ">=",
+        baseline=[0.1, 0.1, 0.1],
+        compare="difference",
+        reduce="all",
+    )
     assert not c.holds and math.isclose(c.measured, 0.1)  # the mean difference (0.47) would not hide seed 3
-    c2 = make_claim("x", "s", "m", [0.7, 0.8, 0.7], 0.5, ">=", baseline=[0.1, 0.1, 0.1], compare="difference",
-                    reduce="all")
+    c2 = make_claim(
+        "x",
+        "s",
+        "m",
+        [0.7, 0.8, 0.7],
+        0.5,
+        ">=",
+        baseline=[0.1, 0.1, 0.1],
+        compare="difference",
+        reduce="all",
+    )
     assert c2.holds
 
 
@@ -48,9 +68,15 @@ def test_all_of_needs_every_part():
 
 def test_schema_round_trip():
     claims = [
-        make_claim("gain", "g", "acc", [0.8, 0.9, 0.85], 0.05, ">=", baseline=[0.7, 0.75, 0.8], compare="difference"),
+        make_claim(
+            "gain", "g", "acc", [0.8, 0.9, 0.85], 0.05, ">=", baseline=[0.7, 0.75, 0.8], compare="difference"
+        ),
         make_claim("solo", "s", "acc", [0.1], 0.2, "<=", note="why"),
-        all_of("both", "b", [make_claim("p", "p", "t", [4.0], 5.0, "<="), make_claim("q", "q", "t", [9.0], 8.0, ">=")]),
+        all_of(
+            "both",
+            "b",
+            [make_claim("p", "p", "t", [4.0], 5.0, "<="), make_claim("q", "q", "t", [9.0], 8.0, ">=")],
+        ),
     ]
     doc = claims_document("toy", "smoke", [0, 1, 2], 1.5, claims)
     text = json.dumps(doc)
@@ -58,7 +84,17 @@ def test_schema_round_trip():
     validate_claims_document(back)
     assert set(back) >= {"slug", "preset", "seeds", "runtime_s", "claims"}
     for c, d in zip(claims, back["claims"]):
-        assert set(d) >= {"id", "statement", "metric", "method", "baseline", "threshold", "direction", "holds", "note"}
+        assert set(d) >= {
+            "id",
+            "statement",
+            "metric",
+            "method",
+            "baseline",
+            "threshold",
+            "direction",
+            "holds",
+            "note",
+        }
         c2 = Claim.from_json(d)
         assert c2 == c and c2.holds == d["holds"] == c.holds
     assert back["claims"][1]["baseline"] is None
@@ -71,8 +107,10 @@ def test_tampered_verdict_is_rejected():
         validate_claims_document(doc)
 
 
-@pytest.mark.parametrize("kw,param", [({"direction": ">"}, "direction"), ({"compare": "diff"}, "compare"),
-                                      ({"reduce": "median"}, "reduce")])
+@pytest.mark.parametrize(
+    "kw,param",
+    [({"direction": ">"}, "direction"), ({"compare": "diff"}, "compare"), ({"reduce": "median"}, "reduce")],
+)
 def test_bad_claim_arguments_name_the_parameter(kw, param):
     args = dict(id="x", statement="s", metric="m", method=[1.0], threshold=0.0)
     args.update(kw)

@@ -18,8 +18,11 @@ def test_status_follows_the_package():
     import importlib.util
 
     for s in registry.SYSTEMS:
-        has = importlib.util.find_spec(f"iclr25.{s.slug}.experiment") is not None if importlib.util.find_spec(
-            f"iclr25.{s.slug}") else False
+        has = (
+            importlib.util.find_spec(f"iclr25.{s.slug}.experiment") is not None
+            if importlib.util.find_spec(f"iclr25.{s.slug}")
+            else False
+        )
         assert s.implemented == has
 
 

@@ -43,7 +43,10 @@ def test_byte_tokenizer_round_trips_any_text():
 
 
 def test_bpe_compresses_and_round_trips():
-    texts = ["the quick brown fox jumps over the lazy dog. " * 20, "def function(argument): return argument\n" * 20]
+    texts = [
+        "the quick brown fox jumps over the lazy dog. " * 20,
+        "def function(argument): return argument\n" * 20,
+    ]
     tok = train_bpe(texts, vocab_size=320, min_frequency=2)
     byte = byte_tokenizer()
     s = "the quick brown fox; def function(argument)"
@@ -85,9 +88,12 @@ def test_training_loop_learns_well_below_unigram_entropy(tmp_path):
     tok = byte_tokenizer()
     tr, va = encode_corpus(tok, c.train), encode_corpus(tok, c.val)
     h = unigram_entropy(tr)
-    model = tiny_causal_lm("llama", seed=0, vocab_size=260, hidden=64, layers=2, heads=4, kv_heads=2,
-                           attn_implementation="sdpa")
-    cfg = LMTrainConfig(steps=200, batch_size=16, seq_len=64, lr=3e-3, warmup_steps=20, eval_every=100, eval_batches=4)
+    model = tiny_causal_lm(
+        "llama", seed=0, vocab_size=260, hidden=64, layers=2, heads=4, kv_heads=2, attn_implementation="sdpa"
+    )
+    cfg = LMTrainConfig(
+        steps=200, batch_size=16, seq_len=64, lr=3e-3, warmup_steps=20, eval_every=100, eval_batches=4
+    )
     res = train_lm(model, tr, va, cfg)
     assert res["final_val_loss"] < 0.8 * h, (res["final_val_loss"], h)
     assert res["history"][-1]["train_loss"] < res["history"][0]["train_loss"] - 1.0
@@ -96,7 +102,9 @@ def test_training_loop_learns_well_below_unigram_entropy(tmp_path):
 def test_checkpoint_resume_is_exact(tmp_path):
     torch.manual_seed(0)
     tokens = torch.randint(4, 40, (3000,))
-    cfg = LMTrainConfig(steps=10, batch_size=4, seq_len=16, lr=5e-3, warmup_steps=2, checkpoint_every=5, eval_every=0)
+    cfg = LMTrainConfig(
+        steps=10, batch_size=4, seq_len=16, lr=5e-3, warmup_steps=2, checkpoint_every=5, eval_every=0
+    )
     mk = lambda: tiny_causal_lm("llama", seed=1, vocab_size=40, hidden=16, layers=1, heads=2)  # noqa: E731
     full = train_lm(mk(), tokens, cfg=cfg)
     half_cfg = LMTrainConfig(**{**cfg.__dict__, "steps": 10})
@@ -133,11 +141,25 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     """DDP with gloo on 2 CPU processes follows the 1-process run on the same global batch."""
     script = HERE / "ddp_train_script.py"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, str(script), str(tmp_path / "one.json")], check=True, env=env, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "one.json")], check=True, env=env, cwd=tmp_path
+    )
     port = str(29500 + os.getpid() % 1000)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-                    str(script), str(tmp_path / "two.json")], check=True, env=env, cwd=tmp_path,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={port}",
+            str(script),
+            str(tmp_path / "two.json"),
+        ],
+        check=True,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+    )
     one = json.loads((tmp_path / "one.json").read_text())
     two = json.loads((tmp_path / "two.json").read_text())
     assert one["world"] == 1 and two["world"] == 2

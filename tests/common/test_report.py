@@ -30,7 +30,9 @@ def test_report_shows_claims_and_embeds_figures(tmp_path):
     assert 'src="figures/' not in html and "src='figures/" not in html
 
 
-@pytest.mark.skipif(find_chromium() is None, reason="Debian chromium is not installed (make screenshot installs none)")
+@pytest.mark.skipif(
+    find_chromium() is None, reason="Debian chromium is not installed (make screenshot installs none)"
+)
 def test_report_renders_in_headless_chromium(tmp_path):
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     main(["report", "--out", str(tmp_path)])

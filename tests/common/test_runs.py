@@ -84,7 +84,7 @@ def test_kill_and_restart_skips_finished_seeds(tmp_path):
     assert "seed_1.json" in done and "seed_3.json" not in done
     before = log.read_text().split()
     subprocess.run([sys.executable, "-c", script], env={**env, "TOY_SLEEP": "0"}, check=True)
-    after = log.read_text().split()[len(before):]
+    after = log.read_text().split()[len(before) :]
     finished = {int(n[5:-5]) for n in done}
     assert set(after) == {str(s) for s in range(4) if s not in finished}
     assert json.loads((tmp_path / "toy" / "claims.json").read_text())["seeds"] == [0, 1, 2, 3]

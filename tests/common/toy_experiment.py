@@ -46,13 +46,38 @@ def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = [
-        make_claim("gain", "ours beats base by 0.4", "acc", values(per_seed, "ours/acc"), 0.4, ">=",
-                   baseline=values(per_seed, "base/acc"), compare="difference"),
-        make_claim("too_good", "ours beats base by 0.9", "acc", values(per_seed, "ours/acc"), 0.9, ">=",
-                   baseline=values(per_seed, "base/acc"), compare="difference", note="fails by design"),
+        make_claim(
+            "gain",
+            "ours beats base by 0.4",
+            "acc",
+            values(per_seed, "ours/acc"),
+            0.4,
+            ">=",
+            baseline=values(per_seed, "base/acc"),
+            compare="difference",
+        ),
+        make_claim(
+            "too_good",
+            "ours beats base by 0.9",
+            "acc",
+            values(per_seed, "ours/acc"),
+            0.9,
+            ">=",
+            baseline=values(per_seed, "base/acc"),
+            compare="difference",
+            note="fails by design",
+        ),
     ]
     fig, ax = plt.subplots()
     ax.plot(values(per_seed, "ours/acc"))
     atomic_savefig(fig, rd.figures / "acc.png")
-    return RunResult(slug="toy", preset="", seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims,
-                     per_seed=per_seed, figures=[rd.figures / "acc.png"], report_md="## Toy\nA toy.")
+    return RunResult(
+        slug="toy",
+        preset="",
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=claims,
+        per_seed=per_seed,
+        figures=[rd.figures / "acc.png"],
+        report_md="## Toy\nA toy.",
+    )

@@ -8,7 +8,23 @@ from .results import ExperimentConfig, RunDir, RunResult, aggregate, values, wri
 from .seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 
 __all__ = [
-    "Claim", "Stat", "all_of", "make_claim", "get_device", "atomic_savefig", "atomic_write_json",
-    "atomic_write_text", "read_json", "ExperimentConfig", "RunDir", "RunResult", "aggregate", "values",
-    "write_run", "derive_seed", "numpy_rng", "seed_everything", "torch_generator",
+    "Claim",
+    "Stat",
+    "all_of",
+    "make_claim",
+    "get_device",
+    "atomic_savefig",
+    "atomic_write_json",
+    "atomic_write_text",
+    "read_json",
+    "ExperimentConfig",
+    "RunDir",
+    "RunResult",
+    "aggregate",
+    "values",
+    "write_run",
+    "derive_seed",
+    "numpy_rng",
+    "seed_everything",
+    "torch_generator",
 ]

@@ -224,7 +224,9 @@ CLAIMS_KEYS = ("slug", "preset", "seeds", "runtime_s", "claims")
 CLAIM_KEYS = ("id", "statement", "metric", "method", "baseline", "threshold", "direction", "holds", "note")
 
 
-def claims_document(slug: str, preset: str, seeds: Sequence[int], runtime_s: float, claims: Sequence[Claim]) -> dict:
+def claims_document(
+    slug: str, preset: str, seeds: Sequence[int], runtime_s: float, claims: Sequence[Claim]
+) -> dict:
     return {
         "slug": slug,
         "preset": preset,

@@ -39,7 +39,16 @@ def _stdlib_dir() -> Path:
 
 def _stdlib_files(max_files: int | None) -> list[Path]:
     root = _stdlib_dir()
-    skip = {"test", "idlelib", "site-packages", "lib2to3", "tkinter", "turtledemo", "ensurepip", "__pycache__"}
+    skip = {
+        "test",
+        "idlelib",
+        "site-packages",
+        "lib2to3",
+        "tkinter",
+        "turtledemo",
+        "ensurepip",
+        "__pycache__",
+    }
     files = sorted(p for p in root.rglob("*.py") if not (set(p.relative_to(root).parts) & skip))
     return files[:max_files] if max_files else files
 
@@ -59,7 +68,9 @@ def _docstrings(max_files: int | None) -> tuple[str, ...]:
             tree = ast.parse(f.read_text(encoding="utf-8", errors="replace"))
         except (SyntaxError, ValueError):
             continue
-        nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+        nodes = [tree] + [
+            n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+        ]
         for n in nodes:
             d = ast.get_docstring(n)
             if d and len(d) >= 80:
@@ -117,7 +128,9 @@ def dedup(docs: list[str]) -> list[str]:
 def split(docs: list[str], val_frac: float = 0.05, test_frac: float = 0.05) -> Corpus:
     """Stable split by a hash of each document's text."""
     if not (0 <= val_frac < 1 and 0 <= test_frac < 1 and val_frac + test_frac < 1):
-        raise ValueError(f"val_frac and test_frac must be in [0, 1) with sum < 1, got {val_frac}, {test_frac}")
+        raise ValueError(
+            f"val_frac and test_frac must be in [0, 1) with sum < 1, got {val_frac}, {test_frac}"
+        )
     tr, va, te = [], [], []
     for d in docs:
         u = int(hashlib.sha1(_norm(d).encode()).hexdigest()[:8], 16) / 16**8
@@ -135,7 +148,9 @@ def stdlib_corpus(
     """The offline corpus: any of ``docs`` (English reference), ``docstrings`` (English), ``code`` (Python)."""
     bad = [s for s in sources if s not in SOURCES and s not in _GENERATORS]
     if bad or not sources:
-        raise ValueError(f"sources must be a non-empty subset of {SOURCES + tuple(_GENERATORS)}, got {sources!r}")
+        raise ValueError(
+            f"sources must be a non-empty subset of {SOURCES + tuple(_GENERATORS)}, got {sources!r}"
+        )
     docs: list[str] = []
     for s in sources:
         if s == "docs":

@@ -22,7 +22,9 @@ def get_device(name: str | torch.device = "cpu") -> torch.device:
         return torch.device("cpu")
     if name == "cuda" or name.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device={name!r} was requested but CUDA is not available on this machine; use 'cpu'")
+            raise ValueError(
+                f"device={name!r} was requested but CUDA is not available on this machine; use 'cpu'"
+            )
         return torch.device(name)
     raise ValueError(f"device must be one of {VALID_DEVICES} (or 'cuda:N'), got {name!r}")
 

@@ -87,7 +87,9 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n")
+    return atomic_write_text(
+        path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    )
 
 
 def read_json(path: str | os.PathLike) -> Any:

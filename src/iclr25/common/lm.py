@@ -103,7 +103,9 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     return _wrap(tok)
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2) -> PreTrainedTokenizerFast:
+def train_bpe(
+    texts: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
     """Byte-level BPE trained with the ``tokenizers`` library on local text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -129,7 +131,9 @@ def _wrap(tok) -> PreTrainedTokenizerFast:
     )
 
 
-def encode_corpus(tokenizer: PreTrainedTokenizerFast, docs: Iterable[str], add_eos: bool = True) -> torch.Tensor:
+def encode_corpus(
+    tokenizer: PreTrainedTokenizerFast, docs: Iterable[str], add_eos: bool = True
+) -> torch.Tensor:
     """Concatenate documents into one 1-D LongTensor of token ids (eos between documents)."""
     docs = list(docs)
     ids = tokenizer(docs, add_special_tokens=False)["input_ids"]

@@ -75,11 +75,13 @@ def collect_runs(out: str | Path) -> list[dict]:
 def render_report(out: str | Path) -> str:
     out = Path(out)
     runs = collect_runs(out)
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>iclr25 report</title>"
-             f"<style>{CSS}</style></head><body>",
-             "<h1>iclr25 — claims report</h1>",
-             f"<p class='muted'>Runs read from <code>{html.escape(str(out))}</code>. Every verdict is computed from "
-             "the measured numbers (mean ± std over seeds) in each run's <code>claims.json</code>.</p>"]
+    parts = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>iclr25 report</title>"
+        f"<style>{CSS}</style></head><body>",
+        "<h1>iclr25 — claims report</h1>",
+        f"<p class='muted'>Runs read from <code>{html.escape(str(out))}</code>. Every verdict is computed from "
+        "the measured numbers (mean ± std over seeds) in each run's <code>claims.json</code>.</p>",
+    ]
     # -- scoreboard
     n_claims = sum(len(r.get("claims", [])) for r in runs)
     n_hold = sum(bool(c.get("holds")) for r in runs for c in r.get("claims", []))
@@ -87,8 +89,10 @@ def render_report(out: str | Path) -> str:
     if not runs:
         parts.append("<p class='muted'>No runs yet: <code>iclr25 run SLUG</code> writes them.</p>")
     else:
-        parts.append("<table><tr><th>system</th><th>preset</th><th>claim</th><th>statement</th><th>method</th>"
-                     "<th>baseline</th><th>compared</th><th>threshold</th><th>verdict</th><th>runtime</th></tr>")
+        parts.append(
+            "<table><tr><th>system</th><th>preset</th><th>claim</th><th>statement</th><th>method</th>"
+            "<th>baseline</th><th>compared</th><th>threshold</th><th>verdict</th><th>runtime</th></tr>"
+        )
         for r in runs:
             invalid = r.get("valid") is False
             for c in r.get("claims", []):
@@ -109,8 +113,10 @@ def render_report(out: str | Path) -> str:
         parts.append("</table>")
     # -- status of all systems
     ran = {r["slug"] for r in runs}
-    parts.append("<h2 id='systems'>Systems</h2><table><tr><th>#</th><th>slug</th><th>paper</th><th>status</th>"
-                 "<th>claims held</th></tr>")
+    parts.append(
+        "<h2 id='systems'>Systems</h2><table><tr><th>#</th><th>slug</th><th>paper</th><th>status</th>"
+        "<th>claims held</th></tr>"
+    )
     by = {r["slug"]: r for r in runs}
     for i, s in enumerate(registry.SYSTEMS, 1):
         pill = f"<span class='pill {'impl' if s.implemented else 'plan'}'>{s.status}</span>"
@@ -120,8 +126,10 @@ def render_report(out: str | Path) -> str:
             held = f"{sum(bool(c.get('holds')) for c in cl)}/{len(cl)}"
         link = f"<a href='#sys-{s.slug}'>{s.slug}</a>" if s.slug in ran else s.slug
         paper = f"<a href='{s.url}'>{html.escape(s.title)}</a>" if s.url else html.escape(s.title)
-        parts.append(f"<tr><td>{i}</td><td>{link}</td><td>{paper}<br><span class='muted'>"
-                     f"{html.escape(s.authors)}</span></td><td>{pill}</td><td>{held}</td></tr>")
+        parts.append(
+            f"<tr><td>{i}</td><td>{link}</td><td>{paper}<br><span class='muted'>"
+            f"{html.escape(s.authors)}</span></td><td>{pill}</td><td>{held}</td></tr>"
+        )
     parts.append("</table>")
     # -- each system's report
     for r in runs:
@@ -131,11 +139,15 @@ def render_report(out: str | Path) -> str:
         if rep.is_file():
             body = markdown.markdown(rep.read_text(encoding="utf-8"), extensions=["tables", "fenced_code"])
             parts.append(_embed_images(body, d))
-        listed = set(re.findall(r"figures/([^)\s]+)", rep.read_text(encoding="utf-8"))) if rep.is_file() else set()
+        listed = (
+            set(re.findall(r"figures/([^)\s]+)", rep.read_text(encoding="utf-8"))) if rep.is_file() else set()
+        )
         extra = [p for p in sorted((d / "figures").glob("*.png")) if p.name not in listed]
         for p in extra:
-            parts.append(f"<figure><img alt='{html.escape(p.stem)}' src='{_img_data_uri(p)}'>"
-                         f"<figcaption class='muted'>{html.escape(p.name)}</figcaption></figure>")
+            parts.append(
+                f"<figure><img alt='{html.escape(p.stem)}' src='{_img_data_uri(p)}'>"
+                f"<figcaption class='muted'>{html.escape(p.name)}</figcaption></figure>"
+            )
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -75,7 +75,9 @@ class RunResult:
     figures: list[Path] = field(default_factory=list)
     report_md: str = ""  # the experiment's own section (tables, deviations); claims are added by write_run
     runtime_s: float = 0.0
-    valid: bool = True  # False when a precondition of the experiment failed (the claims are then not meaningful)
+    valid: bool = (
+        True  # False when a precondition of the experiment failed (the claims are then not meaningful)
+    )
     invalid_reason: str = ""
 
 
@@ -109,7 +111,9 @@ class RunDir:
         return d["result"]
 
     def save_seed(self, seed: int, result: dict, part: str = "") -> None:
-        atomic_write_json(self.seed_file(seed, part), {"config_hash": self.cfg_hash, "seed": int(seed), "result": result})
+        atomic_write_json(
+            self.seed_file(seed, part), {"config_hash": self.cfg_hash, "seed": int(seed), "result": result}
+        )
 
     def map_seeds(
         self, fn: Callable[[int], dict], seeds: Sequence[int], desc: str = "seeds", part: str = ""
@@ -165,7 +169,10 @@ def values(per_seed: dict[int, dict[str, Any]], key: str) -> list[float]:
 
 
 def claims_table_md(claims: Sequence[Claim]) -> str:
-    rows = ["| claim | statement | method | baseline | compared | threshold | verdict |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| claim | statement | method | baseline | compared | threshold | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in claims:
         subs = c.parts if c.parts else (c,)
         for j, p in enumerate(subs):

@@ -22,18 +22,31 @@ def find_chromium() -> str | None:
     return None
 
 
-def screenshot(html_path: str | Path, png_path: str | Path, width: int = 1280, height: int = 2000,
-               timeout: float = 90.0) -> Path:
+def screenshot(
+    html_path: str | Path, png_path: str | Path, width: int = 1280, height: int = 2000, timeout: float = 90.0
+) -> Path:
     exe = find_chromium()
     if exe is None:
         raise RuntimeError("no Chromium found on PATH (install Debian's `chromium` package)")
     html_path, png_path = Path(html_path).resolve(), Path(png_path).resolve()
     png_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as prof:
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--hide-scrollbars", f"--user-data-dir={prof}", f"--window-size={width},{height}",
-               f"--screenshot={png_path}", html_path.as_uri()]
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={prof}",
+            f"--window-size={width},{height}",
+            f"--screenshot={png_path}",
+            html_path.as_uri(),
+        ]
         subprocess.run(cmd, check=True, capture_output=True, timeout=timeout)
     if not png_path.is_file() or png_path.stat().st_size == 0:
         raise RuntimeError(f"Chromium wrote no screenshot to {png_path}")

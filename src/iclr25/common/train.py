@@ -83,7 +83,9 @@ def causal_lm_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: 
     """Sum of next-token cross-entropies over target positions, and their count."""
     logits = model(input_ids=input_ids).logits  # (B, L, V)
     tgt = labels[:, 1:]
-    loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tgt.flatten(), ignore_index=IGNORE, reduction="sum")
+    loss = F.cross_entropy(
+        logits[:, :-1].flatten(0, 1).float(), tgt.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
     return loss, (tgt != IGNORE).sum()
 
 
@@ -101,8 +103,13 @@ def maybe_init_distributed() -> tuple[int, int]:
 
 
 @torch.no_grad()
-def evaluate_lm(model, tokens: torch.Tensor | None = None, cfg: LMTrainConfig = LMTrainConfig(),
-                batch_fn: BatchFn | None = None, device: str | torch.device = "cpu") -> float:
+def evaluate_lm(
+    model,
+    tokens: torch.Tensor | None = None,
+    cfg: LMTrainConfig = LMTrainConfig(),
+    batch_fn: BatchFn | None = None,
+    device: str | torch.device = "cpu",
+) -> float:
     """Mean next-token loss (nats/token) on ``eval_batches`` fixed batches (same batches every call)."""
     was = model.training
     model.eval()
@@ -110,7 +117,9 @@ def evaluate_lm(model, tokens: torch.Tensor | None = None, cfg: LMTrainConfig = 
     cnt = torch.zeros((), dtype=torch.float64)
     for b in range(cfg.eval_batches):
         g = torch_generator(derive_seed(cfg.seed, "eval", b))
-        x, y = batch_fn(b, g) if batch_fn is not None else stream_batch(tokens, cfg.batch_size, cfg.seq_len, g)
+        x, y = (
+            batch_fn(b, g) if batch_fn is not None else stream_batch(tokens, cfg.batch_size, cfg.seq_len, g)
+        )
         s, n = causal_lm_loss_sum(model, x.to(device), y.to(device))
         tot += s.double().cpu()
         cnt += n.double().cpu()
@@ -146,7 +155,8 @@ def train_lm(
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
     )
     history: list[dict] = []
     start = 0
@@ -159,15 +169,25 @@ def train_lm(
             start, history = state["step"], state["history"]
     net = model
     if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=None if str(device) == "cpu" else [device])
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=None if str(device) == "cpu" else [device]
+        )
     vfn = val_batch_fn
     has_val = val_tokens is not None or val_batch_fn is not None
     per = cfg.batch_size // world
 
     def save(step: int) -> None:
         if ckpt is not None and rank == 0:
-            atomic_torch_save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                               "history": history, "config": asdict(cfg)}, ckpt)
+            atomic_torch_save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "step": step,
+                    "history": history,
+                    "config": asdict(cfg),
+                },
+                ckpt,
+            )
 
     for step in progress(range(start, cfg.steps), desc=desc, total=cfg.steps - start):
         g = torch_generator(derive_seed(cfg.seed, "train", step))
@@ -182,13 +202,20 @@ def train_lm(
         loss_sum, _ = causal_lm_loss_sum(net, x, y)
         # DDP averages gradients over ranks, hence the factor `world`: the result is d(global mean)/dθ.
         (loss_sum * world / n_global).backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+        gnorm = torch.nn.utils.clip_grad_norm_(
+            model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        )
         opt.step()
         opt.zero_grad(set_to_none=True)
         train_loss = loss_sum.detach() / n_global
         if world > 1:
             dist.all_reduce(train_loss)
-        rec = {"step": step + 1, "lr": lr_at(step, cfg), "train_loss": float(train_loss), "grad_norm": float(gnorm)}
+        rec = {
+            "step": step + 1,
+            "lr": lr_at(step, cfg),
+            "train_loss": float(train_loss),
+            "grad_norm": float(gnorm),
+        }
         last = step + 1 == cfg.steps
         if has_val and ((cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last):
             rec["val_loss"] = evaluate_lm(model, val_tokens, cfg, vfn, device)
@@ -197,5 +224,9 @@ def train_lm(
             save(step + 1)
     save(cfg.steps)
     vals = [h["val_loss"] for h in history if "val_loss" in h]
-    return {"history": history, "final_train_loss": history[-1]["train_loss"] if history else float("nan"),
-            "final_val_loss": vals[-1] if vals else float("nan"), "world_size": world}
+    return {
+        "history": history,
+        "final_train_loss": history[-1]["train_loss"] if history else float("nan"),
+        "final_val_loss": vals[-1] if vals else float("nan"),
+        "world_size": world,
+    }

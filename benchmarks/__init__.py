@@ -1,0 +1,1 @@
+"""Ratio benchmarks against baselines measured in the same run (``make bench``)."""

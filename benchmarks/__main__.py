@@ -1,0 +1,41 @@
+"""Run every ``benchmarks/bench_*.py`` (or the ones named): ``python -m benchmarks --out DIR [NAME ...]``.
+
+Each benchmark module exposes ``main(argv) -> int`` and accepts ``--out DIR``; it writes its table and plot
+there. Benchmarks report ratios against a baseline timed in the same process, never absolute thresholds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+
+def discover() -> list[str]:
+    return sorted(p.stem.removeprefix("bench_") for p in Path(__file__).parent.glob("bench_*.py"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks")
+    p.add_argument("names", nargs="*", help=f"benchmarks to run (default all): {', '.join(discover())}")
+    p.add_argument("--out", default="runs/benchmarks")
+    a = p.parse_args(argv)
+    names = a.names or discover()
+    unknown = [n for n in names if n not in discover()]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; valid: {', '.join(discover())}", file=sys.stderr)
+        return 2
+    rc = 0
+    for n in names:
+        t = time.perf_counter()
+        mod = importlib.import_module(f"benchmarks.bench_{n}")
+        r = mod.main(["--out", str(Path(a.out) / n)])
+        print(f"[bench] {n}: rc={r} ({time.perf_counter() - t:.1f} s) -> {Path(a.out) / n}")
+        rc = rc or (r or 0)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
