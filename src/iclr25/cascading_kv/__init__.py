@@ -1,0 +1,40 @@
+"""Cascading KV Cache — "Training-Free Exponential Context Extension via Cascading KV Cache".
+
+Jeffrey Willette, Heejun Lee, Youngwan Lee, Myeongjae Jeon, Sung Ju Hwang (ICLR 2025),
+https://arxiv.org/abs/2406.17808.
+
+A fixed-size KV cache (``S`` attention sinks + ``N`` slots) is split into ``C`` cascading sub-caches of ``W = N/C``
+slots. Cascade ``i`` accepts a new token only every ``2^i`` steps; otherwise the newcomer and the cascade's newest
+entry compete on an exponential moving average of the attention they receive, and the evicted oldest token of
+cascade ``i`` falls into cascade ``i+1``. The same memory then spans ≈ ``W·(2^C − 1)`` tokens instead of ``N``,
+keeping important tokens far beyond a sliding window, with no retraining (keys are rotated at *cache positions*).
+A strided prefill makes prompt processing linear in its length. ``C = 1`` is exactly StreamingLLM.
+
+Works with any ``transformers`` v5 RoPE decoder (Llama, Qwen2, Mistral, GQA) through the ``Cache`` API and the
+``"cascade"`` attention implementation::
+
+    cache = CascadingKVCache(model, sink_tokens=64, cache_size=4096, cascades=4)
+    out = generate_streaming(model, input_ids, cache, stride=1024, max_new_tokens=64)
+"""
+
+from .attention import cascade_attention_forward, enable_cascade_attention, register_cascade_attention
+from .cache import CascadingKVCache, CascadingLayer
+from .cascade import EMPTY, CascadeState, PushResult
+from .scores import new_token_scores, reduce_heads, update_cached_scores
+from .streaming import generate_streaming, strided_prefill
+
+__all__ = [
+    "EMPTY",
+    "CascadeState",
+    "CascadingKVCache",
+    "CascadingLayer",
+    "PushResult",
+    "cascade_attention_forward",
+    "enable_cascade_attention",
+    "generate_streaming",
+    "new_token_scores",
+    "reduce_heads",
+    "register_cascade_attention",
+    "strided_prefill",
+    "update_cached_scores",
+]
