@@ -160,9 +160,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"-> {Path(args.out) / slug}"
         )
         for c in doc["claims"]:
-            print(
-                f"  {'✓' if c['holds'] else '✗'} {c['id']}: measured {c['measured']} {c['direction']} {c['threshold']}"
-            )
+            for part, indent in [(c, "  ")] + [(p, "      ") for p in c.get("parts", [])]:
+                mark = "✓" if part["holds"] else "✗"
+                if part.get("parts"):
+                    print(f"{indent}{mark} {part['id']}: all of {len(part['parts'])} parts")
+                else:
+                    print(
+                        f"{indent}{mark} {part['id']}: measured {part['measured']} {part['direction']} {part['threshold']}"
+                    )
     return 1 if failed else 0
 
 

@@ -169,21 +169,28 @@ def values(per_seed: dict[int, dict[str, Any]], key: str) -> list[float]:
 
 
 def claims_table_md(claims: Sequence[Claim]) -> str:
+    """Markdown table of claims; a compound claim gets its own row followed by one ``↳`` row per part."""
     rows = [
         "| claim | statement | method | baseline | compared | threshold | verdict |",
         "|---|---|---|---|---|---|---|",
     ]
+
+    def row(cid: str, c: Claim) -> str:
+        base = c.baseline.fmt() if c.baseline else "—"
+        red = ", every seed" if c.reduce == "all" else ""
+        return (
+            f"| {cid} | {c.statement} | {c.method.fmt()} | {base} | {c.compare}{red}: {c.measured:.4g} | "
+            f"{c.direction} {c.threshold:g} | {'✓' if c.holds else '✗'} |"
+        )
+
     for c in claims:
-        subs = c.parts if c.parts else (c,)
-        for j, p in enumerate(subs):
-            cid = c.id if j == 0 else f"↳ {c.id}"
-            st = c.statement if j == 0 else p.statement
-            verdict = ("✓" if c.holds else "✗") if j == 0 else ("✓" if p.holds else "✗")
-            base = p.baseline.fmt() if p.baseline else "—"
+        if c.parts:
             rows.append(
-                f"| `{cid}` | {st} | {p.method.fmt()} | {base} | {p.compare}: {p.measured:.4g} | "
-                f"{p.direction} {p.threshold:g} | {verdict} |"
+                f"| `{c.id}` | {c.statement} | all of {len(c.parts)} parts | | | | {'✓' if c.holds else '✗'} |"
             )
+            rows += [row(f"↳ `{p.id}`", p) for p in c.parts]
+        else:
+            rows.append(row(f"`{c.id}`", c))
     notes = [f"- `{c.id}`: {c.note}" for c in claims if c.note]
     return "\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else "")
 
