@@ -56,7 +56,9 @@ def test_first_moment_closed_form_matches_quadrature():
     for k in (0, 4, 7, 11):
         a, b = ps.alpha[k], ps.beta[k]
         for m in (0, 3, 9):
-            q, _ = integrate.quad(lambda s: s * stats.beta.pdf(s, a, b), edges[m], edges[m + 1], epsabs=1e-13)
+            q, _ = integrate.quad(
+                lambda s, a=a, b=b: s * stats.beta.pdf(s, a, b), edges[m], edges[m + 1], epsabs=1e-13
+            )
             assert e[k, m] == pytest.approx(q, abs=1e-8)
 
 
