@@ -1,0 +1,142 @@
+"""Training MOFFlow (x1-prediction flow matching with self-conditioning) and checkpoint I/O."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from iclr25.common.io import atomic_torch_save
+from iclr25.common.progress import progress
+
+from .building_blocks import MOF, MOFBatch, collate
+from .flow import MIN_T, LatticePrior, flow_matching_loss, interpolate, sample_prior
+from .network import MOFFlowConfig, MOFFlowNet
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimiser settings. Paper: AdamW lr 1e-4, betas (0.9, 0.98), wd 0.01, clip 0.5, batch 160."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.01
+    grad_clip: float = 0.5
+    self_condition: float = 0.5  # probability of a self-conditioning pass
+    warmup: int = 20
+    min_lr_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError(f"steps and batch_size must be >= 1, got {self.steps}, {self.batch_size}")
+        if not 0.0 <= self.self_condition <= 1.0:
+            raise ValueError(f"self_condition must be a probability, got {self.self_condition}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+
+def index_batch(full: MOFBatch, idx: torch.Tensor) -> MOFBatch:
+    """Rows ``idx`` of a pre-collated batch, trimmed to the largest block / atom count present."""
+    bm = full.block_mask[idx]
+    M = int(bm.sum(1).max())
+    am = full.atom_mask[idx][:, :M]
+    A = int(am.sum(-1).max())
+    return MOFBatch(
+        full.atom_types[idx][:, :M, :A],
+        full.local[idx][:, :M, :A],
+        am[:, :, :A],
+        bm[:, :M],
+        full.rots[idx][:, :M],
+        full.trans[idx][:, :M],
+        full.lattice[idx],
+    )
+
+
+def size_buckets(mofs: list[MOF]) -> list[torch.Tensor]:
+    """Indices of the MOFs grouped by block count (batches drawn from one bucket pad less)."""
+    sizes = torch.tensor([m.n_blocks for m in mofs])
+    return [(sizes == s).nonzero().squeeze(-1) for s in sizes.unique()]
+
+
+def size_bucketed_indices(buckets: list[torch.Tensor], batch_size: int, g: torch.Generator) -> torch.Tensor:
+    """Pick a bucket with probability ∝ its size, then ``batch_size`` indices from it (with replacement)."""
+    w = torch.tensor([len(b) for b in buckets], dtype=torch.float)
+    b = buckets[int(torch.multinomial(w, 1, generator=g))]
+    return b[torch.randint(len(b), (batch_size,), generator=g)]
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up then cosine decay to ``min_lr_ratio · lr``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    p = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def train_mofflow(
+    model: MOFFlowNet,
+    mofs: list[MOF],
+    lattice_prior: LatticePrior,
+    cfg: TrainConfig = TrainConfig(),
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> list[dict[str, float]]:
+    """Train ``model`` on ``mofs``; returns the loss history (one dict per step)."""
+    g = torch.Generator().manual_seed(int(seed))
+    model.to(device).train()
+    full = collate(mofs, device)
+    buckets = size_buckets(mofs)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    hist = []
+    for step in progress(range(cfg.steps), desc="train mofflow"):
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(step, cfg)
+        idx = size_bucketed_indices(buckets, cfg.batch_size, g)
+        batch = index_batch(full, idx.to(device))
+        t = (MIN_T + (1 - 2 * MIN_T) * torch.rand(batch.size, generator=g)).to(device)
+        prior = sample_prior(batch, lattice_prior, g)
+        trans_t, rots_t, lat_t = interpolate(batch, t, prior)
+        bb = model.embed_blocks(batch)
+        sc = None
+        if float(torch.rand(1, generator=g)) < cfg.self_condition:
+            with torch.no_grad():
+                sc = model(batch, t, trans_t, rots_t, lat_t, None, bb_emb=bb)["trans"].detach()
+        pred = model(batch, t, trans_t, rots_t, lat_t, sc, bb_emb=bb)
+        losses = flow_matching_loss(pred, batch, t, rots_t)
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        hist.append({k: float(v.detach()) for k, v in losses.items()})
+    model.eval()
+    return hist
+
+
+def save_checkpoint(model: MOFFlowNet, path: str | Path, lattice_prior: LatticePrior | None = None) -> Path:
+    """Atomically save weights + network config (+ lattice prior)."""
+    return atomic_torch_save(
+        {
+            "config": asdict(model.cfg),
+            "state_dict": model.state_dict(),
+            "lattice_prior": None if lattice_prior is None else asdict(lattice_prior),
+        },
+        path,
+    )
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[MOFFlowNet, LatticePrior | None]:
+    """Inverse of :func:`save_checkpoint`."""
+    ck = torch.load(path, map_location=device, weights_only=True)
+    model = MOFFlowNet(MOFFlowConfig(**ck["config"])).to(device)
+    model.load_state_dict(ck["state_dict"])
+    model.eval()
+    lp = ck.get("lattice_prior")
+    if lp is not None:
+        lp = LatticePrior(**{k: tuple(v) if isinstance(v, list) else v for k, v in lp.items()})
+    return model, lp
