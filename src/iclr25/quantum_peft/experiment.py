@@ -122,7 +122,7 @@ class Config(ExperimentConfig):
 
 
 PRESETS = {
-    "smoke": Config(seeds=1, widths=(64,), pretrain_epochs=6, finetune_epochs=4),
+    "smoke": Config(seeds=1, widths=(64,), pretrain_epochs=12, finetune_epochs=5),
     "quick": Config(),
     # GPU scale of the same protocol (GLUE/DeBERTa data is not available offline here): wider and deeper ViTs,
     # including a non-power-of-two width (QSD node), 5 seeds.
@@ -216,7 +216,7 @@ def train(
             loss.backward()
             opt.step()
             sched.step()
-            tot += float(loss) * len(idx)
+            tot += float(loss.detach()) * len(idx)
         hist.append(tot / len(y))
     return hist
 

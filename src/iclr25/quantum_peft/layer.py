@@ -96,27 +96,29 @@ class QuantumPEFTLinear(nn.Module):
         )
         self.lam = nn.Parameter(torch.zeros(rank, **kw))  # Λ = 0 ⇒ ΔW = 0 at init
         self.merged = False
+        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None  # (U, V) precomputed for one forward
 
     # -- the update ---------------------------------------------------------------------------------
+    def node_specs(self) -> tuple[tuple, tuple]:
+        """(signature, angles) of the U and V nodes; equal signatures can be computed in one batched call."""
+        return (
+            ((self.out_features, self.rank, self.layers, self.node), self.theta_u),
+            ((self.in_features, self.rank, self.layers, self.node), self.theta_v),
+        )
+
     def u(self) -> torch.Tensor:
         """U = Q_N(θ_U)·I_{N×K}, (N, K) with orthonormal columns."""
-        return node_columns(
-            quantize_angles(self.theta_u, self.angle_bits),
-            self.out_features,
-            self.rank,
-            self.layers,
-            self.node,
-        )
+        if self._factors is not None:
+            return self._factors[0]
+        th = quantize_angles(self.theta_u, self.angle_bits)
+        return node_columns(th, self.out_features, self.rank, self.layers, self.node)
 
     def v(self) -> torch.Tensor:
         """V = Q_M(θ_V)·I_{M×K}, (M, K) with orthonormal columns."""
-        return node_columns(
-            quantize_angles(self.theta_v, self.angle_bits),
-            self.in_features,
-            self.rank,
-            self.layers,
-            self.node,
-        )
+        if self._factors is not None:
+            return self._factors[1]
+        th = quantize_angles(self.theta_v, self.angle_bits)
+        return node_columns(th, self.in_features, self.rank, self.layers, self.node)
 
     def delta_weight(self) -> torch.Tensor:
         """ΔW = s · U Λ Vᵀ, (N, M)."""

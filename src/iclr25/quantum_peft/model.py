@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .layer import QuantumPEFTLinear, quantize_angles
-from .unitary import NODES
+from .unitary import NODES, node_columns
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -154,7 +154,34 @@ class QuantumPEFTModel(nn.Module):
 
     # -- delegation ---------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.base_model(*args, **kwargs)
+        """Run the wrapped model; the U, V factors of all layers are first built in batched calls.
+
+        Nodes with the same (size, K, L, node) signature — e.g. every q/v projection of a transformer — are
+        stacked along θ's batch dimension and computed by one ``node_columns`` call, instead of one small
+        circuit simulation per layer (same numbers, far fewer kernel launches).
+        """
+        layers = [m for _, m in self.qpeft_layers() if not m.merged]
+        if len(layers) > 1:
+            self._precompute_factors(layers)
+        try:
+            return self.base_model(*args, **kwargs)
+        finally:
+            for m in layers:
+                m._factors = None
+
+    def _precompute_factors(self, layers: list[QuantumPEFTLinear]) -> None:
+        groups: dict[tuple, list[tuple[int, int, torch.Tensor]]] = {}
+        for i, m in enumerate(layers):
+            for j, (sig, th) in enumerate(m.node_specs()):
+                groups.setdefault(sig + (m.angle_bits,), []).append((i, j, th))
+        out: dict[tuple[int, int], torch.Tensor] = {}
+        for (dim, k, n_layers, node, bits), items in groups.items():
+            theta = quantize_angles(torch.stack([th for _, _, th in items]), bits)  # (G, P)
+            cols = node_columns(theta, dim, k, n_layers, node)  # (G, dim, K)
+            for g, (i, j, _) in enumerate(items):
+                out[(i, j)] = cols[g]
+        for i, m in enumerate(layers):
+            m._factors = (out[(i, 0)], out[(i, 1)])
 
     def __getattr__(self, name: str) -> Any:
         try:
