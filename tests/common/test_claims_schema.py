@@ -55,8 +55,12 @@ def test_reduce_all_needs_every_seed():
     assert c2.holds
 
 
-def test_nan_never_holds():
+def test_nan_never_holds_but_infinite_ratio_compares():
     assert not make_claim("x", "s", "m", [float("nan")], 0.0, ">=").holds
+    assert not make_claim("x", "s", "m", [0.0], 3.0, ">=", baseline=[0.0], compare="ratio").holds  # 0/0
+    inf = make_claim("x", "s", "m", [10.0], 3.0, ">=", baseline=[0.0], compare="ratio")  # 10/0
+    assert inf.holds and inf.to_json()["measured"] is None
+    assert Claim.from_json(inf.to_json()).holds
 
 
 def test_all_of_needs_every_part():

@@ -124,7 +124,7 @@ class Claim:
         if self.parts:
             return all(p.holds for p in self.parts)
         x = self.measured
-        if not math.isfinite(x):
+        if math.isnan(x):  # ±inf compares normally (e.g. a ratio over a baseline of 0)
             return False
         return bool(x >= self.threshold) if self.direction == ">=" else bool(x <= self.threshold)
 

@@ -1,0 +1,273 @@
+"""Certified unlearning for the anchor-word topic model (U_base, Algorithm 1) and for a linear head (U_head,
+Algorithm 2), in the (ε, δ) framework of Sekhari et al. (2021).
+
+U_base: Σ' = Σ − Σ_{d∈S_f} Q_d, m' = m − |S_f| (cost independent of m); anchors kept fixed; one Newton step per
+word on its face of the simplex starting from the old C_i (exact re-fit whenever supports do not change); A^F, R^F
+by Bayes rule; release Ã = A^F + N(0, σ²) with σ calibrated by the Gaussian mechanism from a sensitivity Δ.
+U_head: release B̃ = A w + N(0, σ_B² I_n) — either with A = A^F (variant "updated") or with the untouched base
+A(S) (variant "base_fixed": unlearning without modifying the base model).
+
+The sensitivity Δ is an input: the theory bounds it through constants real data do not reveal, so
+:func:`estimate_sensitivity` only *estimates* it from realised gaps (it is NOT a certificate).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.stats import norm
+
+from .model import AnchorTopicModel, TopicStats, as_doc_word, cooccurrence_sum, row_normalise, topics_from_C
+from .simplex import face_newton, project_simplex
+
+NEWTON = ("face", "plain")
+MECHANISMS = ("auto", "classical", "analytic")
+
+
+def gaussian_sigma(sensitivity: float, epsilon: float, delta: float, mechanism: str = "auto") -> float:
+    """Noise std of the Gaussian mechanism for L2 sensitivity Δ.
+
+    classical (Dwork & Roth, valid for ε ≤ 1): σ = Δ √(2 ln(1.25/δ)) / ε.
+    analytic (Balle & Wang 2018, any ε): the smallest σ with Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ.
+    ``auto`` uses the classical formula for ε ≤ 1 and the analytic one above.
+    """
+    if not sensitivity >= 0:
+        raise ValueError(f"sensitivity must be >= 0, got {sensitivity!r}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    if sensitivity == 0:
+        return 0.0
+    if mechanism == "classical" or (mechanism == "auto" and epsilon <= 1):
+        if epsilon > 1 and mechanism == "classical":
+            raise ValueError(
+                f"the classical Gaussian mechanism needs epsilon <= 1, got {epsilon}; use 'analytic'"
+            )
+        return sensitivity * math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+
+    def excess(s: float) -> float:  # privacy loss profile minus delta, decreasing in s
+        a, b = sensitivity / (2 * s), epsilon * s / sensitivity
+        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b) - delta
+
+    lo, hi = 1e-12 * sensitivity, sensitivity
+    while excess(hi) > 0:
+        hi *= 2
+    for _ in range(200):  # bisection to machine precision
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    return hi
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the unlearner publishes: the noisy matrix (A, or B = A w for a head), optionally R, and the noise used."""
+
+    A: np.ndarray
+    R: np.ndarray | None
+    sigma: float
+    sigma_R: float | None
+    projected_rows: int  # rows whose Newton step left the simplex and were projected back
+
+
+def newton_unlearn(stats: TopicStats, forget_docs, newton: str = "face", layout: str = "doc_word"):
+    """The noise-free part of U_base: returns (A^F, R^F, new TopicStats, projected-row count)."""
+    if newton not in NEWTON:
+        raise ValueError(f"newton must be one of {NEWTON}, got {newton!r}")
+    Xf = as_doc_word(forget_docs, layout, n_words=stats.Sigma.shape[0])
+    if Xf.shape[0] and Xf.shape[1] != stats.Sigma.shape[0]:
+        raise ValueError(f"forget_docs must have {stats.Sigma.shape[0]} word columns, got {Xf.shape[1]}")
+    if Xf.shape[0]:
+        Sf, mf = cooccurrence_sum(Xf)
+    else:
+        Sf, mf = np.zeros_like(stats.Sigma), 0
+    if mf >= stats.m:
+        raise ValueError(f"cannot forget {mf} of the model's {stats.m} documents")
+    Sigma = stats.Sigma - Sf  # Σ' = Σ − Σ_f
+    m = stats.m - mf
+    if mf == 0:
+        C = stats.C
+        bad = np.zeros(C.shape[0], bool)
+        Q, p = Sigma / m, stats.p_w
+    else:
+        Q = Sigma / m
+        Qbar, p = row_normalise(Q)
+        X = Qbar[stats.anchors]
+        G, B = X @ X.T, Qbar @ X.T
+        if newton == "face":
+            C, bad = face_newton(stats.C, G, B)
+        else:  # plain unconstrained step (kept as an option; leaves a gap to retraining)
+            grad = 2.0 * (stats.C @ G - B)
+            C = stats.C - np.linalg.solve(2.0 * G, grad.T).T
+            bad = (C < 0).any(axis=1)
+            C = project_simplex(C)
+        C[stats.anchors] = np.eye(len(stats.anchors))
+    A, R = topics_from_C(C, p, Q, stats.anchors)
+    return A, R, TopicStats(Sigma, m, stats.anchors, C, p), int(bad.sum())
+
+
+def _noise(shape, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    return rng.normal(0.0, sigma, size=shape) if sigma > 0 else np.zeros(shape)
+
+
+def unlearn_base(
+    model: AnchorTopicModel,
+    forget_docs,
+    epsilon: float | None,
+    delta: float | None,
+    sensitivity: float | None = None,
+    sensitivity_R: float | None = None,
+    newton: str = "face",
+    mechanism: str = "auto",
+    seed: int | np.random.Generator = 0,
+    layout: str = "doc_word",
+) -> Release:
+    """U_base: update ``model`` in place to the noise-free unlearned state and return the noisy release.
+
+    ``epsilon=None`` turns the noise off (for experiments and tests; that release certifies nothing). Otherwise
+    ``sensitivity`` (a bound on ||A^F − A(S∖S_f)||_F) is required; R is released only if ``sensitivity_R`` is given.
+    """
+    if epsilon is not None and sensitivity is None:
+        raise ValueError(
+            "sensitivity is required when epsilon is given: pass a bound on ||A^F − A(S')||_F "
+            "(estimate_sensitivity() gives an empirical estimate, not a certificate)"
+        )
+    A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
+    model._set_state(A, R, stats)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if epsilon is None:
+        return Release(A.copy(), R.copy(), 0.0, 0.0, n_bad)
+    sig = gaussian_sigma(sensitivity, epsilon, delta, mechanism)
+    sig_r = None if sensitivity_R is None else gaussian_sigma(sensitivity_R, epsilon, delta, mechanism)
+    Rn = None if sig_r is None else R + _noise(R.shape, sig_r, rng)
+    return Release(A + _noise(A.shape, sig, rng), Rn, sig, sig_r, n_bad)
+
+
+@dataclass(frozen=True)
+class LinearHead:
+    """A downstream linear head on topic features: score(x) = ⟨A w, x̄⟩ + b0."""
+
+    w: np.ndarray  # (r,)
+    b0: float
+
+    def decision(self, B: np.ndarray, X, layout: str = "doc_word") -> np.ndarray:
+        """Scores ⟨B, x̄⟩ + b0 for documents ``X`` given a released B = A w (n,)."""
+        X = as_doc_word(X, layout)
+        L = np.asarray(X.sum(axis=1)).ravel()
+        return np.asarray(sp.diags(1.0 / np.maximum(L, 1)) @ X @ B).ravel() + self.b0
+
+
+def fit_head(model: AnchorTopicModel, X, y, layout: str = "doc_word") -> LinearHead:
+    """Least-squares head (with intercept) on φ_A(x) = Aᵀx̄ for targets ``y`` (0/1 labels or real values)."""
+    F = model.transform(X, layout)
+    y = np.asarray(y, float)
+    if y.shape != (F.shape[0],):
+        raise ValueError(f"y must have one value per document ({F.shape[0]}), got shape {y.shape}")
+    D = np.hstack([F, np.ones((F.shape[0], 1))])
+    coef, *_ = np.linalg.lstsq(D, y, rcond=None)
+    return LinearHead(coef[:-1].copy(), float(coef[-1]))
+
+
+def release_head(A: np.ndarray, head: LinearHead) -> np.ndarray:
+    """The fine-tuned model's released vector B = A w ∈ R^n."""
+    return A @ head.w
+
+
+def unlearn_head(
+    model: AnchorTopicModel,
+    forget_docs,
+    head: LinearHead,
+    epsilon: float | None,
+    delta: float | None,
+    sensitivity: float | None = None,
+    variant: str = "updated",
+    newton: str = "face",
+    mechanism: str = "auto",
+    seed: int | np.random.Generator = 0,
+    layout: str = "doc_word",
+) -> Release:
+    """U_head: release only B̃ = A w + N(0, σ_B² I_n). ``variant='updated'`` uses A^F (the model's internal state
+    is updated, nothing about the base is released); ``'base_fixed'`` leaves the base model untouched and only adds
+    noise (``sensitivity`` must then cover ||(A(S) − A(S')) w||₂)."""
+    if variant not in ("updated", "base_fixed"):
+        raise ValueError(f"variant must be 'updated' or 'base_fixed', got {variant!r}")
+    if epsilon is not None and sensitivity is None:
+        raise ValueError("sensitivity is required when epsilon is given: a bound on ||(A^F − A(S'))w||_2")
+    n_bad = 0
+    if variant == "updated":
+        A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
+        model._set_state(A, R, stats)
+    B = release_head(model.topic_word_, head)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    sig = 0.0 if epsilon is None else gaussian_sigma(sensitivity, epsilon, delta, mechanism)
+    return Release(B + _noise(B.shape, sig, rng), None, sig, None, n_bad)
+
+
+def retrain_reference(model: AnchorTopicModel, forget_docs, layout: str = "doc_word", tol: float = 1e-12):
+    """A(S∖S_f) with the anchors of ``model`` kept fixed, solved to a tight duality gap (tests/experiments)."""
+    Xf = as_doc_word(forget_docs, layout, n_words=model.stats_.Sigma.shape[0])
+    Sf, mf = cooccurrence_sum(Xf) if Xf.shape[0] else (0.0, 0)
+    ref = AnchorTopicModel(model.n_topics, anchors=model.anchors_, tol=tol, max_iter=model.max_iter)
+    return ref.fit_from_stats(model.stats_.Sigma - Sf, model.stats_.m - mf, model.anchors_)
+
+
+def estimate_sensitivity(
+    model: AnchorTopicModel,
+    X,
+    m_f: int,
+    trials: int = 5,
+    safety: float = 2.0,
+    method: str = "newton",
+    head: LinearHead | None = None,
+    seed: int = 0,
+    layout: str = "doc_word",
+) -> dict[str, float]:
+    """ESTIMATE (not a certificate) of the sensitivities for forget sets of size ``m_f`` drawn from the training
+    documents ``X``: ``safety`` × the largest realised gap over ``trials`` random forget sets between the unlearned
+    model (``method='newton'``: A^F; ``'none'``: the unchanged A(S)) and fixed-anchor retraining A(S').
+
+    Returns ``{"A": Δ_A (Frobenius), "R": Δ_R, "B": Δ_B (if head given, ||(·)w||₂)}``.
+    """
+    if method not in ("newton", "none"):
+        raise ValueError(f"method must be 'newton' or 'none', got {method!r}")
+    X = as_doc_word(X, layout)
+    if not 1 <= m_f < X.shape[0]:
+        raise ValueError(f"m_f must be in [1, {X.shape[0]}), got {m_f}")
+    rng = np.random.default_rng(seed)
+    gaps: dict[str, list[float]] = {"A": [], "R": [], "B": []}
+    for _ in range(trials):
+        idx = rng.choice(X.shape[0], size=m_f, replace=False)
+        ref = retrain_reference(model, X[idx])
+        if method == "newton":
+            A, R, _, _ = newton_unlearn(model.stats_, X[idx])
+        else:
+            A, R = model.topic_word_, model.topic_cov_
+        gaps["A"].append(float(np.linalg.norm(A - ref.topic_word_)))
+        gaps["R"].append(float(np.linalg.norm(R - ref.topic_cov_)))
+        if head is not None:
+            gaps["B"].append(float(np.linalg.norm((A - ref.topic_word_) @ head.w)))
+    return {k: safety * max(v) for k, v in gaps.items() if v}
+
+
+def deletion_capacity(passes: Mapping[int, bool] | Sequence[tuple[int, bool]]) -> int:
+    """Largest m_f on the grid such that the utility test passes at it and at every smaller grid point
+    (0 if it fails at the smallest)."""
+    items = sorted(dict(passes).items())
+    cap = 0
+    for m_f, ok in items:
+        if not ok:
+            break
+        cap = m_f
+    return cap
+
+
+def utility_passes(errors: Sequence[float], threshold: float, prob: float = 0.9) -> bool:
+    """True when at least ``prob`` of the noise draws have error ≤ ``threshold`` (the paper's 0.9 criterion)."""
+    e = np.asarray(errors, float)
+    return bool(np.mean(e <= threshold) >= prob)
