@@ -1,0 +1,384 @@
+"""An online (task-free) class-incremental CL runner under a FLOPs budget and a bytes budget.
+
+One incoming sample at a time (spec §3.5)::
+
+    if y_t is new: activate its head row and its SAR class state
+    memory.insert(x_t)                             # class-balanced (aL-SAR) or reservoir (ER)
+    acc += online_iter; while acc >= 1: train one step on a batch (SAR / random retrieval; ER adds stream samples)
+    every eval_period samples: top-1 on the test images of all classes seen so far → A_auc list
+
+A step's FLOPs are b·(F + B − Σ_{frozen} B_i) plus overheads (loss, the last-layer gradient for b_t, Fisher
+accumulation, SAR's subsampled per-sample gradients), see :mod:`.budget`. Memory capacity is derived from the total
+bytes budget: model bytes + per-exemplar bytes (image + method extras) + fixed method state.
+ER (Chaudhry et al. 2019) follows the official baseline: reservoir memory, each batch = the pending stream samples
+(b/2 of them) + random memory samples; memory is updated after training on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .budget import BlockFlops, count_block_flops, exemplar_capacity, model_bytes, step_flops
+from .freezing import AdaptiveLayerFreezer
+from .model import TinyResNet, block_parameters, masked_logits, sar_target_layers
+from .persample import PerSampleGradCapture
+from .retrieval import ClassBalancedMemory, ClassSimilarity, FrequencySampler, ReservoirMemory
+from .stream import DigitsData
+
+__all__ = ["MethodConfig", "OnlineResult", "run_online", "a_auc", "a_last", "METHODS"]
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """One online-CL method. Defaults = aL-SAR as in the official ``ex.sh`` / paper."""
+
+    name: str = "aL-SAR"
+    memory: str = "balanced"  # "balanced" (aL-SAR, vanilla) | "reservoir" (ER)
+    retrieval: str = "sar"  # "sar" | "random"
+    freezing: bool = True
+    online_iter: float = 1.0  # training iterations per incoming sample (fractional values accumulate)
+    stream_fraction: float = 0.0  # share of each batch taken from the stream (ER: 0.5)
+    # SAR (spec §3.4)
+    temperature: float = 0.125  # T (ex.sh; config default 2)
+    k_coeff: float = 4.0  # decay r = b / (|M| k) (ex.sh; config default 2)
+    sim_rate: float = 1e-3  # r_S
+    corr_warmup: int = 50  # samples before SAR replaces balanced-random retrieval
+    grad_subsample: float = 5e-4  # paper: 0.05 % of the model's parameters; code: 1e-4 of each target layer
+    subsample_of: str = "model"  # "model" (paper) | "layer" (code)
+    # aL (spec §3.3)
+    unfreeze_rate: float = 0.5  # exploration probability (ex.sh; config default 0.25)
+    exploration: str = "random"  # "random" (code) | "periodic" (2024 paper text: every `period`-th step)
+    period: int = 2
+    fisher_rate: float = 1e-3  # r_F
+    grad_ema_rate: float = 1e-3
+    fisher: str = (
+        "per_sample"  # "per_sample" (paper: E[(∂ℓ/∂θ)²]) | "batch_mean" (code: squared mean gradient)
+    )
+    stem_mode: str = "code"  # "code" | "paper" (see freezing.py)
+    warmup_steps: int = 3
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("memory", self.memory, ("balanced", "reservoir")),
+            ("retrieval", self.retrieval, ("sar", "random")),
+            ("subsample_of", self.subsample_of, ("model", "layer")),
+            ("exploration", self.exploration, ("random", "periodic")),
+            ("fisher", self.fisher, ("per_sample", "batch_mean")),
+            ("stem_mode", self.stem_mode, ("code", "paper")),
+        ]
+        for name, v, allowed in checks:
+            if v not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
+        if not self.online_iter > 0:
+            raise ValueError(f"online_iter must be > 0, got {self.online_iter}")
+        if not 0 <= self.stream_fraction < 1:
+            raise ValueError(f"stream_fraction must be in [0, 1), got {self.stream_fraction}")
+        if not 0 < self.grad_subsample <= 1:
+            raise ValueError(f"grad_subsample must be in (0, 1], got {self.grad_subsample}")
+
+
+METHODS: dict[str, MethodConfig] = {
+    "er": MethodConfig("ER", memory="reservoir", retrieval="random", freezing=False, stream_fraction=0.5),
+    "vanilla": MethodConfig("Vanilla", retrieval="random", freezing=False),
+    "sar": MethodConfig("+SAR", retrieval="sar", freezing=False),
+    "al": MethodConfig("+aL", retrieval="random", freezing=True),
+    "al_sar": MethodConfig("aL-SAR", retrieval="sar", freezing=True),
+}
+
+
+@dataclass
+class OnlineResult:
+    """Anytime accuracies and budgets of one run."""
+
+    eval_samples: list[int]
+    eval_acc: list[float]  # %
+    flops: float  # total training FLOPs (MAC convention)
+    iterations: int
+    capacity: int  # exemplars kept
+    memory_bytes: int  # model + exemplars + method state actually stored at the end
+    frozen_blocks: list[int] = field(default_factory=list)  # n_frozen of every step
+
+    @property
+    def a_auc(self) -> float:
+        return a_auc(self.eval_acc)
+
+    @property
+    def a_last(self) -> float:
+        return a_last(self.eval_acc)
+
+    def summary(self) -> dict:
+        fb = np.asarray(self.frozen_blocks, dtype=float)
+        return {
+            "a_auc": self.a_auc,
+            "a_last": self.a_last,
+            "gflops": self.flops / 1e9,
+            "iterations": self.iterations,
+            "capacity": self.capacity,
+            "memory_bytes": self.memory_bytes,
+            "frozen_step_fraction": float((fb > 0).mean()) if fb.size else 0.0,
+            "mean_frozen_blocks": float(fb.mean()) if fb.size else 0.0,
+        }
+
+
+def a_auc(accs: list[float]) -> float:
+    """A_auc: mean of the anytime accuracies (official ``np.mean(test_acc)``)."""
+    if len(accs) == 0:
+        raise ValueError("accs must hold at least one evaluation")
+    return float(np.mean(accs))
+
+
+def a_last(accs: list[float]) -> float:
+    """A_last: accuracy after the last sample."""
+    if len(accs) == 0:
+        raise ValueError("accs must hold at least one evaluation")
+    return float(accs[-1])
+
+
+def _subsample_indices(layers: list[nn.Conv2d], n_params: int, m: MethodConfig, g: torch.Generator) -> list:
+    sizes = [int(l.weight.numel()) for l in layers]
+    if m.subsample_of == "model":  # paper: 0.05 % of the model, spread over target layers ∝ their size
+        total = max(len(layers), round(m.grad_subsample * n_params))
+        ks = [max(1, round(total * s / sum(sizes))) for s in sizes]
+    else:  # code: int(numel · 1e-4) per layer (at least 1 here, the code would keep 0 for tiny layers)
+        ks = [max(1, int(s * m.grad_subsample)) for s in sizes]
+    return [torch.randperm(s, generator=g)[:k] for s, k in zip(sizes, ks, strict=True)]
+
+
+def run_online(
+    method: MethodConfig,
+    data: DigitsData,
+    order: np.ndarray,
+    *,
+    seed: int,
+    total_bytes: int,
+    batch_size: int = 16,
+    lr: float = 3e-4,
+    eval_period: int = 50,
+    model_fn: Callable[[int], nn.Module] | None = None,
+    device: str = "cpu",
+) -> OnlineResult:
+    """Run one method over the stream ``order`` (indices into ``data.train_*``) and return its anytime accuracy.
+
+    ``total_bytes`` is the memory budget (model + exemplars + method state); ``model_fn(n_classes)`` builds the
+    block-structured model (default :class:`TinyResNet`), initialised from ``seed``.
+    """
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2, got {batch_size}")
+    if eval_period < 1:
+        raise ValueError(f"eval_period must be >= 1, got {eval_period}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    dev = torch.device(device)
+    torch.manual_seed(seed)
+    model = (model_fn or (lambda c: TinyResNet(n_classes=c)))(data.n_classes).to(dev)
+    g = torch.Generator().manual_seed(seed + 1)  # retrieval / memory / exploration randomness
+    bf: BlockFlops = count_block_flops(model, data.sample_shape)
+    C = data.n_classes
+    groups = block_parameters(model)
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+
+    # --- method state and the bytes it costs ---------------------------------------------------------------
+    sar = method.retrieval == "sar"
+    targets = sar_target_layers(model)
+    sub_idx = _subsample_indices(targets, n_params, method, g) if sar else []
+    dim = sum(int(i.numel()) for i in sub_idx)
+    per_ex, fixed = 0, 0
+    sim = sampler = None
+    if sar:
+        sim = ClassSimilarity(C, dim, rate=method.sim_rate, device=dev)
+        fixed += sim.state_bytes
+    freezer = None
+    if method.freezing:
+        freezer = AdaptiveLayerFreezer(
+            bf,
+            fisher_rate=method.fisher_rate,
+            grad_ema_rate=method.grad_ema_rate,
+            unfreeze_rate=method.unfreeze_rate,
+            exploration=method.exploration,
+            period=method.period,
+            warmup_steps=method.warmup_steps,
+            stem_mode=method.stem_mode,
+            generator=g,
+        )
+        fixed += freezer.state_bytes
+    if sar:
+        pe, fx = 4, 4 * C  # u_i per slot, U_c per class
+        per_ex, fixed = per_ex + pe, fixed + fx
+    mbytes = model_bytes(model)
+    cap = exemplar_capacity(total_bytes, mbytes, data.bytes_per_image, per_ex, fixed)
+    if cap < batch_size:
+        raise ValueError(
+            f"total_bytes={total_bytes} leaves {cap} exemplars, fewer than batch_size={batch_size}"
+        )
+    mem_cls = ReservoirMemory if method.memory == "reservoir" else ClassBalancedMemory
+    memory = mem_cls(cap, data.sample_shape)
+    if sar:
+        sampler = FrequencySampler(
+            cap,
+            C,
+            temperature=method.temperature,
+            k_coeff=method.k_coeff,
+            warmup_samples=method.corr_warmup,
+            device=dev,
+        )
+    fisher_layers = [
+        [m for m in blk.modules() if isinstance(m, (nn.Conv2d, nn.Linear))] for blk in model.blocks
+    ]
+    capture_layers = list(targets) if sar else []
+    if freezer is not None and method.fisher == "per_sample":
+        capture_layers = list(dict.fromkeys([*capture_layers, *[m for ls in fisher_layers for m in ls]]))
+    capture = PerSampleGradCapture(capture_layers) if capture_layers else None
+    # per-sample subsampled gradient entries: k·P multiply-adds per target layer and sample (P = output positions)
+    sar_entry_flops = 0.0
+    if sar:
+        with torch.no_grad():
+            outs = {}
+            hs = [
+                m.register_forward_hook(lambda mod, i, o: outs.__setitem__(id(mod), o[0, 0].numel()))
+                for m in targets
+            ]
+            model.eval()
+            model(torch.zeros(1, *data.sample_shape, device=dev))
+            model.train()
+            for h in hs:
+                h.remove()
+        sar_entry_flops = float(
+            sum(int(i.numel()) * outs[id(m)] for m, i in zip(targets, sub_idx, strict=True))
+        )
+
+    # --- bookkeeping --------------------------------------------------------------------------------------
+    seen = torch.zeros(C, dtype=torch.bool, device=dev)
+    train_x, train_y = data.train_x.to(dev), data.train_y.to(dev)
+    test_x, test_y = data.test_x.to(dev), data.test_y.to(dev)
+    flops, iters, acc_iter = 0.0, 0, 0.0
+    frozen_log: list[int] = []
+    eval_samples: list[int] = []
+    eval_acc: list[float] = []
+    D = getattr(model, "feature_dim", model.head.in_features)
+    block_params = sum(p.numel() for grp in groups[:-1] for p in grp)
+    offsets = np.cumsum([0] + [len(grp) for grp in groups]).tolist()  # parameter-list offsets of each block
+    pending: list[int] = []  # ER's stream samples not yet trained on
+
+    def to_float(x: torch.Tensor) -> torch.Tensor:
+        return x.float().div_(255.0)
+
+    def evaluate() -> float:
+        model.eval()
+        with torch.no_grad():
+            keep = seen[test_y]
+            z = masked_logits(model(to_float(test_x[keep])), seen)
+            acc = (z.argmax(1) == test_y[keep]).float().mean().item() * 100.0
+        model.train()
+        return acc
+
+    def train_step(xb: torch.Tensor, yb: torch.Tensor) -> None:
+        nonlocal flops, iters
+        b = int(yb.numel())
+        if capture is not None:
+            capture.enabled = True
+            capture.clear()
+        z = masked_logits(model(xb), seen)  # full forward (the freezing decision needs the logits)
+        loss = F.cross_entropy(z, yb)
+        n_frozen, extra = 0, 2.0 * b * C  # loss: 2 FLOPs per logit
+        if freezer is not None:
+            b_t = freezer.informativeness(z, yb, model.head.weight)
+            extra += b * C * D + 3.0 * b * C  # (softmax − onehot) W_fc
+            n_frozen = freezer.decide(b_t)
+        trainable = [p for grp in groups[n_frozen:] for p in grp]
+        grads = torch.autograd.grad(loss, trainable)  # backward only through unfrozen blocks
+        for p, gr in zip(trainable, grads, strict=True):
+            p.grad = gr
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if freezer is not None and n_frozen == 0:
+            if (
+                method.fisher == "batch_mean"
+            ):  # code: Σ_{θ∈block} clamp(∂L̄/∂θ, −1, 1)² of the batch-mean gradient
+                sq = [gr.clamp(-1, 1).pow(2).sum() for gr in grads]
+                tr = torch.stack([sum(sq[a:e]) for a, e in zip(offsets[:-2], offsets[1:-1], strict=True)])
+                extra += 2.0 * block_params
+            else:  # paper: E_z[Σ_{θ∈block} clamp(∂ℓ(z)/∂θ, −1, 1)²] from per-sample conv/linear weight gradients
+                tr = torch.stack(
+                    [
+                        sum(capture.weight_grads(m, scale=b).clamp(-1, 1).pow(2).sum() for m in ls) / b
+                        for ls in fisher_layers
+                    ]
+                )
+                extra += 2.0 * b * block_params
+            freezer.update_fisher(tr.detach().cpu())
+        if sar and all(capture.has_grad(m) for m in targets):
+            v = torch.cat(
+                [capture.weight_grad_entries(m, i, scale=b) for m, i in zip(targets, sub_idx, strict=True)], 1
+            )
+            sim.update(v.clamp(-1, 1), yb)  # clamp(∂ℓ/∂θ_sub, −1, 1) per sample
+            extra += sar_entry_flops * b + 6.0 * b * dim + C * C * dim  # per-sample entries, EMAs, S
+        if capture is not None:
+            capture.enabled = False
+            capture.clear()
+        flops += step_flops(bf, b, n_frozen) + extra
+        iters += 1
+        frozen_log.append(n_frozen)
+
+    n_stream = len(order)
+    stream_part = int(round(method.stream_fraction * batch_size))
+    for t, idx in enumerate(order):
+        idx = int(idx)
+        y_t = int(train_y[idx])
+        if not bool(seen[y_t]):
+            seen[y_t] = True
+            if sim is not None:
+                sim.add_class(y_t)
+        if stream_part > 0:  # ER: accumulate stream samples, train on them + memory, then update memory
+            pending.append(idx)
+            if len(pending) >= stream_part or t == n_stream - 1:
+                acc_iter += method.online_iter * len(pending)
+                while acc_iter >= 1:
+                    acc_iter -= 1
+                    n_mem = min(batch_size - len(pending), len(memory))
+                    mi = torch.randperm(len(memory), generator=g)[:n_mem]
+                    xb = torch.cat([train_x[pending], memory.x[mi].to(dev)])
+                    yb = torch.cat([train_y[pending], memory.y[mi].to(dev)])
+                    train_step(to_float(xb), yb)
+                for j in pending:
+                    memory.insert(train_x[j].cpu(), int(train_y[j]), g)
+                pending = []
+        else:
+            slot = memory.insert(train_x[idx].cpu(), y_t, g)
+            if sampler is not None:
+                sampler.on_insert(slot)
+            acc_iter += method.online_iter
+            while acc_iter >= 1:
+                acc_iter -= 1
+                m = len(memory)
+                if sampler is not None:
+                    S = sim.matrix()
+                    bi = sampler.sample(batch_size, S, memory.labels.to(dev), t + 1, g).cpu()
+                    extra_c = m * C  # ĉ: one row of S·U per slot
+                    flops += extra_c
+                else:
+                    bi = torch.randperm(m, generator=g)[:batch_size]
+                train_step(to_float(memory.x[bi].to(dev)), memory.y[bi].to(dev))
+        if (t + 1) % eval_period == 0 or t == n_stream - 1:
+            eval_samples.append(t + 1)
+            eval_acc.append(evaluate())
+    if capture is not None:
+        capture.remove()
+    used = mbytes + memory.bytes + len(memory) * per_ex + fixed
+    return OnlineResult(eval_samples, eval_acc, flops, iters, cap, int(used), frozen_log)
+
+
+def equal_flops_online_iter(
+    target_flops: float, bf: BlockFlops, n_stream: int, batch_size: int, n_classes: int
+) -> float:
+    """online_iter giving a plain method (no freezing, no SAR) ``target_flops`` over ``n_stream`` samples."""
+    per_iter = step_flops(bf, batch_size, 0) + 2.0 * batch_size * n_classes
+    if per_iter <= 0 or n_stream <= 0:
+        raise ValueError(f"n_stream must be > 0, got {n_stream}")
+    return float(target_flops / (per_iter * n_stream))
