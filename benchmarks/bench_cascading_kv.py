@@ -1,0 +1,223 @@
+"""Cascading KV cache: prefill time and peak memory vs prompt length, and decode throughput.
+
+Methods: the cascading cache (C = 4) and StreamingLLM (C = 1), both with the strided prefill, against full
+attention (one forward over the prompt with a ``DynamicCache``, SDPA). Each (method, length) runs in a fresh
+subprocess so that peak memory (``ru_maxrss`` growth on CPU, ``max_memory_allocated`` on CUDA) is its own.
+A randomly initialised Llama (GQA) is used: speed and memory do not depend on the weights.
+
+    python -m benchmarks.bench_cascading_kv --out DIR                 # 512..4096 tokens, a few minutes on CPU
+    python -m benchmarks.bench_cascading_kv --out DIR --long          # 1K..32K (the issue's range; slow on CPU)
+
+Writes ``DIR/results.json``, ``DIR/results.md`` (tables) and ``DIR/prefill.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+METHODS = ("cascade", "streaming", "full")
+
+
+def _build(a):
+    import torch
+
+    from iclr25.common.lm import tiny_causal_lm
+
+    torch.set_num_threads(a.threads)
+    model = tiny_causal_lm(
+        "llama", seed=0, vocab_size=1024, hidden=a.hidden, layers=a.layers, heads=a.heads, kv_heads=a.kv_heads,
+        max_positions=1 << 17, attn_implementation="sdpa",
+    )  # fmt: skip
+    return model.to(a.device).eval()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def one(a) -> dict:
+    """Child process: one (method, length) prefill (+ decode), printed as JSON."""
+    import torch
+
+    from iclr25.cascading_kv.profiling import decode_tokens_per_s, prefill_once
+
+    model = _build(a)
+    dev = torch.device(a.device)
+    g = torch.Generator().manual_seed(0)
+    warm = torch.randint(0, 1024, (1, min(a.length, 2 * a.stride)), generator=g)
+    prefill_once(model, warm, a.method, a.cache_size, a.sinks, a.cascades, a.stride, full_impl="sdpa")
+    ids = torch.randint(0, 1024, (1, a.length), generator=g)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+    base_rss = _rss_bytes()
+    secs, cache = prefill_once(
+        model, ids, a.method, a.cache_size, a.sinks, a.cascades, a.stride, full_impl="sdpa"
+    )
+    if dev.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(dev) - base
+    else:
+        peak = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss)
+    cache_bytes = sum(
+        t.numel() * t.element_size()
+        for layer in cache.layers
+        for t in (getattr(layer, n, None) for n in ("keys", "values", "sink_keys", "sink_values"))
+        if t is not None
+    )
+    out = {"method": a.method, "length": a.length, "prefill_s": secs, "peak_bytes": int(peak),
+           "cache_bytes": int(cache_bytes)}  # fmt: skip
+    if a.decode_tokens:
+        out["decode_tok_s"] = decode_tokens_per_s(model, cache, a.decode_tokens, 1024, full_impl="sdpa")
+    return out
+
+
+def _child(a, method: str, length: int, decode: int) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.bench_cascading_kv", "--_one", method, "--_length", str(length),
+           "--_decode", str(decode)] + _shared_args(a)  # fmt: skip
+    env = dict(os.environ, ICLR25_QUIET="1")
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parent.parent
+    )
+    if r.returncode:
+        raise RuntimeError(f"{method} L={length} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _shared_args(a) -> list[str]:
+    return ["--cache-size", str(a.cache_size), "--sinks", str(a.sinks), "--cascades", str(a.cascades),
+            "--stride", str(a.stride), "--hidden", str(a.hidden), "--layers", str(a.layers), "--heads", str(a.heads),
+            "--kv-heads", str(a.kv_heads), "--device", a.device, "--threads", str(a.threads)]  # fmt: skip
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from iclr25.common.io import atomic_savefig
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+    for m, c in zip(METHODS, ("C0", "C1", "C2")):
+        rs = sorted((r for r in rows if r["method"] == m), key=lambda r: r["length"])
+        L = [r["length"] for r in rs]
+        ax[0].plot(L, [r["prefill_s"] for r in rs], marker="o", color=c, label=m)
+        ax[1].plot(L, [max(r["peak_bytes"], 1) / 2**20 for r in rs], marker="o", color=c, label=m)
+    ax[0].set(
+        xscale="log", yscale="log", xlabel="prompt length", ylabel="prefill seconds", title="prefill time"
+    )
+    ax[1].set(
+        xscale="log", yscale="log", xlabel="prompt length", ylabel="peak MiB (growth)", title="peak memory"
+    )
+    for x in ax:
+        x.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_savefig(fig, path)
+
+
+def _table(rows: list[dict], dec: list[dict], a) -> str:
+    lengths = sorted({r["length"] for r in rows})
+    by = {(r["method"], r["length"]): r for r in rows}
+    head = "| method | " + " | ".join(f"L={L}" for L in lengths) + " |"
+    sep = "|---|" + "---|" * len(lengths)
+    t = [f"Prefill seconds (cache N={a.cache_size}, S={a.sinks}, C={a.cascades}, stride {a.stride}; "
+         f"model hidden {a.hidden}, {a.layers} layers, {a.heads}/{a.kv_heads} heads, {a.device}):", "", head, sep]  # fmt: skip
+    for m in METHODS:
+        t.append(f"| {m} | " + " | ".join(f"{by[(m, L)]['prefill_s']:.3f}" for L in lengths) + " |")
+    t += ["", "Peak memory growth during prefill (MiB) / cache tensors after prefill (MiB):", "", head, sep]
+    for m in METHODS:
+        cells = [
+            f"{by[(m, L)]['peak_bytes'] / 2**20:.1f} / {by[(m, L)]['cache_bytes'] / 2**20:.2f}"
+            for L in lengths
+        ]
+        t.append(f"| {m} | " + " | ".join(cells) + " |")
+    ratios = []
+    for m in METHODS:
+        rs = [by[(m, L)]["prefill_s"] for L in lengths]
+        ratios.append(f"| {m} | {rs[-1] / rs[0]:.2f} (×{lengths[-1] // lengths[0]} length) |")
+    t += ["", "Growth of prefill time over the range:", "", "| method | time ratio |", "|---|---|", *ratios]
+    if dec:
+        t += [
+            "",
+            f"Decode tokens/s after a {dec[0]['length']}-token prompt:",
+            "",
+            "| method | tokens/s |",
+            "|---|---|",
+        ]
+        t += [f"| {r['method']} | {r['decode_tok_s']:.1f} |" for r in dec]
+    return "\n".join(t) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_cascading_kv", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--out", default="runs/benchmarks/cascading_kv")
+    p.add_argument("--lengths", default="512,1024,2048,4096", help="comma-separated prompt lengths")
+    p.add_argument(
+        "--long", action="store_true", help="lengths 1K..32K (the issue's range; minutes to hours on CPU)"
+    )
+    p.add_argument("--cache-size", type=int, default=256)
+    p.add_argument("--sinks", type=int, default=4)
+    p.add_argument("--cascades", type=int, default=4)
+    p.add_argument("--stride", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--decode-tokens", type=int, default=64, help="decode steps timed after the decode prompt")
+    p.add_argument("--decode-length", type=int, default=2048, help="prompt length before decoding")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--_one", choices=METHODS, help=argparse.SUPPRESS)
+    p.add_argument("--_length", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--_decode", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a._one:
+        a.method, a.length, a.decode_tokens = a._one, a._length, a._decode
+        print(json.dumps(one(a)))
+        return 0
+    lengths = [1024 * 2**i for i in range(6)] if a.long else [int(x) for x in a.lengths.split(",")]
+    if any(L < 1 for L in lengths) or a.cache_size % a.cascades:
+        print(
+            f"bad --lengths {lengths} or --cache-size {a.cache_size} not divisible by --cascades",
+            file=sys.stderr,
+        )
+        return 2
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    t0 = time.perf_counter()
+    for L in lengths:
+        for m in METHODS:
+            r = _child(a, m, L, 0)
+            rows.append(r)
+            print(f"[bench_cascading_kv] {m:9s} L={L:6d} prefill {r['prefill_s']:.3f} s "
+                  f"peak {r['peak_bytes'] / 2**20:.1f} MiB", flush=True)  # fmt: skip
+    for m in METHODS:
+        r = _child(a, m, a.decode_length, a.decode_tokens)
+        r["length"] = a.decode_length
+        rows.append({**r, "method": m, "decode_only": True})
+        print(f"[bench_cascading_kv] decode {m:9s} {r['decode_tok_s']:.1f} tok/s", flush=True)
+    pre = [r for r in rows if not r.get("decode_only")]
+    dec = [r for r in rows if r.get("decode_only")]
+    from iclr25.common.io import atomic_write_json, atomic_write_text
+
+    atomic_write_json(out / "results.json", {"args": vars(a), "prefill": pre, "decode": dec,
+                                             "seconds": time.perf_counter() - t0})  # fmt: skip
+    atomic_write_text(out / "results.md", _table(pre, dec, a))
+    _plot(pre, out / "prefill.png")
+    print((out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,530 @@
+"""Reproduction: key–value recall in streams longer than the cache (spec §6-B), plus prefill scaling.
+
+A tiny Llama (GQA: 4 query heads, 2 KV heads) is trained in the run, with full attention on short sequences
+(lengths 32–96), to answer ``QUERY → v`` for the single ``KEY v`` pair hidden in random filler. It is then run,
+without retraining, on streams of 360 tokens through the strided prefill with a fixed cache (S = 4 sinks,
+N = 64 slots): StreamingLLM (C = 1, a window of 64) against the cascading cache (C = 4, W = 16, span ≈ 240).
+The needle sits ``d`` tokens before the final ``QUERY``:
+
+* ``d < N``: both caches hold it (``window_parity``);
+* ``N < d < W·(2^C − 1)``: only the cascade can still hold it (``retrieval_beyond_window``);
+* ``d > W·(2^C − 1)``: neither can (``span_bound``, the method's limit).
+
+``prefill_linear`` times the strided prefill at ``L`` and ``4L`` (``L ≥ 8N``) against one full-attention forward.
+
+The ``full`` preset (``mode="pretrained"``) runs the same claims with a real HF checkpoint (``model_name``: local
+path or hub id, GPU): passkey retrieval at the same distance multiples of ``N`` and a streaming perplexity.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from iclr25.common.claims import all_of, make_claim
+from iclr25.common.io import atomic_savefig
+from iclr25.common.lm import tiny_causal_lm
+from iclr25.common.progress import progress
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
+from iclr25.common.train import LMTrainConfig, train_lm
+
+from .cache import CascadingKVCache
+from .profiling import time_prefill
+from .streaming import strided_prefill
+
+SLUG = "cascading_kv"
+MODES = ("recall", "pretrained")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    mode: str = "recall"  # "recall": tiny Llama trained here; "pretrained": an HF checkpoint (full preset)
+    # tiny model (spec §6-B)
+    hidden: int = 64
+    intermediate: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    rope_theta: float = 1e4
+    n_filler: int = 64
+    n_values: int = 32
+    train_steps: int = 400
+    batch_size: int = 32
+    lr: float = 3e-3
+    train_lengths: tuple[int, ...] = (32, 64, 96)
+    # cache (spec §6-B; the paper's scripts use 64 sinks, β = 0.9999 and much larger caches)
+    sink_tokens: int = 4
+    cache_size: int = 64
+    cascades: int = 4
+    stride: int = 32
+    beta: float = 0.999
+    head_reduction: str = "max"
+    homogeneous_heads: bool = False
+    # evaluation: needle distance d = factor · N before the final QUERY
+    distance_factors: tuple[float, ...] = (0.625, 1.5, 2.5, 3.4, 4.7)
+    stream_length: int = 360
+    trials: int = 50
+    valid_trials: int = 256
+    valid_min_acc: float = 0.95
+    # prefill timing: L and 4L, with L >= 8N
+    timing_length: int = 1024
+    timing_repeats: int = 3
+    full_attn_impl: str = "eager"
+    # pretrained mode
+    model_name: str = ""  # local path or hub id; "tiny" builds a random tiny Llama (tests)
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name in ("hidden", "layers", "heads", "kv_heads", "n_filler", "n_values", "train_steps", "batch_size",
+                     "cache_size", "cascades", "stride", "stream_length", "trials", "valid_trials",
+                     "timing_length", "timing_repeats"):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.sink_tokens < 0:
+            raise ValueError(f"sink_tokens must be >= 0, got {self.sink_tokens!r}")
+        if self.cache_size % self.cascades:
+            raise ValueError(
+                f"cache_size ({self.cache_size}) must be divisible by cascades ({self.cascades})"
+            )
+        if not 0 < self.beta < 1:
+            raise ValueError(f"beta must be in (0, 1), got {self.beta!r}")
+        if not self.train_lengths or min(self.train_lengths) < 8:
+            raise ValueError(
+                f"train_lengths must be a non-empty tuple of ints >= 8, got {self.train_lengths!r}"
+            )
+        ds = self.distances
+        if min(ds) < 2 or max(ds) > self.stream_length - self.sink_tokens - 4:
+            raise ValueError(
+                f"distance_factors give distances {ds}; they must lie in [2, stream_length - sink_tokens - 4]"
+            )
+        groups = (
+            [d for d in ds if d < self.cache_size],
+            [d for d in ds if self.cache_size < d < self.span_limit],
+            [d for d in ds if d > self.span_limit],
+        )
+        if not all(groups):
+            raise ValueError(
+                f"distance_factors must give distances below N, between N and W·(2^C−1) = {self.span_limit}, and "
+                f"beyond it; got {ds}"
+            )
+        if self.timing_length < 8 * self.cache_size:
+            raise ValueError(
+                f"timing_length must be >= 8 * cache_size = {8 * self.cache_size}, got {self.timing_length}"
+            )
+        if self.mode == "pretrained" and not self.model_name:
+            raise ValueError("model_name must name a local path or hub id (or 'tiny') when mode='pretrained'")
+
+    @property
+    def distances(self) -> list[int]:
+        return [int(round(f * self.cache_size)) for f in self.distance_factors]
+
+    @property
+    def window(self) -> int:
+        return self.cache_size // self.cascades
+
+    @property
+    def span_limit(self) -> int:
+        return self.window * (2**self.cascades - 1)
+
+
+PRESETS = {
+    "smoke": Config(seeds=1, train_steps=60, trials=8, valid_trials=32, timing_length=512, timing_repeats=1),
+    "quick": Config(seeds=3, train_steps=300, trials=50),
+    "full": Config(
+        seeds=1,
+        mode="pretrained",
+        model_name="meta-llama/Llama-3.1-8B",
+        device="cuda",
+        dtype="bfloat16",
+        sink_tokens=64,
+        cache_size=2048,
+        cascades=4,
+        stride=512,
+        beta=0.9999,
+        stream_length=10240,
+        trials=20,
+        timing_length=16384,
+        timing_repeats=2,
+    ),  # fmt: skip
+}
+
+
+# ----------------------------------------------------------------------------- key–value recall data
+def vocab(cfg: Config) -> dict[str, int]:
+    """Ids: fillers 1..F, values F+1..F+V, KEY, QUERY, BOS; id 0 is the (unused) padding id of the HF config,
+    whose embedding row is frozen at zero — a BOS there could not become a learned attention sink."""
+    F, V = cfg.n_filler, cfg.n_values
+    return {
+        "filler0": 1,
+        "value0": F + 1,
+        "key": F + V + 1,
+        "query": F + V + 2,
+        "bos": F + V + 3,
+        "size": F + V + 4,
+    }
+
+
+def recall_batch(cfg: Config, n: int, length: int, distance: torch.Tensor | int, g: torch.Generator):
+    """``n`` streams ``(n, length)`` ending in QUERY, the value ``v`` at ``distance`` before it, KEY just before v.
+
+    Returns ``(input_ids, values)``. ``distance`` is an int or a ``(n,)`` tensor (2 ≤ d ≤ length − 3).
+    """
+    tk = vocab(cfg)
+    ids = torch.randint(tk["filler0"], tk["filler0"] + cfg.n_filler, (n, length), generator=g)
+    ids[:, 0] = tk["bos"]
+    ids[:, -1] = tk["query"]
+    vals = torch.randint(0, cfg.n_values, (n,), generator=g) + tk["value0"]
+    d = torch.as_tensor(distance).expand(n) if not isinstance(distance, torch.Tensor) else distance
+    pos_v = length - 1 - d
+    rows = torch.arange(n)
+    ids[rows, pos_v] = vals
+    ids[rows, pos_v - 1] = tk["key"]
+    return ids, vals
+
+
+def train_batch_fn(cfg: Config):
+    def fn(step: int, g: torch.Generator):
+        L = cfg.train_lengths[int(torch.randint(len(cfg.train_lengths), (1,), generator=g))]
+        d = torch.randint(1, L - 3, (cfg.batch_size,), generator=g)
+        x, v = recall_batch(cfg, cfg.batch_size, L, d, g)
+        x = torch.cat([x, v[:, None]], dim=1)  # the answer follows QUERY; loss only on it
+        y = torch.full_like(x, -100)
+        y[:, -1] = v
+        return x, y
+
+    return fn
+
+
+def build_model(cfg: Config, seed: int):
+    return tiny_causal_lm(
+        "llama", seed=derive_seed(seed, "init"), vocab_size=vocab(cfg)["size"], hidden=cfg.hidden, layers=cfg.layers,
+        heads=cfg.heads, kv_heads=cfg.kv_heads, intermediate=cfg.intermediate, rope_theta=cfg.rope_theta,
+        max_positions=4096, attn_implementation="eager",
+    )  # fmt: skip
+
+
+def make_cache(cfg: Config, model, cascades: int) -> CascadingKVCache:
+    return CascadingKVCache(
+        model, sink_tokens=cfg.sink_tokens, cache_size=cfg.cache_size, cascades=cascades, beta=cfg.beta,
+        head_reduction=cfg.head_reduction, homogeneous_heads=cfg.homogeneous_heads,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def full_attention_accuracy(cfg: Config, model, ids: torch.Tensor, vals: torch.Tensor) -> float:
+    from .profiling import attn_implementation
+
+    with attn_implementation(model, cfg.full_attn_impl):
+        pred = model(input_ids=ids).logits[:, -1].argmax(-1)
+    return float((pred == vals).float().mean())
+
+
+@torch.no_grad()
+def cache_accuracy(cfg: Config, model, ids, vals, cascades: int) -> tuple[float, float]:
+    """Accuracy through the strided prefill, and the fraction of streams whose value token is still cached."""
+    cache = make_cache(cfg, model, cascades)
+    pred = strided_prefill(model, ids, cache, stride=cfg.stride).argmax(-1)
+    pos_v = (ids == vocab(cfg)["key"]).float().argmax(1) + 1  # (n,)
+    kept = torch.zeros(ids.shape[0], dtype=torch.bool)
+    for li in range(len(cache.layers)):
+        ret = cache.retained(li)  # (n, Hkv, S + N)
+        kept |= (ret == pos_v[:, None, None]).flatten(1).any(1)
+    return float((pred == vals).float().mean()), float(kept.float().mean())
+
+
+def timing(cfg: Config, model, seed: int) -> dict[str, float]:
+    """Prefill seconds at L and 4L for the cascade, StreamingLLM and full attention; ratios time(4L)/time(L)."""
+    g = torch_generator(derive_seed(seed, "timing"))
+    vocab_size = model.config.vocab_size
+    out: dict[str, float] = {}
+    for method in ("cascade", "streaming", "full"):
+        for mult in (1, 4):
+            L = cfg.timing_length * mult
+            ids = torch.randint(0, vocab_size, (1, L), generator=g)
+            out[f"{method}_s_{mult}L"] = time_prefill(
+                model, ids, method, cfg.cache_size, cfg.sink_tokens, cfg.cascades, cfg.stride, cfg.timing_repeats,
+                cfg.full_attn_impl,
+            )  # fmt: skip
+        out[f"{method}_ratio"] = out[f"{method}_s_4L"] / out[f"{method}_s_1L"]
+    return out
+
+
+# ----------------------------------------------------------------------------- one seed, recall mode
+def one_seed_recall(cfg: Config, seed: int) -> dict:
+    seed_everything(seed)
+    dev = torch.device(
+        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    model = build_model(cfg, seed)
+    t0 = time.perf_counter()
+    tcfg = LMTrainConfig(steps=cfg.train_steps, batch_size=cfg.batch_size, seq_len=max(cfg.train_lengths) + 1,
+                         lr=cfg.lr, warmup_steps=max(1, cfg.train_steps // 20), weight_decay=0.01, eval_every=0,
+                         seed=derive_seed(seed, "train"))  # fmt: skip
+    hist = train_lm(model, cfg=tcfg, batch_fn=train_batch_fn(cfg), device=dev, desc=f"train seed {seed}")
+    model.eval()
+    train_s = time.perf_counter() - t0
+
+    # precondition: in-distribution accuracy with full attention
+    g = torch_generator(derive_seed(seed, "valid"))
+    accs = []
+    for L in cfg.train_lengths:
+        n = cfg.valid_trials // len(cfg.train_lengths)
+        ids, vals = recall_batch(cfg, n, L, torch.randint(1, L - 3, (n,), generator=g), g)
+        accs.append(full_attention_accuracy(cfg, model, ids.to(dev), vals.to(dev)))
+    res: dict = {"train": {"final_loss": hist["final_train_loss"], "seconds": train_s},
+                 "full": {"in_dist_acc": float(np.mean(accs))}, "cascade": {}, "streaming": {}}  # fmt: skip
+
+    t0 = time.perf_counter()
+    for d in progress(cfg.distances, desc=f"eval seed {seed}"):
+        g = torch_generator(derive_seed(seed, "eval", d))
+        ids, vals = recall_batch(cfg, cfg.trials, cfg.stream_length, d, g)
+        ids, vals = ids.to(dev), vals.to(dev)
+        res["full"][f"acc_d{d}"] = full_attention_accuracy(cfg, model, ids, vals)
+        for name, c in (("cascade", cfg.cascades), ("streaming", 1)):
+            acc, kept = cache_accuracy(cfg, model, ids, vals, c)
+            res[name][f"acc_d{d}"] = acc
+            res[name][f"kept_d{d}"] = kept
+    res["eval_seconds"] = time.perf_counter() - t0
+    res["timing"] = timing(cfg, model, seed)
+    return res
+
+
+# ----------------------------------------------------------------------------- one seed, pretrained mode
+def _load_pretrained(cfg: Config, dev: torch.device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from iclr25.common.lm import byte_tokenizer
+
+    if cfg.model_name == "tiny":
+        tok = byte_tokenizer()
+        model = tiny_causal_lm("llama", seed=0, vocab_size=len(tok), hidden=64, layers=2, heads=4, kv_heads=2,
+                               max_positions=8192)  # fmt: skip
+        return model.to(dev).eval(), tok
+    dtype = getattr(torch, cfg.dtype)
+    tok = AutoTokenizer.from_pretrained(cfg.model_name)
+    model = AutoModelForCausalLM.from_pretrained(cfg.model_name, dtype=dtype, attn_implementation="sdpa")
+    return model.to(dev).eval(), tok
+
+
+def _passkey_ids(tok, length: int, distance: int, key: str, g: torch.Generator) -> torch.Tensor:
+    """Filler sentences with "The pass key is KEY." about ``distance`` tokens before the question."""
+    filler = tok(" The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.",
+                 add_special_tokens=False)["input_ids"]  # fmt: skip
+    needle = tok(f" The pass key is {key}. Remember it. {key} is the pass key.", add_special_tokens=False)[
+        "input_ids"
+    ]
+    question = tok(" What is the pass key? The pass key is", add_special_tokens=False)["input_ids"]
+    body = length - len(question)
+    hay = (filler * (body // len(filler) + 2))[:body]
+    at = max(0, body - distance)
+    ids = hay[:at] + needle + hay[at : body - len(needle)]
+    bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
+    return torch.tensor(bos + ids + question)[None]
+
+
+def one_seed_pretrained(cfg: Config, seed: int) -> dict:
+    from .streaming import generate_streaming
+
+    seed_everything(seed)
+    dev = torch.device(
+        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    model, tok = _load_pretrained(cfg, dev)
+    res: dict = {"full": {"in_dist_acc": float("nan")}, "cascade": {}, "streaming": {}}
+    g = torch_generator(derive_seed(seed, "passkey"))
+    for d in progress(cfg.distances, desc="passkey"):
+        for name, c in (("cascade", cfg.cascades), ("streaming", 1)):
+            digits = []
+            for _ in range(cfg.trials):
+                key = "".join(str(int(x)) for x in torch.randint(0, 10, (5,), generator=g))
+                ids = _passkey_ids(tok, cfg.stream_length, d, key, g)
+                out = generate_streaming(
+                    model, ids, make_cache(cfg, model, c), stride=cfg.stride, max_new_tokens=8
+                )
+                text = tok.decode(out[0, ids.shape[1] :])
+                got = "".join(ch for ch in text if ch.isdigit())[:5].ljust(5)
+                digits.append(np.mean([a == b for a, b in zip(got, key)]))
+            res[name][f"acc_d{d}"] = float(np.mean(digits))
+    # streaming perplexity over an offline text (PG19-style: whole text streamed from the start)
+    from iclr25.common.corpus import stdlib_corpus
+
+    text = " ".join(stdlib_corpus(("docs",)).test)
+    ids = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"][:, : cfg.stream_length].to(
+        dev
+    )
+    for name, c in (("cascade", cfg.cascades), ("streaming", 1)):
+        logits = strided_prefill(
+            model, ids, make_cache(cfg, model, c), stride=cfg.stride, return_logits="all"
+        )
+        nll = torch.nn.functional.cross_entropy(logits[0, :-1].float(), ids[0, 1:])
+        res[name]["ppl"] = float(nll.exp())
+    res["timing"] = timing(cfg, model, seed)
+    return res
+
+
+# ----------------------------------------------------------------------------- run
+def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
+    ds = cfg.distances
+    inside = [d for d in ds if d < cfg.cache_size]
+    beyond = [d for d in ds if cfg.cache_size < d < cfg.span_limit]
+    outside = [d for d in ds if d > cfg.span_limit]
+    return inside, beyond, outside
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    t_start = time.perf_counter()
+    rd = RunDir(out, cfg)
+    fn = one_seed_recall if cfg.mode == "recall" else one_seed_pretrained
+    per_seed = rd.map_seeds(lambda s: fn(cfg, s), cfg.seed_list)
+    inside, beyond, outside = _split_distances(cfg)
+    N, span = cfg.cache_size, cfg.span_limit
+
+    def v(key: str) -> list[float]:
+        return values(per_seed, key)
+
+    parity = all_of(
+        "window_parity",
+        f"Inside the window (d < N = {N}) the cascade and StreamingLLM both retrieve the needle (accuracy >= 0.9).",
+        [make_claim("window_parity", f"{name} accuracy at d={d}", f"{name}/acc_d{d}", method=v(f"{name}/acc_d{d}"),
+                    threshold=0.9, direction=">=") for d in inside for name in ("cascade", "streaming")],
+    )  # fmt: skip
+    casc_beyond = [
+        float(np.mean([v(f"cascade/acc_d{d}")[i] for d in beyond])) for i in range(len(cfg.seed_list))
+    ]
+    beyond_parts = [
+        make_claim("retrieval_beyond_window", f"cascade − StreamingLLM accuracy at d={d}", f"acc_d{d}",
+                   method=v(f"cascade/acc_d{d}"), baseline=v(f"streaming/acc_d{d}"), threshold=0.5, direction=">=",
+                   compare="difference") for d in beyond
+    ] + [make_claim("retrieval_beyond_window", f"cascade accuracy averaged over d in {beyond}", "cascade/acc_beyond",
+                    method=casc_beyond, threshold=0.7, direction=">=")]  # fmt: skip
+    retrieval = all_of(
+        "retrieval_beyond_window",
+        f"Beyond the window (d in {beyond}, N = {N}) the cascade (C = {cfg.cascades}) retrieves the needle: accuracy "
+        "exceeds StreamingLLM's by >= 0.5 at each distance, and is >= 0.7 on average.",
+        beyond_parts,
+        note="" if beyond else "no distance between N and W·(2^C−1) configured",
+    )
+    bound = all_of(
+        "span_bound",
+        f"Beyond the cascade's span W·(2^C−1) = {span} (d in {outside}) both caches fail (accuracy <= 0.25).",
+        [make_claim("span_bound", f"{name} accuracy at d={d}", f"{name}/acc_d{d}", method=v(f"{name}/acc_d{d}"),
+                    threshold=0.25, direction="<=") for d in outside for name in ("cascade", "streaming")],
+    )  # fmt: skip
+    L = cfg.timing_length
+    linear = all_of(
+        "prefill_linear",
+        f"Strided prefill is linear: time(4L)/time(L) <= 5 at L = {L} >= 8N, while full attention's ratio is >= 8.",
+        [
+            make_claim("prefill_linear", "cascade prefill time(4L)/time(L)", "timing/cascade_ratio",
+                       method=v("timing/cascade_ratio"), threshold=5.0, direction="<="),
+            make_claim("prefill_linear", "full-attention prefill time(4L)/time(L)", "timing/full_ratio",
+                       method=v("timing/full_ratio"), threshold=8.0, direction=">="),
+        ],
+        note=f"wall-clock on CPU ({cfg.full_attn_impl} full attention, one forward over the prompt), min of "
+        f"{cfg.timing_repeats} repeats; a shared machine adds noise",
+    )  # fmt: skip
+    claims = [parity, retrieval, bound, linear]
+
+    valid, reason = True, ""
+    if cfg.mode == "recall":
+        accs = v("full/in_dist_acc")
+        if min(accs) < cfg.valid_min_acc:
+            valid = False
+            reason = (f"the trained model reaches only {min(accs):.3f} < {cfg.valid_min_acc} in-distribution accuracy "
+                      "with full attention (train longer): the cache comparison is not meaningful")  # fmt: skip
+
+    figs = [_figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")]
+    return RunResult(
+        slug=SLUG, preset="", seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
+        figures=figs, report_md=_report(cfg, per_seed), runtime_s=time.perf_counter() - t_start, valid=valid,
+        invalid_reason=reason,
+    )  # fmt: skip
+
+
+def _ms(xs: list[float]) -> str:
+    a = np.asarray(xs, dtype=float)
+    return f"{np.nanmean(a):.2f} ± {np.nanstd(a):.2f}"
+
+
+def _report(cfg: Config, per_seed: dict) -> str:
+    def v(key):
+        return values(per_seed, key)
+
+    rows = ["| distance d | " + " | ".join(f"{d} ({d / cfg.cache_size:.2g}N)" for d in cfg.distances) + " |",
+            "|---|" + "---|" * len(cfg.distances)]  # fmt: skip
+    names = [("cascade", f"Cascade (C={cfg.cascades})"), ("streaming", "StreamingLLM (C=1)")]
+    if cfg.mode == "recall":
+        names.append(("full", f"full attention, length {cfg.stream_length}"))
+    for key, label in names:
+        rows.append(f"| {label} | " + " | ".join(_ms(v(f"{key}/acc_d{d}")) for d in cfg.distances) + " |")
+    if cfg.mode == "recall":
+        for key, label in names[:2]:
+            rows.append(f"| {label}: value token still cached (any layer) | "
+                        + " | ".join(_ms(v(f"{key}/kept_d{d}")) for d in cfg.distances) + " |")  # fmt: skip
+    t = ["| prefill | L | 4L | ratio |", "|---|---|---|---|"]
+    for m in ("cascade", "streaming", "full"):
+        t.append(f"| {m} | {_ms(v(f'timing/{m}_s_1L'))} s | {_ms(v(f'timing/{m}_s_4L'))} s | "
+                 f"{_ms(v(f'timing/{m}_ratio'))} |")  # fmt: skip
+    pre = ""
+    if cfg.mode == "recall":
+        pre = (f"Full-attention in-distribution accuracy (lengths {list(cfg.train_lengths)}): "
+               f"{_ms(v('full/in_dist_acc'))}. Training {cfg.train_steps} steps per seed.\n\n")  # fmt: skip
+    return f"""## Results
+
+{pre}Retrieval accuracy (mean ± std over seeds {cfg.seed_list}, {cfg.trials} streams per cell, chance
+{1 / cfg.n_values:.3f}); S = {cfg.sink_tokens} sinks, N = {cfg.cache_size}, W = {cfg.window}, span limit
+W·(2^C−1) = {cfg.span_limit}, stride {cfg.stride}, β = {cfg.beta}, head reduction {cfg.head_reduction}:
+
+{chr(10).join(rows)}
+
+Prefill wall time (L = {cfg.timing_length}, min of {cfg.timing_repeats}):
+
+{chr(10).join(t)}
+
+## Deviations from the paper at this scale
+- A 2-layer, 64-wide Llama trained here on synthetic key–value recall replaces Llama-3.1-8B / Qwen2-7B and
+  passkey/PG19/LongBench; caches of 64 slots with 4 sinks replace 16K–65K with 64 sinks; β = {cfg.beta} instead of
+  0.9999 (0.9999999 in the final code release) because the streams are ~1000× shorter.
+- Scores come from exact eager attention probabilities (the official CUDA path approximates them block-wise in a
+  Triton flash kernel); head reduction is applied to the per-head EMA contributions.
+- The prefill timing compares against eager full attention on CPU, not FlashAttention-2 on a GPU.
+"""
+
+
+def _figure(cfg: Config, per_seed: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    ds = cfg.distances
+    for key, label, c in (("cascade", f"cascade C={cfg.cascades}", "C0"), ("streaming", "StreamingLLM C=1", "C1"),
+                          ("full", "full attention", "C2")):  # fmt: skip
+        if key == "full" and cfg.mode != "recall":
+            continue
+        m = [np.mean(values(per_seed, f"{key}/acc_d{d}")) for d in ds]
+        s = [np.std(values(per_seed, f"{key}/acc_d{d}")) for d in ds]
+        ax[0].errorbar(ds, m, yerr=s, marker="o", label=label, color=c, capsize=3)
+    ax[0].axvline(cfg.cache_size, ls="--", color="gray", lw=1)
+    ax[0].axvline(cfg.span_limit, ls=":", color="gray", lw=1)
+    ax[0].set(xlabel="needle distance d (tokens)", ylabel="accuracy", title="retrieval beyond the window")
+    ax[0].legend(fontsize=8)
+    for m, c in (("cascade", "C0"), ("streaming", "C1"), ("full", "C2")):
+        ys = [np.mean(values(per_seed, f"timing/{m}_s_{k}L")) for k in (1, 4)]
+        ax[1].plot([cfg.timing_length, 4 * cfg.timing_length], ys, marker="o", color=c, label=m)
+    ax[1].set(
+        xscale="log", yscale="log", xlabel="prompt length L", ylabel="prefill seconds", title="prefill time"
+    )
+    ax[1].legend(fontsize=8)
+    fig.tight_layout()
+    return atomic_savefig(fig, path)
