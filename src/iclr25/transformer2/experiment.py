@@ -1,0 +1,791 @@
+"""Reproduction of Transformer² on the "skills" toy (spec §6): SVF experts trained with RL, LoRA (PEFT) baselines,
+two-pass dispatch and few-shot CEM adaptation to shifted tasks — all on a tiny Llama pre-trained inside the run.
+
+Per seed:
+1. pre-train a tiny ``LlamaForCausalLM`` (``iclr25.common.lm``) on skills A/B/C + the classification format,
+   deliberately under-trained so RL has headroom;
+2. SVF (official sigmoid form) on all 7 matrices of every block; one expert per skill by REINFORCE (±1 rewards,
+   λ·KL(π_ref‖π), best-validation checkpoint), plus a classification expert;
+3. LoRA r=4 through PEFT on the same matrices, trained with the same RL loss and with SFT;
+4. task × expert accuracy matrix, shuffled-coordinate control, prompt / classification-expert dispatch;
+5. few-shot CEM mixtures of the three experts on shifted tasks (digits 3–7) and on an unseen task token.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from iclr25.common.claims import all_of, make_claim
+from iclr25.common.device import get_device
+from iclr25.common.io import atomic_savefig
+from iclr25.common.lm import n_params, tiny_causal_lm
+from iclr25.common.progress import log
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
+from iclr25.common.train import LMTrainConfig, train_lm
+
+from . import skills as S
+from .adaptation import few_shot_adapt
+from .dispatch import expert_dispatch, prompt_dispatch, two_pass
+from .lora_baseline import lora_trainable_params, make_lora
+from .reinforce import ReinforceConfig, train_reinforce
+from .svf import (
+    apply_svf,
+    count_svf_params,
+    get_expert,
+    reset_svf,
+    save_expert,
+    svf_disabled,
+    svf_parameters,
+    using_expert,
+    using_scales,
+)
+
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+MATCH = {"A": "A", "B": "B", "C": "C", "D": "B"}  # the expert whose skill the (shifted / unseen) task needs
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    # tiny base model (Llama family) and its deliberately short pre-training
+    arch: str = "llama"
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    intermediate: int = 256
+    pretrain_steps: int = 40
+    pretrain_lr: float = 3e-3
+    pretrain_per_task: int = 64
+    cls_fraction: float = 0.25
+    model_path: str | None = (
+        None  # an HF causal LM folder instead of the tiny model (symbols mapped to its tokens)
+    )
+    # SVF experts (official form) trained with REINFORCE
+    targets: tuple[str, ...] = ALL_LINEAR
+    svf_mode: str = "official"
+    rl_steps: int = 200
+    rl_batch: int = 256
+    rl_lr: float = 1e-2  # toy value (official 2e-3 with batch 256 on 8B models)
+    max_grad_norm: float = 1e-3
+    kl_coef: float = 0.1
+    kl_direction: str = "ref_policy"
+    greedy_rollouts: bool = False  # sampled one-token rollouts (greedy = the official vLLM setting)
+    eval_every: int = 20
+    n_val: int = 512
+    cls_steps: int = 50
+    # LoRA baseline (PEFT) on the same matrices
+    lora_r: int = 4
+    lora_alpha: float = 8.0
+    lora_dropout: float = 0.05
+    lora_lr: float = 3e-3
+    lora_steps: int = 200
+    lora_tasks: tuple[str, ...] = ("A", "B", "C")
+    # evaluation, dispatch and few-shot CEM
+    n_test: int = 2000
+    n_route: int = 600
+    shift_lo: int = 3
+    shift_hi: int = 7
+    shift_tasks: tuple[str, ...] = ("A", "C")
+    shots: int = 32
+    cem_iters: int = 20
+    cem_pop: int = 32
+    cem_elite: float = 0.2
+    per_matrix: bool = False
+    normalise: bool = False
+    raw_mixing: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in (
+            "hidden",
+            "layers",
+            "heads",
+            "intermediate",
+            "pretrain_per_task",
+            "rl_steps",
+            "rl_batch",
+            "eval_every",
+            "n_val",
+            "cls_steps",
+            "lora_r",
+            "lora_steps",
+            "n_test",
+            "n_route",
+            "shots",
+            "cem_iters",
+            "cem_pop",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.pretrain_steps, int) or self.pretrain_steps < 0:
+            raise ValueError(f"pretrain_steps must be an int >= 0, got {self.pretrain_steps!r}")
+        if self.svf_mode not in ("official", "paper"):
+            raise ValueError(f"svf_mode must be 'official' or 'paper', got {self.svf_mode!r}")
+        if not 0 <= self.shift_lo <= self.shift_hi <= 9:
+            raise ValueError(f"need 0 <= shift_lo <= shift_hi <= 9, got {self.shift_lo}, {self.shift_hi}")
+        for name in ("lora_tasks", "shift_tasks"):
+            bad = [t for t in getattr(self, name) if t not in S.SKILLS]
+            if bad:
+                raise ValueError(f"{name} must hold tasks from {S.SKILLS}, got {getattr(self, name)!r}")
+        if "A" not in self.lora_tasks:
+            raise ValueError(
+                f"lora_tasks must include 'A' (the side-by-side comparison), got {self.lora_tasks!r}"
+            )
+        for name in ("rl_lr", "lora_lr", "pretrain_lr", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.kl_coef < 0:
+            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef!r}")
+
+
+_QUICK = Config(rl_steps=150, rl_batch=128, lora_steps=150, lora_tasks=("A",), cls_steps=30)
+PRESETS = {
+    "smoke": Config(
+        seeds=1,
+        pretrain_steps=30,
+        rl_steps=12,
+        rl_batch=64,
+        eval_every=4,
+        n_val=128,
+        cls_steps=4,
+        lora_steps=8,
+        lora_tasks=("A",),
+        n_test=256,
+        n_route=96,
+        shots=16,
+        cem_iters=3,
+        cem_pop=10,
+    ),
+    "quick": _QUICK,
+    # GPU scale (spec §6 "full"): a wider/deeper toy, the paper's batch and 5 seeds; set model_path to run the same
+    # pipeline on a real HF causal LM (its tokens for 0-9, A-D, '?' and '=' stand in for the toy symbols)
+    "full": Config(
+        seeds=5,
+        hidden=256,
+        layers=4,
+        heads=8,
+        intermediate=1024,
+        pretrain_steps=60,
+        rl_steps=2000,
+        rl_batch=256,
+        eval_every=50,
+        n_val=2048,
+        cls_steps=200,
+        lora_steps=2000,
+        n_test=10000,
+        n_route=3000,
+        shots=32,
+        cem_iters=50,
+        device="auto",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+class Symbols:
+    """Maps toy symbol ids to the model's token ids (identity for the tiny model)."""
+
+    CHARS = [str(d) for d in range(10)] + ["A", "B", "C", "D", "?", "="]
+
+    def __init__(self, tokenizer=None):
+        if tokenizer is None:
+            self.table = torch.arange(S.VOCAB_SIZE)
+        else:
+            ids = []
+            for ch in self.CHARS:
+                t = tokenizer(ch, add_special_tokens=False)["input_ids"]
+                if len(t) != 1:
+                    raise ValueError(f"model_path tokenizer must encode {ch!r} as one token, got {t}")
+                ids.append(t[0])
+            self.table = torch.tensor(ids)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.table[x]
+
+
+def _base_model(cfg: Config, seed: int, device: torch.device):
+    if cfg.model_path:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(cfg.model_path, torch_dtype=torch.float32)
+        return model.to(device), Symbols(AutoTokenizer.from_pretrained(cfg.model_path))
+    model = tiny_causal_lm(
+        cfg.arch,
+        seed=derive_seed(seed, "init"),
+        vocab_size=S.VOCAB_SIZE,
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        heads=cfg.heads,
+        intermediate=cfg.intermediate,
+        max_positions=16,
+    )
+    return model.to(device), Symbols()
+
+
+def _pretrain(cfg: Config, model, sym: Symbols, seed: int, device) -> None:
+    if cfg.pretrain_steps == 0:
+        return
+    n_cls = max(1, int(round(cfg.cls_fraction * cfg.pretrain_per_task * len(S.SKILLS))))
+    bs = cfg.pretrain_per_task * len(S.SKILLS) + n_cls
+
+    def batch_fn(step, g):
+        x, y = S.pretrain_batch(cfg.pretrain_per_task, g, cfg.cls_fraction)
+        return sym(x), torch.where(y >= 0, sym(y.clamp_min(0)), y)
+
+    lm_cfg = LMTrainConfig(
+        steps=cfg.pretrain_steps,
+        batch_size=bs,
+        seq_len=S.N_DIGITS + 3,
+        lr=cfg.pretrain_lr,
+        warmup_steps=0,
+        min_lr_ratio=1.0,
+        weight_decay=0.0,
+        eval_every=0,
+        seed=derive_seed(seed, "pretrain"),
+    )
+    train_lm(model, cfg=lm_cfg, batch_fn=batch_fn, device=device, desc="pretrain")
+    model.eval()
+
+
+def _acc(model, data, device) -> float:
+    ids, a = data
+    return S.accuracy(model, ids.to(device), a.to(device))
+
+
+def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
+    t0 = time.perf_counter()
+    seed_everything(seed)
+    dev = get_device(cfg.device)
+    model, sym = _base_model(cfg, seed, dev)
+    _pretrain(cfg, model, sym, seed, dev)
+    model.eval()
+
+    def enc(batch):  # toy ids -> model token ids
+        return tuple(sym(b) if b.dtype == torch.long else b for b in batch)
+
+    g_test = torch_generator(derive_seed(seed, "test"))
+    test = {t: enc(S.skill_batch(t, cfg.n_test, g_test)) for t in S.SKILLS}
+    shifted = {
+        t: enc(S.skill_batch(t, cfg.n_test, g_test, cfg.shift_lo, cfg.shift_hi)) for t in cfg.shift_tasks
+    }
+    shifted["D"] = enc(S.skill_batch("D", cfg.n_test, g_test))  # unseen task token (rule = max, like B)
+    base_lora_copy = copy.deepcopy(model)
+
+    # ---- SVF experts ---------------------------------------------------------------------------------------
+    apply_svf(model, cfg.targets, mode=cfg.svf_mode, seed=derive_seed(seed, "svf"))
+    n_svf = count_svf_params(base_lora_copy, cfg.targets)
+    assert n_svf == sum(p.numel() for p in svf_parameters(model))
+    with svf_disabled(model):
+        base = {t: _acc(model, test[t], dev) for t in S.SKILLS}
+        base_shift = {t: _acc(model, d, dev) for t, d in shifted.items()}
+
+    def rl_cfg(steps: int, lr: float, tag: str) -> ReinforceConfig:
+        return ReinforceConfig(
+            steps=steps,
+            batch_size=cfg.rl_batch,
+            lr=lr,
+            max_grad_norm=cfg.max_grad_norm,
+            kl_coef=cfg.kl_coef,
+            kl_direction=cfg.kl_direction,
+            greedy=cfg.greedy_rollouts,
+            eval_every=cfg.eval_every,
+            seed=derive_seed(seed, "rl", tag),
+        )
+
+    def skill_prompts(task: str):
+        def pf(step, g):
+            ids, a = enc(S.skill_batch(task, cfg.rl_batch, g))
+            return ids.to(dev), None, a.to(dev)
+
+        return pf
+
+    def reward(comp, cmask, target):  # r = +1 if the answer token is right, else -1
+        return (comp[:, 0] == target).float() * 2 - 1
+
+    experts, best_steps = {}, {}
+    for task in S.SKILLS:
+        reset_svf(model, derive_seed(seed, "z0", task))
+        val = enc(S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task))))
+        h = train_reinforce(
+            model,
+            svf_parameters(model),
+            skill_prompts(task),
+            reward,
+            rl_cfg(cfg.rl_steps, cfg.rl_lr, task),
+            reference=lambda: svf_disabled(model),
+            val_fn=lambda v=val: _acc(model, v, dev),
+            desc=f"SVF expert {task}",
+        )
+        experts[task] = get_expert(model)
+        best_steps[task] = h["best_step"]
+        if expert_dir is not None:
+            save_expert(
+                experts[task], expert_dir / f"expert_{task}.safetensors", {"task": task, "mode": cfg.svf_mode}
+            )
+
+    matrix = {}  # matrix[expert][task] = greedy accuracy
+    for e, z in experts.items():
+        with using_expert(model, z):
+            matrix[e] = {t: _acc(model, test[t], dev) for t in S.SKILLS}
+            matrix[e].update({f"shift_{t}": _acc(model, d, dev) for t, d in shifted.items()})
+    gain = {t: matrix[t][t] - base[t] for t in S.SKILLS}
+
+    # shuffled-coordinate control: the matching expert with each z vector randomly permuted
+    def shuffled(z: dict, tag: str) -> dict:
+        g = torch_generator(derive_seed(seed, "shuffle", tag))
+        return {n: v[torch.randperm(v.numel(), generator=g)] for n, v in z.items()}
+
+    # ---- classification expert and dispatch -------------------------------------------------------------
+    reset_svf(model, derive_seed(seed, "z0", "cls"))
+    known = list(S.SKILLS)
+
+    def cls_prompts(step, g):
+        ids, tok, _ = S.cls_batch(S.SKILLS, cfg.rl_batch, g)
+        return sym(ids).to(dev), None, sym(tok).to(dev)
+
+    cls_val = S.cls_batch(S.SKILLS, cfg.n_val, torch_generator(derive_seed(seed, "val", "cls")))
+    cls_val = (sym(cls_val[0]), sym(cls_val[1]))
+    train_reinforce(
+        model,
+        svf_parameters(model),
+        cls_prompts,
+        reward,
+        rl_cfg(cfg.cls_steps, cfg.rl_lr, "cls"),
+        reference=lambda: svf_disabled(model),
+        val_fn=lambda: _acc(model, cls_val, dev),
+        desc="SVF classification expert",
+    )
+    cls_expert = get_expert(model)
+    reset_svf(model, derive_seed(seed, "z0", "after"))
+    label_of = {int(sym(torch.tensor(S.TOKENS[t]))): t for t in S.SKILLS}
+
+    def classify(m, ids):
+        return [label_of.get(int(k)) for k in S.greedy_tokens(m, ids.to(dev))]
+
+    g_route = torch_generator(derive_seed(seed, "route"))
+    r_cls, _, r_task = S.cls_batch(S.SKILLS, cfg.n_route, g_route)
+    r_truth = [S.SKILLS[i] for i in r_task.tolist()]
+    # pass-2 prompts: the same digits as a skill prompt ([S, task, digits])
+    r_skill = r_cls.clone()
+    r_skill[:, 0] = S.S_TOKEN
+    all_ans = torch.stack([S.answer(t, r_skill[:, 2:]) for t in S.SKILLS], 1)  # (N, 3)
+    r_answer = all_ans.gather(1, r_task[:, None]).squeeze(1)
+    r_cls, r_skill, r_answer = sym(r_cls), sym(r_skill), sym(r_answer)
+    routes_prompt = prompt_dispatch(model, classify, r_cls, known)
+    routes_expert = expert_dispatch(model, cls_expert, classify, r_cls, known)
+
+    def answer_fn(m, ids):
+        return S.greedy_tokens(m, ids.to(dev))
+
+    def two_pass_acc(routes):
+        ans = torch.stack(two_pass(model, r_skill, routes, experts, answer_fn))
+        return float((ans == r_answer).float().mean())
+
+    d_cls = r_cls.clone()
+    d_cls[:, 1] = sym(torch.tensor(S.TOKENS["D"]))
+    routes_unseen = prompt_dispatch(model, classify, d_cls, known)
+    dispatch = {
+        "prompt_routing_acc": float(np.mean([a == b for a, b in zip(routes_prompt, r_truth)])),
+        "expert_routing_acc": float(np.mean([a == b for a, b in zip(routes_expert, r_truth)])),
+        "two_pass_prompt_acc": two_pass_acc(routes_prompt),
+        "two_pass_expert_acc": two_pass_acc(routes_expert),
+        "two_pass_oracle_acc": two_pass_acc(r_truth),
+        "base_acc": two_pass_acc(["other"] * len(r_truth)),
+        "unseen_token_to_other": float(np.mean([r == "other" for r in routes_unseen])),
+    }
+
+    # ---- few-shot CEM adaptation ---------------------------------------------------------------------------
+    order = list(S.SKILLS)
+    adapt = {}
+    for t, data in shifted.items():
+        lo, hi = (cfg.shift_lo, cfg.shift_hi) if t != "D" else (0, 9)
+        shots = enc(S.skill_batch(t, cfg.shots, torch_generator(derive_seed(seed, "shots", t)), lo, hi))
+        sid, sans = shots[0].to(dev), shots[1].to(dev)
+        res = few_shot_adapt(
+            model,
+            [experts[k] for k in order],
+            lambda m, sid=sid, sans=sans: S.answer_stats(m, sid, sans),
+            per_matrix=cfg.per_matrix,
+            normalise=cfg.normalise,
+            raw=cfg.raw_mixing,
+            iters=cfg.cem_iters,
+            pop_size=cfg.cem_pop,
+            elite_ratio=cfg.cem_elite,
+            seed=derive_seed(seed, "cem", t),
+        )
+        with using_scales(model, res.scales):
+            cem_acc = _acc(model, data, dev)
+        single = {k: matrix[k][f"shift_{t}"] for k in order}
+        with using_expert(model, shuffled(experts[MATCH[t]], t)):
+            shuf = _acc(model, data, dev)
+        alpha = np.asarray(res.alpha)
+        w = alpha if alpha.ndim == 1 else alpha.mean(1)
+        adapt[t] = {
+            "base": base_shift[t],
+            "cem": cem_acc,
+            "best_single": max(single.values()),
+            "matching": single[MATCH[t]],
+            "shuffled_matching": shuf,
+            "shot_acc": res.shot_accuracy,
+            "argmax_is_matching": float(order[int(np.argmax(w))] == MATCH[t]),
+            **{f"alpha_{k}": float(w[i]) for i, k in enumerate(order)},
+        }
+
+    # ---- LoRA baseline (PEFT) on the same matrices ---------------------------------------------------------
+    lora = {}
+    for task in cfg.lora_tasks:
+        for how in ("rl", "sft"):
+            m = copy.deepcopy(base_lora_copy)
+            pm = make_lora(
+                m,
+                r=cfg.lora_r,
+                alpha=cfg.lora_alpha,
+                dropout=cfg.lora_dropout,
+                target_modules=list(cfg.targets),
+                seed=derive_seed(seed, "lora", task, how),
+            )
+            n_lora = lora_trainable_params(pm)
+            if how == "rl":
+                val = enc(S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task))))
+                train_reinforce(
+                    pm,
+                    [p for p in pm.parameters() if p.requires_grad],
+                    skill_prompts(task),
+                    reward,
+                    rl_cfg(cfg.lora_steps, cfg.lora_lr, f"lora_{task}"),
+                    reference=pm.disable_adapter,
+                    val_fn=lambda v=val, pm=pm: _acc(pm, v, dev),
+                    desc=f"LoRA-RL {task}",
+                )
+            else:
+
+                def sft_batch(step, g, task=task):
+                    ids, a = enc(S.skill_batch(task, cfg.rl_batch, g))
+                    x = torch.cat([ids, a[:, None]], 1)
+                    y = torch.full_like(x, -100)
+                    y[:, -1] = x[:, -1]
+                    return x, y
+
+                train_lm(
+                    pm,
+                    cfg=LMTrainConfig(
+                        steps=cfg.lora_steps,
+                        batch_size=cfg.rl_batch,
+                        seq_len=S.N_DIGITS + 3,
+                        lr=cfg.lora_lr,
+                        warmup_steps=0,
+                        min_lr_ratio=1.0,
+                        weight_decay=0.0,
+                        eval_every=0,
+                        seed=derive_seed(seed, "sft", task),
+                    ),
+                    batch_fn=sft_batch,
+                    device=dev,
+                    desc=f"LoRA-SFT {task}",
+                )
+            pm.eval()
+            lora[f"{how}_{task}"] = _acc(pm, test[task], dev)
+    lora["params"] = n_lora
+
+    return {
+        "base": base,
+        "expert": {t: matrix[t][t] for t in S.SKILLS},
+        "gain": gain,
+        "matrix": matrix,
+        "best_step": best_steps,
+        "n_tasks_gain_3pt": int(sum(g >= 0.03 for g in gain.values())),
+        "min_own_gain": float(min(gain.values())),
+        "specificity_A": float(gain["A"] - max(abs(matrix["A"][t] - base[t]) for t in ("B", "C"))),
+        "diag_dominant_cells": int(
+            sum(all(matrix[t][t] > matrix[o][t] for o in S.SKILLS if o != t) for t in S.SKILLS)
+        ),
+        "shuffle_hurts_cases": int(
+            sum(adapt[t]["shuffled_matching"] < adapt[t]["matching"] for t in cfg.shift_tasks)
+        ),
+        "params": {"svf": n_svf, "lora": n_lora, "model": n_params(base_lora_copy)},
+        "lora": lora,
+        "dispatch": dispatch,
+        "adapt": adapt,
+        "cem_minus_best_single": float(
+            np.mean([adapt[t]["cem"] - adapt[t]["best_single"] for t in cfg.shift_tasks])
+        ),
+        "cem_minus_base_min": float(min(adapt[t]["cem"] - adapt[t]["base"] for t in cfg.shift_tasks)),
+        "cem_argmax_matching": int(sum(adapt[t]["argmax_is_matching"] for t in cfg.shift_tasks)),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def _claims(cfg: Config, ps: dict) -> list:
+    n_shift = len(cfg.shift_tasks)
+    lora_a = values(ps, "lora/rl_A")
+    lora_sft_a = values(ps, "lora/sft_A")
+    svf_a = values(ps, "expert/A")
+    return [
+        all_of(
+            "expert_gain",
+            "An SVF expert improves its own task's greedy accuracy over base by ≥ 3 points on ≥ 2 "
+            "of 3 tasks, and no expert falls below base − 1 point on its own task",
+            [
+                make_claim(
+                    "expert_gain",
+                    "tasks (of 3) with own-task gain ≥ 3 points, mean over seeds",
+                    "tasks with gain ≥ 0.03",
+                    values(ps, "n_tasks_gain_3pt"),
+                    2,
+                    ">=",
+                ),
+                make_claim(
+                    "expert_gain",
+                    "worst own-task gain ≥ −1 point, every seed",
+                    "min own-task gain",
+                    values(ps, "min_own_gain"),
+                    -0.01,
+                    ">=",
+                    reduce="all",
+                ),
+            ],
+        ),
+        make_claim(
+            "param_efficiency",
+            "SVF uses ≥ 10× fewer trainable parameters than LoRA r=4 on the same matrices",
+            "LoRA params / SVF params",
+            values(ps, "params/lora"),
+            10,
+            ">=",
+            baseline=values(ps, "params/svf"),
+            compare="ratio",
+            note=(
+                f"task A accuracy (mean of seeds): SVF {np.mean(svf_a):.3f}, LoRA-RL {np.mean(lora_a):.3f}, "
+                f"LoRA-SFT {np.mean(lora_sft_a):.3f}, base {np.mean(values(ps, 'base/A')):.3f} — with "
+                "fresh data every step LoRA is expected to beat SVF in this toy (spec §6); no claim that "
+                "SVF beats LoRA is made"
+            ),
+        ),
+        all_of(
+            "expert_specificity",
+            "The A-expert improves A more than it changes B and C; on each skill the "
+            "matching expert beats the other two (≥ 8/9 skill×seed cells); shuffling the matching expert's "
+            "singular-value coordinates hurts (≥ 5/6 shifted-task×seed cases)",
+            [
+                make_claim(
+                    "expert_specificity",
+                    "gain on A − max |change| on B, C",
+                    "A-gain − max|ΔB|,|ΔC|",
+                    values(ps, "specificity_A"),
+                    0.0,
+                    ">=",
+                ),
+                make_claim(
+                    "expert_specificity",
+                    "diagonal-dominant cells per seed (of 3)",
+                    "diag cells",
+                    values(ps, "diag_dominant_cells"),
+                    8 / 3,
+                    ">=",
+                ),
+                make_claim(
+                    "expert_specificity",
+                    f"shuffle-hurts cases per seed (of {n_shift})",
+                    "shuffle cases",
+                    values(ps, "shuffle_hurts_cases"),
+                    5 / 6 * n_shift,
+                    ">=",
+                ),
+            ],
+        ),
+        all_of(
+            "cem_adaptation",
+            "On the shifted tasks the few-shot CEM mixture is ≥ best single expert − 1 point "
+            "and ≥ base + 2 points (every task and seed); its largest α is the matching expert (≥ 5/6 cases)",
+            [
+                make_claim(
+                    "cem_adaptation",
+                    "CEM − best single expert (mean over shifted tasks and seeds)",
+                    "acc difference",
+                    values(ps, "cem_minus_best_single"),
+                    -0.01,
+                    ">=",
+                ),
+                make_claim(
+                    "cem_adaptation",
+                    "CEM − base, worst shifted task, every seed",
+                    "acc difference",
+                    values(ps, "cem_minus_base_min"),
+                    0.02,
+                    ">=",
+                    reduce="all",
+                ),
+                make_claim(
+                    "cem_adaptation",
+                    f"argmax α = matching expert, cases per seed (of {n_shift})",
+                    "cases",
+                    values(ps, "cem_argmax_matching"),
+                    5 / 6 * n_shift,
+                    ">=",
+                ),
+            ],
+        ),
+        all_of(
+            "dispatch",
+            "Prompt-based and classification-expert dispatch route ≥ 90% of held-out prompts of known "
+            "tasks to the right expert",
+            [
+                make_claim(
+                    "dispatch",
+                    "prompt-based routing accuracy (base model classifies)",
+                    "routing acc",
+                    values(ps, "dispatch/prompt_routing_acc"),
+                    0.9,
+                    ">=",
+                ),
+                make_claim(
+                    "dispatch",
+                    "classification-expert routing accuracy",
+                    "routing acc",
+                    values(ps, "dispatch/expert_routing_acc"),
+                    0.9,
+                    ">=",
+                ),
+            ],
+            note="the toy's classification prompt contains the task token, so routing is easy by construction",
+        ),
+    ]
+
+
+def _figure(cfg: Config, ps: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seeds = sorted(ps)
+    rows = ["base", *S.SKILLS]
+    cols = [*S.SKILLS, *[f"shift_{t}" for t in cfg.shift_tasks], "shift_D"]
+    mat = np.zeros((len(rows), len(cols)))
+    for s in seeds:
+        d = ps[s]
+        for j, c in enumerate(cols):
+            mat[0, j] += (d["base"][c] if c in d["base"] else d["adapt"][c[6:]]["base"]) / len(seeds)
+            for i, e in enumerate(S.SKILLS):
+                mat[i + 1, j] += d["matrix"][e][c] / len(seeds)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    im = axes[0].imshow(mat, vmin=0, vmax=1, cmap="viridis")
+    axes[0].set_xticks(range(len(cols)), cols, rotation=30)
+    axes[0].set_yticks(range(len(rows)), ["base"] + [f"expert {e}" for e in S.SKILLS])
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            axes[0].text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+    axes[0].set_title("greedy accuracy: task × expert (mean over seeds)")
+    fig.colorbar(im, ax=axes[0])
+    tasks = [*cfg.shift_tasks, "D"]
+    kinds = ["base", "matching", "shuffled_matching", "best_single", "cem"]
+    x = np.arange(len(tasks))
+    for k, kind in enumerate(kinds):
+        v = [np.mean([ps[s]["adapt"][t][kind] for s in seeds]) for t in tasks]
+        axes[1].bar(x + (k - 2) * 0.16, v, 0.16, label=kind)
+    axes[1].set_xticks(x, [f"shift {t}" if t != "D" else "unseen token D" for t in tasks])
+    axes[1].set_ylim(0, 1)
+    axes[1].legend(fontsize=8)
+    axes[1].set_title("few-shot CEM mixture vs single experts")
+    fig.tight_layout()
+    atomic_savefig(fig, path)
+    plt.close(fig)
+
+
+def _report(cfg: Config, ps: dict) -> str:
+    agg = aggregate(ps)
+
+    def m(k: str) -> str:
+        s = agg.get(k)
+        return "—" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
+
+    lines = [
+        "## Results (mean ± std over seeds)",
+        "",
+        "| task | base | own SVF expert | LoRA-RL r=4 | LoRA-SFT r=4 |",
+        "|---|---|---|---|---|",
+    ]
+    for t in S.SKILLS:
+        lr = m(f"lora/rl_{t}") if t in cfg.lora_tasks else "—"
+        ls = m(f"lora/sft_{t}") if t in cfg.lora_tasks else "—"
+        lines.append(f"| {t} | {m(f'base/{t}')} | {m(f'expert/{t}')} | {lr} | {ls} |")
+    lines += [
+        "",
+        f"Trainable parameters: SVF {m('params/svf')}, LoRA r={cfg.lora_r} {m('params/lora')} "
+        f"(model {m('params/model')}).",
+        "",
+        "| shifted task | base | matching expert | shuffled matching | best single | CEM mixture |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in [*cfg.shift_tasks, "D"]:
+        name = f"{t} (digits {cfg.shift_lo}–{cfg.shift_hi})" if t != "D" else "unseen token D (rule of B)"
+        lines.append(
+            f"| {name} | {m(f'adapt/{t}/base')} | {m(f'adapt/{t}/matching')} | "
+            f"{m(f'adapt/{t}/shuffled_matching')} | {m(f'adapt/{t}/best_single')} | {m(f'adapt/{t}/cem')} |"
+        )
+    lines += [
+        "",
+        "| dispatch | routing acc | two-pass acc |",
+        "|---|---|---|",
+        f"| prompt-based (base model) | {m('dispatch/prompt_routing_acc')} | {m('dispatch/two_pass_prompt_acc')} |",
+        f"| classification expert | {m('dispatch/expert_routing_acc')} | {m('dispatch/two_pass_expert_acc')} |",
+        f"| oracle routing | 1 | {m('dispatch/two_pass_oracle_acc')} |",
+        f"| base model (no expert) | — | {m('dispatch/base_acc')} |",
+        "",
+        f"Unseen task token D routed to 'other' (base weights) by the prompt dispatcher: "
+        f"{m('dispatch/unseen_token_to_other')}.",
+        "",
+        "## Deviations from the paper at this scale",
+        "- A tiny Llama (hidden 64, 2 blocks) pre-trained in the run on one-token digit skills replaces "
+        "Llama-3-8B and GSM8K/MBPP/ARC; rollouts are one forward pass (a contextual bandit).",
+        "- SVF on all 7 matrices of every block (paper: MLP only; its Table 4 also tunes q/v); official "
+        "sigmoid + nuclear-norm form; sampled rollouts (official: greedy); Adam lr 1e-2 (official 2e-3); "
+        f"batch {cfg.rl_batch}, {cfg.rl_steps} steps; λ = {cfg.kl_coef} on KL(π_ref‖π).",
+        "- LoRA baseline r=4 on the same matrices (paper: r=16 on q/v, SFT on solutions); trained with the "
+        "same RL loss and with SFT on fresh data each step, so it is not over-fitting-prone as on LLMs.",
+        f"- CEM: {cfg.shots} shots, pop {cfg.cem_pop}, {cfg.cem_iters} iterations, scalar α per expert, "
+        "mixing the effective (post-sigmoid) scales, α selected on the shots only (official: test-selected).",
+        "- Dispatch: the toy classification prompt contains the task token, so routing is easy by construction.",
+    ]
+    return "\n".join(lines)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    t0 = time.perf_counter()
+    rd = RunDir(out, cfg)
+
+    def fn(seed: int) -> dict:
+        r = one_seed(cfg, seed, expert_dir=rd.path / "experts" / f"seed_{seed}")
+        log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
+        return r
+
+    ps = rd.map_seeds(fn, cfg.seed_list)
+    claims = _claims(cfg, ps)
+    fig = rd.figures / "experts_and_adaptation.png"
+    _figure(cfg, ps, fig)
+    base_mean = float(np.mean([np.mean(list(ps[s]["base"].values())) for s in ps]))
+    valid = 0.3 <= base_mean <= 0.97
+    return RunResult(
+        slug="transformer2",
+        preset="",
+        seeds=cfg.seed_list,
+        metrics=aggregate(ps),
+        claims=claims,
+        per_seed=ps,
+        figures=[fig],
+        report_md=_report(cfg, ps),
+        runtime_s=time.perf_counter() - t0,
+        valid=valid,
+        invalid_reason=""
+        if valid
+        else f"base model mean skill accuracy {base_mean:.3f} outside "
+        "[0.3, 0.97]: no headroom for experts (or the base did not learn the skills)",
+    )
