@@ -54,7 +54,7 @@ def test_frame_special_cases():
 def test_assembly_round_trip_and_centring():
     for m in toymof_dataset(6, 3):
         assert abs(m.translations.sum(0)).max() < 1e-9
-        for loc, R in zip(m.local_coords, m.rotations):
+        for R in m.rotations:
             assert np.isclose(np.linalg.det(R), 1.0)
         # intra-block distances are preserved exactly by rigid assembly under any poses
         R = Rotation.random(m.n_blocks, random_state=1).as_matrix()

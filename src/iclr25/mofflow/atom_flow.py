@@ -123,8 +123,9 @@ class AtomLayer(nn.Module):
 class AtomFlowNet(nn.Module):
     """``(atoms, t, x_t, l_t) -> (x̂_1, l̂_1)``."""
 
-    def __init__(self, cfg: AtomFlowConfig = AtomFlowConfig(), block_cfg: MOFFlowConfig = MOFFlowConfig()):
+    def __init__(self, cfg: AtomFlowConfig = AtomFlowConfig(), block_cfg: MOFFlowConfig | None = None):
         super().__init__()
+        block_cfg = block_cfg or MOFFlowConfig()
         self.cfg = cfg
         c = cfg.width
         self.embedder = BlockEmbedder(block_cfg)

@@ -33,11 +33,11 @@ from .training import TrainConfig, train_mofflow
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    n_train: int = 600
-    test_per_size: int = 10
+    n_train: int = 400
+    test_per_size: int = 6
     test_sizes: tuple[int, ...] = (4, 8, 16)
-    steps: int = 600  # MOFFlow-tiny optimiser steps
-    atom_steps: int = 300  # atom-level flow optimiser steps (each step is more expensive)
+    steps: int = 400  # MOFFlow-tiny optimiser steps
+    atom_steps: int = 150  # atom-level flow optimiser steps (each step is more expensive)
     batch_size: int = 32
     atom_batch_size: int = 16
     lr: float = 1e-3  # paper 1e-4 for the full model; 1e-3 for the tiny one (spec §6)
@@ -49,7 +49,7 @@ class Config(ExperimentConfig):
     atom_width: int = 64
     atom_layers: int = 3
     rs_k: int = 20
-    baseline_n: int = 10  # test cells (M = 4) scored for random search / prior only
+    baseline_n: int = 4  # test cells (M = 4) scored for random search / prior only
 
     def __post_init__(self) -> None:
         super().__post_init__()
