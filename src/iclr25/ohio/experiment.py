@@ -1,0 +1,451 @@
+"""OHIO reproduction at small scale: "reacher-LQR-lite" (spec §6) and "network-lite".
+
+Reacher-LQR-lite, per seed:
+1. Flat data on the numpy 2-link arm: 150 computed-torque expert episodes with N(0, 0.1²) noise + 50 episodes
+   with 30 % random actions (200 steps each, 40k steps, 8k windows of k = 5).
+2. Relabel for the LQR low level (exact model): OHIO-numerical, OHIO-analytic, Observed-State.
+3. BC on each relabelled set; E2E BC on the raw torques; (IQL on the numerical set, report only).
+4. Deploy: every 5 steps z = π_h(s), LQR gains at s_t, 5 clipped LQR steps. Normalised return = return /
+   flat-expert return on the same 20 evaluation episodes.
+5. Model error: the deployed LQR is designed with link masses ×1.3 and the inverse uses a learned (A, B) MLP.
+6. Low-level change (report only): the same data re-inverted for an LQR with R = 1.0·I.
+
+Network-lite: 6-node rebalancing, LP low level (HiGHS), exact LP inverse + BC with a Dirichlet head vs E2E BC on
+36-d flows; at test time the cheap corridors move (costs swapped) and we measure each method's relative loss.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from iclr25.common.claims import all_of, make_claim
+from iclr25.common.io import atomic_savefig
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed, seed_everything
+
+from .arm import ArmParams, flat_expert_action
+from .dynamics import ArmModel, LearnedLinearModel
+from .learners import IQLConfig, train_bc, train_iql
+from .lqr import LQRLowLevel
+from .network import LPLowLevel, NetworkParams, collect_network_dataset, evaluate_network
+from .relabel import OfflineDataset, relabel
+from .rollouts import collect_flat_dataset, evaluate_flat, evaluate_hierarchical
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    # arm and data (spec §6)
+    arm_mass: float = 1.0
+    horizon: int = 200
+    n_expert: int = 150
+    n_noisy: int = 50
+    k: int = 5
+    lqr_R: float = 0.1
+    # inverse
+    threshold: float = 0.2  # official drop threshold on the re-simulation residual
+    prior: float = 1e-4  # λ of the ridge prior log p(u)
+    lm_iters: int = 60
+    # learners
+    bc_steps: int = 3000
+    bc_hidden: int = 256
+    bc_lr: float = 1e-3
+    batch_size: int = 256
+    iql_steps: int = 5000  # 0 skips the IQL arm (report only)
+    iql_expectile: float = 0.7
+    iql_beta: float = 3.0
+    eval_episodes: int = 20
+    # model error and low-level change
+    model_error_mass: float = 1.3
+    model_epochs: int = 20
+    changed_R: float = 1.0
+    # network-lite
+    net_episodes: int = 100
+    net_bc_steps: int = 1500
+    net_hidden: int = 128
+    net_eval_episodes: int = 20
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in (
+            "horizon",
+            "n_expert",
+            "k",
+            "bc_steps",
+            "bc_hidden",
+            "batch_size",
+            "eval_episodes",
+            "model_epochs",
+            "net_episodes",
+            "net_bc_steps",
+            "net_hidden",
+            "net_eval_episodes",
+            "lm_iters",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        for name in ("n_noisy", "iql_steps"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+        for name in ("arm_mass", "lqr_R", "threshold", "bc_lr", "model_error_mass", "changed_R"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.prior < 0:
+            raise ValueError(f"prior must be >= 0, got {self.prior!r}")
+        if self.horizon % self.k:
+            raise ValueError(f"horizon must be a multiple of k={self.k}, got {self.horizon!r}")
+
+
+PRESETS = {
+    "smoke": Config(
+        seeds=1,
+        horizon=50,
+        n_expert=12,
+        n_noisy=4,
+        bc_steps=150,
+        bc_hidden=64,
+        iql_steps=50,
+        eval_episodes=4,
+        model_epochs=2,
+        lm_iters=15,
+        net_episodes=6,
+        net_bc_steps=60,
+        net_hidden=32,
+        net_eval_episodes=2,
+    ),
+    "quick": Config(
+        bc_steps=2000, bc_hidden=128, iql_steps=1500, net_episodes=60, net_bc_steps=1000, net_eval_episodes=10
+    ),
+    "full": Config(
+        bc_steps=20000,
+        iql_steps=50000,
+        eval_episodes=50,
+        net_episodes=300,
+        net_bc_steps=5000,
+        net_eval_episodes=50,
+    ),
+}
+
+
+# ---------------------------------------------------------------- high-level action/observation transforms
+def features(obs: np.ndarray) -> np.ndarray:
+    """Learner input: (cos q, sin q, to_target, q̇) — joint angles are unbounded, so periodic features."""
+    return np.concatenate([np.cos(obs[:, :2]), np.sin(obs[:, :2]), obs[:, 2:]], 1)
+
+
+def goal_base(obs: np.ndarray) -> np.ndarray:
+    """The learner predicts z − (q, 0) (a relative goal); deployment adds it back."""
+    return np.concatenate([obs[:, :2], np.zeros_like(obs[:, 4:6])], 1)
+
+
+def _learner_set(hd: OfflineDataset) -> OfflineDataset:
+    return OfflineDataset(
+        features(hd.observations),
+        hd.actions - goal_base(hd.observations),
+        hd.rewards,
+        features(hd.next_observations),
+        hd.terminations,
+        hd.truncations,
+    )
+
+
+def _reacher(cfg: Config, seed: int) -> dict:
+    p = ArmParams(m1=cfg.arm_mass, m2=cfg.arm_mass)
+    rng = np.random.default_rng(derive_seed(seed, "data"))
+    ds = collect_flat_dataset(cfg.n_expert, cfg.n_noisy, p, rng, horizon=cfg.horizon)
+    ev_seed = derive_seed(seed, "eval")
+    ev = dict(params=p, n_episodes=cfg.eval_episodes, seed=ev_seed, horizon=cfg.horizon)
+    expert = evaluate_flat(lambda o: flat_expert_action(o, p), **ev).mean()
+    bc = dict(steps=cfg.bc_steps, hidden=cfg.bc_hidden, lr=cfg.bc_lr, batch_size=cfg.batch_size)
+    out: dict = {"expert_return": float(expert), "n_windows": len(ds) // cfg.k}
+
+    def hier_score(low: LQRLowLevel, pi: torch.nn.Module) -> float:
+        r = evaluate_hierarchical(lambda o: pi.act(features(o)) + goal_base(o), low, **ev)
+        return float(r.mean() / expert)
+
+    def arm(name: str, low: LQRLowLevel, method: str, learner: str = "bc") -> None:
+        t0 = time.perf_counter()
+        thr = None if method == "observed_state" else cfg.threshold
+        kw = {"prior": cfg.prior, "iters": cfg.lm_iters} if method == "numerical" else {}
+        hd = relabel(ds, low, method, threshold=thr, **kw)
+        t_inv = time.perf_counter() - t0
+        sub = _learner_set(hd)
+        s = derive_seed(seed, name)
+        if learner == "iql":
+            icfg = IQLConfig(
+                expectile=cfg.iql_expectile,
+                beta=cfg.iql_beta,
+                steps=cfg.iql_steps,
+                hidden=cfg.bc_hidden,
+                batch_size=cfg.batch_size,
+            )
+            pi, _ = train_iql(sub, icfg, seed=s)
+        else:
+            pi = train_bc(sub, seed=s, **bc)
+        out[name] = hier_score(low, pi)
+        out[f"{name}_kept_frac"] = len(hd) / (len(ds) // cfg.k)
+        out[f"{name}_median_residual"] = float(np.median(hd.infos["residual"])) if len(hd) else float("nan")
+        out.setdefault("timing", {})[f"{name}_inverse_s"] = t_inv
+
+    exact = LQRLowLevel(ArmModel(p), R=cfg.lqr_R, k=cfg.k)
+    e2e = train_bc(
+        OfflineDataset(
+            features(ds.observations),
+            ds.actions,
+            ds.rewards,
+            features(ds.next_observations),
+            ds.terminations,
+            ds.truncations,
+        ),
+        seed=derive_seed(seed, "e2e"),
+        **bc,
+    )
+    out["e2e_bc"] = float(evaluate_flat(lambda o: e2e.act(features(o)), **ev).mean() / expert)
+    arm("ohio_numerical", exact, "numerical")
+    arm("ohio_analytic", exact, "analytic")
+    arm("observed_state", exact, "observed_state")
+    if cfg.iql_steps > 0:
+        arm("ohio_numerical_iql", exact, "numerical", learner="iql")
+    # model error: LQR designed with masses ×1.3, inverse through a learned (A, B) MLP
+    model = LearnedLinearModel()
+    fit = model.fit(
+        ds.observations[:, [0, 1, 4, 5]],
+        ds.actions,
+        ds.next_observations[:, [0, 1, 4, 5]],
+        epochs=cfg.model_epochs,
+        seed=derive_seed(seed, "model"),
+    )
+    out["learned_model_val_mse"] = fit["val_mse"]
+    wrong = LQRLowLevel(
+        ArmModel(p.scaled_masses(cfg.model_error_mass)), inverse_model=model, R=cfg.lqr_R, k=cfg.k
+    )
+    arm("me_ohio_numerical", wrong, "numerical")
+    arm("me_ohio_analytic", wrong, "analytic")
+    # low-level change: re-invert the same data for an LQR with R = changed_R·I
+    arm("lowlevel_R_ohio_numerical", LQRLowLevel(ArmModel(p), R=cfg.changed_R, k=cfg.k), "numerical")
+    return out
+
+
+def _network(cfg: Config, seed: int) -> dict:
+    P = NetworkParams()
+    c_train, c_test = P.cost(), P.swapped_cost()
+    ds = collect_network_dataset(P, c_train, cfg.net_episodes, derive_seed(seed, "net_data"))
+    hd = relabel(ds, LPLowLevel(c_train), "analytic", threshold=0.0)  # exact inverse: residual must be 0
+    kw = dict(steps=cfg.net_bc_steps, hidden=cfg.net_hidden, lr=cfg.bc_lr, batch_size=cfg.batch_size)
+    pi = train_bc(hd, policy="dirichlet", seed=derive_seed(seed, "net_ohio"), **kw)
+    e2e = train_bc(ds, seed=derive_seed(seed, "net_e2e"), **kw)
+    ev_seed = derive_seed(seed, "net_eval")
+    out: dict = {"kept_frac": len(hd) / len(ds)}
+    for tag, c in (("train", c_train), ("test", c_test)):
+        low = LPLowLevel(c)  # the deployed low level knows the current costs
+        out[f"ohio_{tag}"] = float(
+            evaluate_network(
+                lambda o, low=low: low.flows(o, pi.act(o[None])[0]), P, c, cfg.net_eval_episodes, ev_seed
+            ).mean()
+        )
+        out[f"e2e_{tag}"] = float(
+            evaluate_network(lambda o: e2e.act(o[None])[0], P, c, cfg.net_eval_episodes, ev_seed).mean()
+        )
+    out["ohio_loss"] = 1 - out["ohio_test"] / out["ohio_train"]
+    out["e2e_loss"] = 1 - out["e2e_test"] / out["e2e_train"]
+    return out
+
+
+def one_seed(cfg: Config, seed: int) -> dict:
+    seed_everything(seed)
+    t0 = time.perf_counter()
+    r = {"reacher": _reacher(cfg, seed)}
+    t1 = time.perf_counter()
+    r["network"] = _network(cfg, seed)
+    r["reacher"].setdefault("timing", {})["reacher_s"] = t1 - t0
+    r["network"]["timing_s"] = time.perf_counter() - t1
+    return r
+
+
+ARMS = (
+    "e2e_bc",
+    "ohio_numerical",
+    "ohio_analytic",
+    "observed_state",
+    "ohio_numerical_iql",
+    "me_ohio_numerical",
+    "me_ohio_analytic",
+    "lowlevel_R_ohio_numerical",
+)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    v = lambda k: values(per_seed, k)  # noqa: E731
+    num, e2e = v("reacher/ohio_numerical"), v("reacher/e2e_bc")
+    claims = [
+        all_of(
+            "ohio_parity",
+            "OHIO-numerical recovers a hierarchical policy from flat E2E data on par with E2E BC "
+            "(≥ 0.85 normalised return, within 0.1 of E2E BC)",
+            [
+                make_claim(
+                    "ohio_parity",
+                    "OHIO-numerical normalised return ≥ 0.85",
+                    "normalised return",
+                    method=num,
+                    threshold=0.85,
+                    direction=">=",
+                ),
+                make_claim(
+                    "ohio_parity",
+                    "OHIO-numerical − E2E BC ≥ −0.1",
+                    "normalised return",
+                    method=num,
+                    baseline=e2e,
+                    threshold=-0.1,
+                    direction=">=",
+                    compare="difference",
+                ),
+            ],
+        ),
+        make_claim(
+            "observed_state_fails",
+            "Observed-State relabelling reaches ≤ 0.5 × OHIO-numerical's return",
+            "normalised return ratio",
+            method=v("reacher/observed_state"),
+            baseline=num,
+            threshold=0.5,
+            direction="<=",
+            compare="ratio",
+        ),
+        make_claim(
+            "model_error_robust",
+            "With a mis-specified LQR model (masses ×1.3) and a learned (A,B) inverse "
+            "model, OHIO-numerical ≥ OHIO-analytic + 0.05",
+            "normalised return",
+            method=v("reacher/me_ohio_numerical"),
+            baseline=v("reacher/me_ohio_analytic"),
+            threshold=0.05,
+            direction=">=",
+            compare="difference",
+        ),
+        all_of(
+            "network_transfer",
+            "When edge costs change at test time OHIO (LP low level) loses ≤ 10 % of its "
+            "return while E2E BC on flows loses ≥ 30 %",
+            [
+                make_claim(
+                    "network_transfer",
+                    "OHIO relative loss ≤ 0.10",
+                    "1 − R_test/R_train",
+                    method=v("network/ohio_loss"),
+                    threshold=0.10,
+                    direction="<=",
+                ),
+                make_claim(
+                    "network_transfer",
+                    "E2E relative loss ≥ 0.30",
+                    "1 − R_test/R_train",
+                    method=v("network/e2e_loss"),
+                    threshold=0.30,
+                    direction=">=",
+                ),
+            ],
+        ),
+    ]
+    claims = _annotate(claims)
+    figs = [_figure(per_seed, rd.figures / "ohio_returns.png")]
+    return RunResult(
+        slug="ohio",
+        preset="",
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=claims,
+        per_seed=per_seed,
+        figures=figs,
+        report_md=_report(per_seed, cfg),
+    )
+
+
+_NOTES = {
+    "ohio_parity": "Small-scale BC (2–3k steps, 8k windows) limits every learner; the parity gap is the meaningful part.",
+    "observed_state_fails": "The LQR's reference tracks velocity as well, so x_{t+5} as goal still moves the arm in "
+    "the right direction (slower); how badly it lags depends on the arm's inertia (see README sensitivity note).",
+    "model_error_robust": "Analytic vs numerical differ only where controls saturate or the model is wrong; "
+    "the learned (A,B) MLP is accurate on this smooth arm, so the gap can be small.",
+    "network_transfer": "E2E's loss scales with the cost contrast of the swapped corridors (0.2 → 1.0 here).",
+}
+
+
+def _annotate(claims: list) -> list:
+    import dataclasses
+
+    return [c if c.holds else dataclasses.replace(c, note=_NOTES.get(c.id, "")) for c in claims]
+
+
+def _figure(per_seed: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    arms = [a for a in ARMS if all(a in d["reacher"] for d in per_seed.values())]
+    m = [np.mean([d["reacher"][a] for d in per_seed.values()]) for a in arms]
+    s = [np.std([d["reacher"][a] for d in per_seed.values()]) for a in arms]
+    a1.bar(range(len(arms)), m, yerr=s, color=["gray"] + ["C0"] * (len(arms) - 1))
+    a1.set_xticks(range(len(arms)), [a.replace("_", "\n", 1) for a in arms], fontsize=7)
+    a1.axhline(0.85, ls="--", c="k", lw=0.8)
+    a1.set_ylabel("normalised return")
+    a1.set_title("reacher-LQR-lite")
+    keys = ["ohio_loss", "e2e_loss"]
+    a2.bar(
+        [0, 1],
+        [np.mean([d["network"][k] for d in per_seed.values()]) for k in keys],
+        yerr=[np.std([d["network"][k] for d in per_seed.values()]) for k in keys],
+        color=["C0", "gray"],
+    )
+    a2.set_xticks([0, 1], ["OHIO (LP)", "E2E flows"])
+    a2.axhline(0.1, ls="--", c="C0", lw=0.8)
+    a2.axhline(0.3, ls="--", c="gray", lw=0.8)
+    a2.set_ylabel("relative loss after cost change")
+    a2.set_title("network-lite")
+    return atomic_savefig(fig, path)
+
+
+def _report(per_seed: dict, cfg: Config) -> str:
+    def ms(sec: str, k: str) -> str:
+        x = np.array([d[sec][k] for d in per_seed.values()], dtype=float)
+        return f"{x.mean():.3f} ± {x.std():.3f}"
+
+    rows = ["| arm | normalised return | kept windows | median residual |", "|---|---|---|---|"]
+    d0 = next(iter(per_seed.values()))["reacher"]
+    for a in ARMS:
+        if a not in d0:
+            continue
+        kept = ms("reacher", f"{a}_kept_frac") if f"{a}_kept_frac" in d0 else "—"
+        res = ms("reacher", f"{a}_median_residual") if f"{a}_median_residual" in d0 else "—"
+        rows.append(f"| {a} | {ms('reacher', a)} | {kept} | {res} |")
+    net = ["| method | return (train costs) | return (swapped costs) | relative loss |", "|---|---|---|---|"]
+    for m in ("ohio", "e2e"):
+        net.append(
+            f"| {m} | {ms('network', m + '_train')} | {ms('network', m + '_test')} | "
+            f"{ms('network', m + '_loss')} |"
+        )
+    return (
+        "## Reacher-LQR-lite (numpy 2-link arm, LQR low level, k = 5)\n\n" + "\n".join(rows) + "\n\n"
+        f"Flat expert return (normaliser): {ms('reacher', 'expert_return')}; learned (A,B) model validation MSE "
+        f"{ms('reacher', 'learned_model_val_mse')}. `me_*` = LQR designed with masses ×{cfg.model_error_mass}, "
+        f"inverse through the learned (A,B) MLP; `lowlevel_R_*` = data re-inverted for R = {cfg.changed_R}·I "
+        "(report only); `*_iql` = IQL (τ = 0.7, β = 3, standard value target) on the numerical set (report only).\n\n"
+        "## Network-lite (6 nodes, LP low level via HiGHS)\n\n" + "\n".join(net) + "\n\n"
+        "## Deviations at this scale\n"
+        "- No MuJoCo: a numpy 2-link arm stands in for dm_control reacher-hard; 200-step episodes, 20 eval episodes.\n"
+        f"- BC: {cfg.bc_steps} steps, lr {cfg.bc_lr}, hidden {cfg.bc_hidden} (paper: 10⁶ steps, lr 1e-4, 256).\n"
+        "- Learners see (cos q, sin q, to_target, q̇) and predict the relative goal z − (q, 0) (all arms alike).\n"
+        "- The numerical inverse uses batched Levenberg–Marquardt with a ridge prior (λ = "
+        f"{cfg.prior:g}) instead of the official Adam loop (which does not converge, spec §3.3).\n"
+        "- Network-lite is our own 6-node city with a cost-swap transfer test, not NYC/Shenzhen AMoD.\n"
+    )

@@ -1,0 +1,308 @@
+"""LQR low level (spec §3.3) with its forward map and its inverses.
+
+Low level, every k = 5 steps with gains from the finite-horizon LQR linearised at the current s_t:
+
+    ctrl_l = clip(K_l (x_l − z), −1, 1),   l = 0 … k−1,      z ∈ R⁴ the high-level reference state
+
+Gains (backward Riccati, terminal P_N = Q; sign convention a = K x):
+
+    K_l = −(R + Bᵀ P_{l+1} B)⁻¹ Bᵀ P_{l+1} A,     P_l = Q + Aᵀ P_{l+1} (A + B K_l)
+
+Inverses of one high-level step (s_t, a_{t:t+k}, s_{t:t+k+1}) ↦ ẑ:
+
+- **analytic** (pseudo-inverse, ignores clipping): with local models x_{l+1} = A_l x_l + B_l a_l + d_l,
+  F_l = A_l + B_l K_l, G_l = B_l K_l the unclipped rollout is x_{l+1} = c_l − M_l z with
+  M_l = F_l M_{l−1} + G_l, c_l = F_l c_{l−1} + d_l (M_{−1} = 0, c_{−1} = s); ẑ = pinv(M_{k−1}) (c_{k−1} − x_k).
+- **numerical**: ẑ = argmin_z ‖x̂_k(z) − x_k‖²/n + λ ‖z − z₀‖² through the *clipped* closed-loop rollout of
+  the model P̃ (the log p(u) prior of §3.2 centred on z₀ = x_k). Solved for all transitions at once by a
+  batched Levenberg–Marquardt (Jacobians by forward-mode AD), started from the analytic solution and from
+  z₀, keeping the better; ``solver="adam"`` reproduces the official Adam loop (lr, iterations, init x_k).
+- **observed_state**: ẑ = x_k (the paper's Observed-State baseline).
+
+The residual of every method is its re-simulation error: endpoint MSE of the clipped rollout of ẑ under P̃.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .arm import STATE_IDX
+from .dynamics import DynamicsModel, linearize
+
+INVERSE_METHODS = ("analytic", "numerical", "observed_state")
+
+
+def finite_horizon_lqr(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    Q: torch.Tensor,
+    R: torch.Tensor,
+    N: int,
+    P_N: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Gains K_0 … K_{N−1} (…, N, m, n) of the finite-horizon LQR x' = A x + B a, cost Σ xᵀQx + aᵀRa + x_NᵀP_N x_N.
+
+    Optimal control a_l = K_l x_l. ``A`` (…, n, n) and ``B`` (…, n, m) may carry a batch dimension.
+    """
+    if N < 1:
+        raise ValueError(f"N must be >= 1, got {N!r}")
+    P = (Q if P_N is None else P_N).expand(*A.shape[:-2], *Q.shape).clone()
+    At, Bt = A.transpose(-1, -2), B.transpose(-1, -2)
+    gains = []
+    for _ in range(N):
+        BtP = Bt @ P
+        K = -torch.linalg.solve(R + BtP @ B, BtP @ A)  # K_l = −(R + BᵀPB)⁻¹ BᵀPA
+        P = Q + At @ P @ (A + B @ K)  # P_l = Q + Aᵀ P (A + B K_l)
+        P = 0.5 * (P + P.transpose(-1, -2))
+        gains.append(K)
+    return torch.stack(gains[::-1], dim=-3)
+
+
+class LQRLowLevel:
+    """The LQR tracking low level π_l(s, z) and its inverses.
+
+    Args:
+        model: dynamics the LQR is designed with (its gains K_l come from ``linearize(model, s_t)``).
+        inverse_model: the approximate dynamics P̃ used by the inverse (default: ``model``).
+        Q, R: LQR weights (paper: diag(10, 10, 1, 1) and 0.1·I).
+        k: temporal abstraction = LQR horizon N (paper: 5).
+        max_ctrl: control clipping bound (±1).
+        state_idx: observation indices of the LQR state x.
+    """
+
+    def __init__(
+        self,
+        model: DynamicsModel,
+        inverse_model: DynamicsModel | None = None,
+        Q: Sequence[float] = (10.0, 10.0, 1.0, 1.0),
+        R: Sequence[float] | float = 0.1,
+        k: int = 5,
+        max_ctrl: float = 1.0,
+        state_idx: Sequence[int] = STATE_IDX,
+    ):
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k!r}")
+        if max_ctrl <= 0:
+            raise ValueError(f"max_ctrl must be > 0, got {max_ctrl!r}")
+        self.model, self.inverse_model = model, inverse_model if inverse_model is not None else model
+        n, m = model.state_dim, model.action_dim
+        self.Q = torch.diag(torch.as_tensor(Q, dtype=torch.float64))
+        Rv = torch.as_tensor(R, dtype=torch.float64)
+        self.R = Rv * torch.eye(m, dtype=torch.float64) if Rv.ndim == 0 else torch.diag(Rv)
+        if self.Q.shape != (n, n) or self.R.shape != (m, m):
+            raise ValueError(f"Q must have {n} entries and R {m} (or be a scalar), got Q {Q!r}, R {R!r}")
+        self.k, self.max_ctrl, self.state_idx = k, float(max_ctrl), list(state_idx)
+
+    # ---------------------------------------------------------------- forward map
+    def state(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(obs)[..., self.state_idx], dtype=torch.float64)
+
+    def gains(self, x: torch.Tensor) -> torch.Tensor:
+        """K_0 … K_{k−1} (n, k, m, state_dim) from the LQR linearised at x (n, state_dim)."""
+        A, B, _ = linearize(self.model, torch.as_tensor(x, dtype=torch.float64))
+        return finite_horizon_lqr(A, B, self.Q, self.R, self.k)
+
+    def control(self, x: torch.Tensor, z: torch.Tensor, K_l: torch.Tensor, clip: bool = True) -> torch.Tensor:
+        """ctrl = clip(K_l (x − z), −max_ctrl, max_ctrl)."""
+        a = (K_l @ (x - z)[..., None])[..., 0]
+        return a.clamp(-self.max_ctrl, self.max_ctrl) if clip else a
+
+    def rollout(
+        self,
+        s: torch.Tensor,
+        z: torch.Tensor,
+        K: torch.Tensor,
+        model: DynamicsModel | None = None,
+        clip: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Closed-loop k-step rollout under ``model``: states (n, k+1, d) with x_0 = s, controls (n, k, m)."""
+        model = self.inverse_model if model is None else model
+        xs, acts, x = [s], [], s
+        for ell in range(self.k):
+            a = self.control(x, z, K[:, ell], clip)
+            x = model.step(x, a)
+            xs.append(x)
+            acts.append(a)
+        return torch.stack(xs, 1), torch.stack(acts, 1)
+
+    def resimulate(
+        self, s: torch.Tensor, z: torch.Tensor, x_k: torch.Tensor, K: torch.Tensor
+    ) -> torch.Tensor:
+        """Re-simulation check of recovered goals: endpoint MSE ‖x̂_k(z) − x_k‖²/d (clipped, under P̃)."""
+        with torch.no_grad():
+            xs, _ = self.rollout(s, z, K)
+        return ((xs[:, -1] - x_k) ** 2).mean(-1)
+
+    # ---------------------------------------------------------------- inverses
+    def invert(
+        self, obs_windows: np.ndarray, act_windows: np.ndarray | None = None, method: str = "numerical", **kw
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Recover ẑ for each window of k+1 observations (n, k+1, obs_dim); returns (ẑ (n, 4), residual (n,)).
+
+        ``act_windows`` is accepted for the common low-level interface (the state-matching inverse of the
+        paper's reacher does not use it).
+        """
+        if method not in INVERSE_METHODS:
+            raise ValueError(f"method must be one of {INVERSE_METHODS}, got {method!r}")
+        obs_windows = np.asarray(obs_windows, dtype=float)
+        if obs_windows.ndim != 3 or obs_windows.shape[1] != self.k + 1:
+            raise ValueError(f"obs_windows must be (n, k+1={self.k + 1}, obs_dim), got {obs_windows.shape}")
+        xs = self.state(obs_windows)  # (n, k+1, d)
+        s, x_k = xs[:, 0], xs[:, -1]
+        K = self.gains(s)
+        if method == "observed_state":
+            z = x_k.clone()
+        elif method == "analytic":
+            z = self.invert_analytic(xs, K)
+        else:
+            z = self.invert_numerical(s, x_k, K, xs=xs, **kw)
+        return z.numpy(), self.resimulate(s, z, x_k, K).numpy()
+
+    def unrolled_map(self, xs: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M_{k−1}, c_{k−1}) of the unclipped rollout x_k = c − M z, with local models at the observed x_l."""
+        n, _, d = xs.shape
+        M = torch.zeros(n, d, d, dtype=torch.float64)
+        c = xs[:, 0]
+        for ell in range(self.k):
+            A, B, dd = linearize(self.inverse_model, xs[:, ell])
+            G = B @ K[:, ell]  # G_l = B_l K_l
+            F = A + G  # F_l = A_l + B_l K_l
+            M = F @ M + G  # M_l = F_l M_{l−1} + G_l
+            c = (F @ c[..., None])[..., 0] + dd  # c_l = F_l c_{l−1} + d_l
+        return M, c
+
+    def invert_analytic(self, xs: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        """ẑ = pinv(M_{k−1}) (c_{k−1} − x_k)  (exact when no control saturates and the model is exact)."""
+        M, c = self.unrolled_map(xs, K)
+        return (torch.linalg.pinv(M) @ (c - xs[:, -1])[..., None])[..., 0]
+
+    def invert_numerical(
+        self,
+        s: torch.Tensor,
+        x_k: torch.Tensor,
+        K: torch.Tensor,
+        *,
+        xs: torch.Tensor | None = None,
+        solver: str = "lm",
+        prior: float = 1e-4,
+        iters: int | None = None,
+        lr: float = 0.05,
+        tol: float = 1e-12,
+    ) -> torch.Tensor:
+        """Batched ẑ = argmin_z ‖x̂_k(z) − x_k‖²/d + λ‖z − x_k‖² through the clipped rollout under P̃.
+
+        ``solver="lm"`` (default): Levenberg–Marquardt, ``iters`` (default 60) iterations, per-item damping and
+        acceptance; started from the analytic ẑ (needs ``xs``) and from x_k, the lower objective is kept.
+        ``solver="adam"``: the official loop, Adam(lr) for ``iters`` (default 1000) steps from x_k.
+        """
+        if solver not in ("lm", "adam"):
+            raise ValueError(f"solver must be 'lm' or 'adam', got {solver!r}")
+        if prior < 0:
+            raise ValueError(f"prior must be >= 0, got {prior!r}")
+        s, x_k, z0 = s.detach(), x_k.detach(), x_k.detach()
+        d = s.shape[-1]
+
+        def objective(z: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                return self._endpoint(s, z, K).sub(x_k).pow(2).mean(-1) + prior * (z - z0).pow(2).sum(-1)
+
+        if solver == "adam":
+            z = z0.clone().requires_grad_(True)
+            opt = torch.optim.Adam([z], lr=lr)
+            for _ in range(1000 if iters is None else iters):
+                loss = ((self._endpoint(s, z, K) - x_k) ** 2).mean(-1) + prior * ((z - z0) ** 2).sum(-1)
+                opt.zero_grad()
+                loss.sum().backward()
+                opt.step()
+            return z.detach()
+
+        inits = [z0.clone()]
+        if xs is not None:
+            za = self.invert_analytic(xs, K)
+            inits.insert(0, torch.where(torch.isfinite(za), za, z0))
+        best_z, best_f = None, None
+        for z in inits:
+            z = self._lm(s, x_k, z0, z, K, prior, 60 if iters is None else iters, tol)
+            f = objective(z)
+            if best_z is None:
+                best_z, best_f = z, f
+            else:
+                better = f < best_f
+                best_z = torch.where(better[:, None], z, best_z)
+                best_f = torch.minimum(f, best_f)
+        assert best_z is not None and d == best_z.shape[-1]
+        return best_z
+
+    def _endpoint(self, s: torch.Tensor, z: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        x = s
+        for ell in range(self.k):
+            x = self.inverse_model.step(x, self.control(x, z, K[:, ell]))
+        return x
+
+    def _lm(
+        self,
+        s: torch.Tensor,
+        x_k: torch.Tensor,
+        z0: torch.Tensor,
+        z: torch.Tensor,
+        K: torch.Tensor,
+        prior: float,
+        iters: int,
+        tol: float,
+        fd_eps: float = 1e-7,
+    ) -> torch.Tensor:
+        """Batched Levenberg–Marquardt on ρ(z) = [(x̂_k(z) − x_k)/√d ; √λ (z − z₀)].
+
+        Jacobians by central differences of the clipped rollout (one stacked forward pass for all items and
+        directions); every step is accepted only if it lowers the exact objective, and items that converged
+        leave the active set.
+        """
+        n, d = z.shape
+        sq_p = prior**0.5
+        z = z.clone()
+
+        def residual(idx: torch.Tensor, zz: torch.Tensor, reps: int = 1) -> torch.Tensor:
+            ss, xk, kk, zc = s[idx], x_k[idx], K[idx], z0[idx]
+            if reps > 1:
+                ss, xk, kk, zc = (t.repeat(reps, *([1] * (t.ndim - 1))) for t in (ss, xk, kk, zc))
+            return torch.cat([(self._endpoint(ss, zz, kk) - xk) / d**0.5, sq_p * (zz - zc)], -1)
+
+        with torch.no_grad():
+            active = torch.arange(n)
+            mu = torch.full((n,), 1e-3, dtype=z.dtype)
+            r_all = residual(active, z)
+            cost = (r_all**2).sum(-1)
+            eye_eps = torch.eye(d, dtype=z.dtype) * fd_eps
+            for _ in range(iters):
+                if len(active) == 0:
+                    break
+                za, ra, na = z[active], r_all[active], len(active)
+                # Jacobian J (na, d_res, d) by central differences, all 2d perturbations in one pass
+                zp = (za[None] + eye_eps[:, None, :]).reshape(-1, d)
+                zm = (za[None] - eye_eps[:, None, :]).reshape(-1, d)
+                rp = residual(active, zp, reps=d).reshape(d, na, -1)
+                rm = residual(active, zm, reps=d).reshape(d, na, -1)
+                J = ((rp - rm) / (2 * fd_eps)).permute(1, 2, 0)
+                JtJ = J.transpose(1, 2) @ J
+                g = (J.transpose(1, 2) @ ra[..., None])[..., 0]
+                diag = torch.diagonal(JtJ, dim1=1, dim2=2).clamp_min(1e-12)
+                step = -torch.linalg.solve(JtJ + mu[active, None, None] * torch.diag_embed(diag), g)
+                z_new = za + step
+                r_new = residual(active, z_new)
+                cost_new = (r_new**2).sum(-1)
+                ok = cost_new < cost[active]
+                z[active] = torch.where(ok[:, None], z_new, za)
+                r_all[active] = torch.where(ok[:, None], r_new, ra)
+                gain = cost[active] - cost_new
+                cost[active] = torch.where(ok, cost_new, cost[active])
+                mu[active] = torch.where(ok, mu[active] / 3, mu[active] * 4).clamp(1e-9, 1e9)
+                done = (
+                    (ok & (gain <= tol * (1 + cost[active])))
+                    | (step.abs().amax(-1) < tol)
+                    | (mu[active] >= 1e9)
+                )
+                active = active[~done]
+        return z

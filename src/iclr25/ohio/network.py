@@ -1,0 +1,301 @@
+"""Network-lite: vehicle rebalancing on a small graph with an LP low level and its exact inverse (spec §3.5, §6).
+
+High level: u ∈ Δ^N, a desired distribution of idle vehicles. Low level (min-cost rebalancing LP, HiGHS):
+
+    d = counts(u · Σ_j acc_j)                       (largest-remainder rounding, so Σ d = Σ acc)
+    min_x Σ_{i≠j} c_ij x_ij   s.t.  acc_i + Σ_j (x_ji − x_ij) ≥ d_i,   Σ_j x_ij ≤ acc_i,   x ≥ 0
+
+Inverse (exact): desired_i = acc_i − Σ_j x_ij + Σ_j x_ji, û = desired / Σ acc (uniform if Σ acc = 0), then
+zeros → ε and renormalise so a Dirichlet log-probability is finite.
+
+Environment (gymnasium): a fleet on N nodes; each step the agent rebalances idle vehicles (flows, cost
+Σ c_ij x_ij), then Poisson trip requests λ_ij are served from the vehicles at their origin (price per trip),
+and served vehicles end the step at the destination. Observation: idle vehicles per node; reward: revenue −
+rebalancing cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+from scipy.optimize import linprog
+
+from .relabel import OfflineDataset
+
+EPS_SIMPLEX = 1e-3
+
+
+def largest_remainder_counts(u: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts ≈ u · total summing exactly to ``total`` (Hamilton rounding)."""
+    u = np.asarray(u, dtype=float)
+    if u.ndim != 1 or np.any(u < -1e-12):
+        raise ValueError(f"u must be a 1-d non-negative vector, got {u!r}")
+    s = u.sum()
+    if s <= 0:
+        u, s = np.ones_like(u), float(len(u))
+    raw = u / s * total
+    base = np.floor(raw + 1e-9).astype(int)
+    rest = int(total - base.sum())
+    if rest > 0:
+        order = np.argsort(-(raw - base), kind="stable")
+        base[order[:rest]] += 1
+    return base
+
+
+def solve_rebalancing_lp(acc: np.ndarray, desired: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Min-cost flows x (N, N) (zero diagonal) reaching at least ``desired`` vehicles per node (HiGHS)."""
+    acc, desired, cost = np.asarray(acc, float), np.asarray(desired, float), np.asarray(cost, float)
+    n = len(acc)
+    if desired.shape != (n,) or cost.shape != (n, n):
+        raise ValueError(f"desired must be ({n},) and cost ({n}, {n}), got {desired.shape} and {cost.shape}")
+    if desired.sum() > acc.sum() + 1e-9:
+        raise ValueError(f"desired must sum to at most Σ acc = {acc.sum()}, got {desired.sum()}")
+    off = ~np.eye(n, dtype=bool)
+    ii, jj = np.nonzero(off)  # variable e ↔ edge (ii[e] → jj[e])
+    m = len(ii)
+    # acc_i − out_i + in_i ≥ d_i   ⇔   out_i − in_i ≤ acc_i − d_i
+    A_bal = np.zeros((n, m))
+    A_bal[ii, np.arange(m)] += 1.0
+    A_bal[jj, np.arange(m)] -= 1.0
+    A_out = np.zeros((n, m))
+    A_out[ii, np.arange(m)] = 1.0
+    res = linprog(
+        cost[ii, jj],
+        A_ub=np.vstack([A_bal, A_out]),
+        b_ub=np.concatenate([acc - desired, acc]),
+        bounds=(0, None),
+        method="highs",
+    )
+    if not res.success:
+        raise RuntimeError(f"rebalancing LP failed: {res.message}")
+    x = np.zeros((n, n))
+    x[ii, jj] = np.round(res.x, 9)
+    return x
+
+
+def flows_to_distribution(acc: np.ndarray, flows: np.ndarray, eps: float = EPS_SIMPLEX) -> np.ndarray:
+    """The exact LP inverse: û ∝ acc − out + in (batched over leading dims), ε-smoothed on the simplex."""
+    acc, flows = np.asarray(acc, float), np.asarray(flows, float)
+    desired = acc - flows.sum(-1) + flows.sum(-2)  # acc_i − Σ_j x_ij + Σ_j x_ji
+    tot = acc.sum(-1, keepdims=True)
+    u = np.where(tot > 0, desired / np.where(tot > 0, tot, 1.0), 1.0 / acc.shape[-1])
+    u = np.maximum(u, eps)  # zeros → ε, renormalise
+    return u / u.sum(-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """A 6-node city: downtown nodes 0–2 attract trips from residential nodes 3–5 (vehicles pile up downtown).
+
+    ``cost`` is the rebalancing cost per vehicle on each edge; ``swapped_cost`` moves each downtown node's cheap
+    corridor to a different residential node (road works): the cheapest achievable rebalancing cost is
+    unchanged, so a policy that adapts its routing loses nothing.
+    """
+
+    n_nodes: int = 6
+    fleet: int = 60
+    horizon: int = 20
+    price: float = 1.0
+    cheap: float = 0.2
+    expensive: float = 1.0
+    within: float = 0.3
+    rate_in: float = 2.0  # residential → each downtown node
+    rate_out: float = 0.5  # downtown → each residential node
+    rate_within: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.n_nodes != 6:
+            raise ValueError(f"n_nodes must be 6 for the built-in city, got {self.n_nodes!r}")
+        if self.fleet < 1 or self.horizon < 1:
+            raise ValueError(f"fleet and horizon must be >= 1, got {self.fleet!r}, {self.horizon!r}")
+
+    def demand_rates(self) -> np.ndarray:
+        n, h = self.n_nodes, self.n_nodes // 2
+        lam = np.full((n, n), self.rate_within)
+        lam[h:, :h] = self.rate_in
+        lam[:h, h:] = self.rate_out
+        np.fill_diagonal(lam, 0.0)
+        return lam
+
+    def cost(self, shift: int = 0) -> np.ndarray:
+        """Edge costs; downtown node k's cheap corridor goes to residential node 3 + (k + shift) mod 3."""
+        n, h = self.n_nodes, self.n_nodes // 2
+        c = np.full((n, n), self.within)
+        c[:h, h:] = self.expensive
+        c[h:, :h] = self.expensive
+        for k in range(h):
+            j = h + (k + shift) % h
+            c[k, j] = c[j, k] = self.cheap
+        np.fill_diagonal(c, 0.0)
+        return c
+
+    def swapped_cost(self) -> np.ndarray:
+        return self.cost(shift=1)
+
+
+class RebalancingEnv(gym.Env):
+    """Fleet rebalancing (observation: idle vehicles per node; action: flows x (N·N), clipped to feasibility)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, params: NetworkParams = NetworkParams(), cost: np.ndarray | None = None):
+        self.p = params
+        self.cost = params.cost() if cost is None else np.asarray(cost, float)
+        n = params.n_nodes
+        self.lam = params.demand_rates()
+        self.observation_space = gym.spaces.Box(0, params.fleet, (n,), np.float64)
+        self.action_space = gym.spaces.Box(0, params.fleet, (n * n,), np.float64)
+        self.acc = np.zeros(n)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        n = self.p.n_nodes
+        self.acc = np.bincount(self.np_random.integers(0, n, self.p.fleet), minlength=n).astype(float)
+        self.t = 0
+        return self.acc.copy(), {}
+
+    def feasible_flows(self, flows: np.ndarray) -> np.ndarray:
+        """Integer, non-negative, zero-diagonal flows with Σ_j x_ij ≤ acc_i (rows scaled down, then floored)."""
+        n = self.p.n_nodes
+        x = np.maximum(np.asarray(flows, float).reshape(n, n), 0.0)
+        np.fill_diagonal(x, 0.0)
+        out = x.sum(1)
+        scale = np.where(out > self.acc, self.acc / np.maximum(out, 1e-12), 1.0)
+        return np.floor(x * scale[:, None] + 1e-9)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        x = self.feasible_flows(action)
+        reb_cost = float((self.cost * x).sum())
+        acc = self.acc - x.sum(1) + x.sum(0)  # after rebalancing
+        demand = self.np_random.poisson(self.lam)  # (N, N) trip requests
+        req = demand.sum(1)
+        served_n = np.minimum(acc, req)
+        # serve requests in a random order at each origin: served trips per destination ~ multivariate hypergeom.
+        served = np.zeros_like(demand)
+        for i in np.flatnonzero(served_n > 0):
+            served[i] = self.np_random.multivariate_hypergeometric(demand[i], int(served_n[i]))
+        revenue = self.p.price * float(served.sum())
+        self.acc = acc - served.sum(1) + served.sum(0)
+        self.t += 1
+        info = {"flows": x, "revenue": revenue, "rebalancing_cost": reb_cost}
+        return self.acc.copy(), revenue - reb_cost, False, self.t >= self.p.horizon, info
+
+
+class LPLowLevel:
+    """The LP low level π_l(acc, u) and its exact inverse (k = 1)."""
+
+    k = 1
+
+    def __init__(self, cost: np.ndarray, eps: float = EPS_SIMPLEX):
+        self.cost, self.eps = np.asarray(cost, float), eps
+
+    def flows(self, acc: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Forward map: flows from the LP for desired distribution ``u``."""
+        total = int(round(float(np.sum(acc))))
+        return solve_rebalancing_lp(acc, largest_remainder_counts(u, total), self.cost)
+
+    def invert(
+        self, obs_windows: np.ndarray, act_windows: np.ndarray, method: str = "analytic"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """û from (acc_t, flows_t); residual = re-simulation check ‖LP-achieved distribution − observed one‖₁.
+
+        ``method``: ``"analytic"`` (the exact inverse) or ``"observed_state"`` (û ∝ acc_{t+1}).
+        """
+        if method not in ("analytic", "observed_state"):
+            raise ValueError(
+                f"method must be 'analytic' or 'observed_state' for the LP low level, got {method!r}"
+            )
+        acc, nxt = obs_windows[:, 0], obs_windows[:, -1]
+        n = acc.shape[-1]
+        flows = act_windows[:, 0].reshape(len(acc), n, n)
+        if method == "observed_state":
+            u = np.maximum(nxt / np.maximum(nxt.sum(-1, keepdims=True), 1e-12), self.eps)
+            u = u / u.sum(-1, keepdims=True)
+        else:
+            u = flows_to_distribution(acc, flows, self.eps)
+        observed = acc - flows.sum(-1) + flows.sum(-2)
+        resid = np.array(
+            [np.abs(self._achieved(a, ui) - o).sum() for a, ui, o in zip(acc, u, observed, strict=True)]
+        )
+        return u, resid
+
+    def _achieved(self, acc: np.ndarray, u: np.ndarray) -> np.ndarray:
+        total = int(round(float(acc.sum())))
+        # ε-smoothing moves at most ε·N of mass: undo it before rounding so counts are exact
+        d = largest_remainder_counts(np.where(u <= self.eps * 1.0001, 0.0, u), total)
+        x = solve_rebalancing_lp(acc, d, self.cost)
+        return acc - x.sum(1) + x.sum(0)
+
+
+def nearest_surplus_flows(
+    acc: np.ndarray,
+    target_share: np.ndarray,
+    cost: np.ndarray,
+    rng: np.random.Generator | None = None,
+    concentration: float = 50.0,
+) -> np.ndarray:
+    """The flat behaviour heuristic: desired counts from ``target_share`` (Dirichlet-perturbed when ``rng`` is
+    given), then each deficit node is filled greedily from the surplus node with the cheapest edge."""
+    n = len(acc)
+    share = rng.dirichlet(concentration * target_share) if rng is not None else target_share
+    d = largest_remainder_counts(share, int(acc.sum()))
+    surplus, deficit = acc - d, d - acc
+    x = np.zeros((n, n))
+    for j in np.argsort(-deficit, kind="stable"):
+        while deficit[j] > 0:
+            donors = np.flatnonzero(surplus > 0)
+            if len(donors) == 0:
+                return x
+            i = donors[np.argmin(cost[donors, j])]
+            m = min(surplus[i], deficit[j])
+            x[i, j] += m
+            surplus[i] -= m
+            deficit[j] -= m
+    return x
+
+
+def collect_network_dataset(
+    params: NetworkParams, cost: np.ndarray, n_episodes: int, seed: int, concentration: float = 50.0
+) -> OfflineDataset:
+    """Flat data from :func:`nearest_surplus_flows` (target share ∝ outgoing demand), Minari field names;
+    actions are the flattened N·N flows."""
+    env = RebalancingEnv(params, cost)
+    rng = np.random.default_rng(seed)
+    share = params.demand_rates().sum(1)
+    share = share / share.sum()
+    obs, acts, rews = [], [], []
+    for _ in range(n_episodes):
+        o, _ = env.reset(seed=int(rng.integers(2**31)))
+        eo, ea, er = [o], [], []
+        for _ in range(params.horizon):
+            x = nearest_surplus_flows(o, share, cost, rng, concentration)
+            o, r, _, _, info = env.step(x.reshape(-1))
+            eo.append(o)
+            ea.append(info["flows"].reshape(-1))
+            er.append(r)
+        obs.append(eo)
+        acts.append(ea)
+        rews.append(er)
+    return OfflineDataset.from_episodes(np.asarray(obs), np.asarray(acts), np.asarray(rews))
+
+
+def evaluate_network(
+    flows_fn: Callable[[np.ndarray], np.ndarray],
+    params: NetworkParams,
+    cost: np.ndarray,
+    n_episodes: int,
+    seed: int,
+) -> np.ndarray:
+    """Returns of a policy acc ↦ flows (N, N) on ``n_episodes`` episodes (demand and starts from ``seed``)."""
+    env = RebalancingEnv(params, cost)
+    rets = np.zeros(n_episodes)
+    for ep in range(n_episodes):
+        o, _ = env.reset(seed=seed * 100_003 + ep)
+        for _ in range(params.horizon):
+            o, r, _, _, _ = env.step(flows_fn(o).reshape(-1))
+            rets[ep] += r
+    return rets
