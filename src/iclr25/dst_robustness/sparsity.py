@@ -1,0 +1,422 @@
+"""Dynamic sparse training (DST): binary masks, ERK allocation, prune/regrow schedules.
+
+One engine, :class:`DynamicSparseTraining`, covers the four DST methods of the paper's unified framework
+(Sec. 3.2): SET, RigL, MEST and GraNet. It plugs into any ``nn.Module`` + ``torch.optim`` optimiser, like
+rigl-torch's ``RigLScheduler``: call ``engine.step()`` *instead of* ``optimizer.step()`` after
+``loss.backward()``.
+
+Sparsity is simulated with masks (as in every public DST code base): each masked weight ``W_l`` (all
+conv / linear weights, i.e. 2-D and 4-D parameters; biases and BN stay dense) has a boolean mask ``M_l``;
+after every optimiser step ``W_l ← W_l ⊙ M_l`` and the optimiser state (momentum, Adam moments) of inactive
+entries is zeroed. Because inactive weights are exactly 0 in the forward pass, ``W_l.grad`` after
+``backward`` *is* the dense gradient ``∂L/∂W`` that RigL/GraNet regrow by; no hooks are needed.
+
+Topology update every ``ΔT`` optimiser steps while ``t ≤ T_end``:
+
+* drop fraction (cosine decay, RigL Eq. 1):  ``p_t = p_0/2 · (1 + cos(π t / T_end))``
+* drop ``k_l = ⌊p_t · nnz_l⌋`` active weights with the smallest ``|w|`` (magnitude drop for every method,
+  as in the paper's unified framework; ⌊·⌋ as in RigL/rigl-torch),
+* regrow ``k_l`` among the inactive positions (just-dropped ones included, as in RigL): uniformly at
+  random (SET, MEST_r, GraNet_r) or the largest ``|∂L/∂w|`` (RigL, MEST_g, GraNet_g). New weights are 0
+  and their optimiser state is reset to 0. ``nnz_l`` is preserved exactly.
+
+MEST (soft memory bound, an interpretation of the official ``update_mask``): the net trains at the upper
+bound ``d_up = (1 + b)·d`` (``b = 0.1``); each update prunes every layer to ``⌊n_l(1 − p_t)⌋`` by the score
+``|w| + λ|g|`` and regrows to ``n_up_l``; at ``T_end`` one final magnitude prune brings each layer to
+``n_l``.
+
+GraNet: starts at ``d_init = 0.8`` (ERK) and prunes globally by magnitude, at every ``ΔT`` between
+``t_0`` and ``t_f``, to the cubic schedule
+``s_t = (1 − d_init) + (d_init − d)·[1 − (1 − (t − t_0)/(t_f − t_0))³]``, plus the drop/regrow
+"neuroregeneration" step above at the same ``ΔT``.
+
+Initial masks choose exactly ``n_l = round(d_l · N_l)`` positions uniformly at random per layer (the RigL
+code's exact-count choice, not GraNet's i.i.d. Bernoulli), from the engine's own ``torch.Generator`` so that
+sparsity never shifts the global / data-order RNG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+METHODS = ("set", "rigl", "mest", "granet")
+DEFAULT_REGROW = {"set": "random", "rigl": "gradient", "mest": "random", "granet": "gradient"}
+DISTRIBUTIONS = ("erk", "uniform")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Layer-wise density allocation
+# ----------------------------------------------------------------------------------------------------
+def erk_densities(shapes: Sequence[Sequence[int]], density: float) -> tuple[list[float], float]:
+    """Erdős–Rényi-Kernel densities ``d_l = min(1, ε · Σ shape_l / Π shape_l)``.
+
+    ``ε`` solves ``Σ_l d_l n_l = d · Σ_l n_l``; a layer whose ``d_l`` would exceed 1 is made dense and ``ε`` is
+    re-solved over the remaining layers until none exceeds 1 (RigL's ``erdos_renyi_kernel``).
+    Σ shape = n_out + n_in + k_h + k_w for a conv, n_out + n_in for a linear layer.
+
+    Returns ``(densities, ε)``.
+    """
+    if not 0.0 < density <= 1.0:
+        raise ValueError(f"density must be in (0, 1], got {density!r}")
+    if len(shapes) == 0:
+        raise ValueError("shapes must hold at least one layer shape, got an empty sequence")
+    n = [math.prod(s) for s in shapes]
+    raw = [sum(s) / math.prod(s) for s in shapes]  # Σ shape_l / Π shape_l
+    dense: set[int] = set()
+    total = sum(n)
+    eps = 0.0
+    while True:
+        # Σ_{sparse} ε raw_l n_l = d·Σ n − Σ_{dense} n_l
+        budget = density * total - sum(n[i] for i in dense)
+        denom = sum(raw[i] * n[i] for i in range(len(n)) if i not in dense)
+        eps = budget / denom if denom > 0 else 0.0
+        over = [i for i in range(len(n)) if i not in dense and eps * raw[i] > 1.0]
+        if not over:
+            break
+        dense.update(over)
+        if len(dense) == len(n):
+            break
+    dens = [1.0 if i in dense else eps * raw[i] for i in range(len(n))]
+    return dens, eps
+
+
+def uniform_densities(shapes: Sequence[Sequence[int]], density: float) -> list[float]:
+    """The same density ``d`` in every layer."""
+    if not 0.0 < density <= 1.0:
+        raise ValueError(f"density must be in (0, 1], got {density!r}")
+    return [float(density)] * len(shapes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Schedules
+# ----------------------------------------------------------------------------------------------------
+def drop_fraction(t: int, p0: float, t_end: int) -> float:
+    """Cosine-decayed drop fraction ``p_t = p_0/2 · (1 + cos(π t / T_end))`` (0 after ``T_end``)."""
+    if t > t_end or t_end <= 0:
+        return 0.0
+    return p0 / 2.0 * (1.0 + math.cos(math.pi * t / t_end))
+
+
+def drop_count(nnz: int, t: int, p0: float, t_end: int) -> int:
+    """``k = ⌊p_t · nnz⌋`` weights dropped (and regrown) in a layer with ``nnz`` active weights."""
+    return int(drop_fraction(t, p0, t_end) * nnz)
+
+
+def granet_density(t: int, d_init: float, d_final: float, t0: int, tf: int) -> float:
+    """Density ``1 − s_t`` of GraNet's cubic gradual-pruning schedule (Zhu & Gupta 2017).
+
+    ``s_t = (1 − d_init) + (d_init − d)·[1 − (1 − (t − t_0)/(t_f − t_0))³]`` for ``t_0 ≤ t ≤ t_f``.
+    """
+    if t <= t0:
+        return d_init
+    if t >= tf:
+        return d_final
+    frac = (t - t0) / (tf - t0)
+    s = (1.0 - d_init) + (d_init - d_final) * (1.0 - (1.0 - frac) ** 3)
+    return 1.0 - s
+
+
+# ----------------------------------------------------------------------------------------------------
+# The engine
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DSTConfig:
+    """Hyper-parameters of one DST method (defaults: GraNet/ITOP CIFAR code base and the paper).
+
+    ``delta_t``: ΔT, optimiser steps between topology updates; ``p0``: initial drop fraction; ``t_end_frac``:
+    T_end as a fraction of training (RigL: 0.75); ``regrow``: ``random``/``gradient`` (None = method default);
+    ``soft_bound``: MEST's memory-bound slack (d_up = (1+b)·d); ``mest_lambda``: λ in MEST's removal score
+    |w| + λ|g|; ``init_density``: GraNet's d_init; ``granet_t0_frac``/``granet_tf_frac``: t_0, t_f of the
+    cubic schedule as fractions of training (GraNet CIFAR code: epochs 0 → 110 of 160); ``exclude``: names of
+    parameters kept dense.
+    """
+
+    method: str = "set"
+    sparsity: float = 0.5
+    distribution: str = "erk"
+    delta_t: int = 1000
+    p0: float = 0.5
+    t_end_frac: float = 0.75
+    regrow: str | None = None
+    soft_bound: float = 0.1
+    mest_lambda: float = 0.0
+    init_density: float = 0.8
+    granet_t0_frac: float = 0.0
+    granet_tf_frac: float = 110 / 160
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not 0.0 <= self.sparsity < 1.0:
+            raise ValueError(f"sparsity must be in [0, 1), got {self.sparsity!r}")
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {self.distribution!r}")
+        if not isinstance(self.delta_t, int) or self.delta_t < 1:
+            raise ValueError(f"delta_t must be an int >= 1, got {self.delta_t!r}")
+        if not 0.0 <= self.p0 <= 1.0:
+            raise ValueError(f"p0 must be in [0, 1], got {self.p0!r}")
+        if not 0.0 < self.t_end_frac <= 1.0:
+            raise ValueError(f"t_end_frac must be in (0, 1], got {self.t_end_frac!r}")
+        if self.regrow not in (None, "random", "gradient"):
+            raise ValueError(f"regrow must be None, 'random' or 'gradient', got {self.regrow!r}")
+        if self.soft_bound < 0:
+            raise ValueError(f"soft_bound must be >= 0, got {self.soft_bound!r}")
+        if not 0.0 < self.init_density <= 1.0:
+            raise ValueError(f"init_density must be in (0, 1], got {self.init_density!r}")
+        if not 0.0 <= self.granet_t0_frac < self.granet_tf_frac <= 1.0:
+            raise ValueError(
+                f"need 0 <= granet_t0_frac < granet_tf_frac <= 1, got {self.granet_t0_frac!r}, {self.granet_tf_frac!r}"
+            )
+
+    @property
+    def regrow_mode(self) -> str:
+        return self.regrow or DEFAULT_REGROW[self.method]
+
+    @property
+    def density(self) -> float:
+        return 1.0 - self.sparsity
+
+
+def sparsifiable_parameters(model: nn.Module, exclude: Sequence[str] = ()) -> list[tuple[str, nn.Parameter]]:
+    """Every conv (4-D) and linear (2-D) weight of ``model`` not named in ``exclude``."""
+    return [(n, p) for n, p in model.named_parameters() if p.dim() in (2, 4) and n not in set(exclude)]
+
+
+class DynamicSparseTraining:
+    """Masks + topology updates around any model and optimiser (call :meth:`step` instead of ``optimizer.step``).
+
+    Parameters
+    ----------
+    model, optimizer: the network and its optimiser (state such as momentum is masked too).
+    cfg: :class:`DSTConfig`.
+    total_steps: number of optimiser steps of the whole run (T); T_end = ⌊t_end_frac · T⌋.
+    seed: seed of the engine's own generator (mask init and random regrow).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        cfg: DSTConfig,
+        total_steps: int,
+        seed: int = 0,
+    ):
+        if not isinstance(total_steps, int) or total_steps < 1:
+            raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
+        self.model, self.optimizer, self.cfg = model, optimizer, cfg
+        self.total_steps = total_steps
+        self.t_end = int(cfg.t_end_frac * total_steps)
+        self.granet_t0 = int(cfg.granet_t0_frac * total_steps)
+        self.granet_tf = int(cfg.granet_tf_frac * total_steps)
+        self.t = 0
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(int(seed))
+        self.named = sparsifiable_parameters(model, cfg.exclude)
+        if not self.named:
+            raise ValueError("model has no 2-D or 4-D weights to sparsify")
+        self.params = [p for _, p in self.named]
+        shapes = [tuple(p.shape) for p in self.params]
+        self.sizes = [p.numel() for p in self.params]
+        d = cfg.density
+        alloc = erk_densities if cfg.distribution == "erk" else uniform_densities
+        dens = alloc(shapes, d)
+        self.densities = list(dens[0] if isinstance(dens, tuple) else dens)
+        # target per-layer counts n_l at the final density d
+        self.target_counts = [int(round(dl * n)) for dl, n in zip(self.densities, self.sizes)]
+        if cfg.method == "mest":
+            # upper bound n_up_l = (1+b)·n_l, capped at N_l
+            init_counts = [
+                min(n, int(round((1.0 + cfg.soft_bound) * c))) for c, n in zip(self.target_counts, self.sizes)
+            ]
+        elif cfg.method == "granet":
+            d0 = max(cfg.init_density, d)
+            d0s = alloc(shapes, d0)
+            d0s = list(d0s[0] if isinstance(d0s, tuple) else d0s)
+            init_counts = [int(round(x * n)) for x, n in zip(d0s, self.sizes)]
+        else:
+            init_counts = list(self.target_counts)
+        self.upper_counts = init_counts if cfg.method == "mest" else list(self.target_counts)
+        self.all_dense = all(c == n for c, n in zip(init_counts, self.sizes)) and d >= 1.0
+        self._mest_final_done = False
+        self.history: list[dict] = []  # one record per topology change
+        self.masks: list[torch.Tensor] = []
+        for p, c in zip(self.params, init_counts):
+            m = torch.zeros(p.numel(), dtype=torch.bool, device=p.device)
+            if c >= p.numel():
+                m[:] = True
+            else:
+                idx = torch.randperm(p.numel(), generator=self.generator)[:c].to(p.device)
+                m[idx] = True
+            self.masks.append(m.view_as(p))
+        self.apply_masks()
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def nnz(self) -> list[int]:
+        """Active weights per masked layer."""
+        return [int(m.sum()) for m in self.masks]
+
+    def density(self) -> float:
+        """Global density Σ nnz_l / Σ N_l over the masked layers."""
+        return sum(self.nnz()) / sum(self.sizes)
+
+    def layer_densities(self) -> list[float]:
+        return [c / n for c, n in zip(self.nnz(), self.sizes)]
+
+    @torch.no_grad()
+    def apply_masks(self) -> None:
+        """``W ← W ⊙ M`` and zero the optimiser state (momentum, moments) of inactive weights."""
+        for p, m in zip(self.params, self.masks):
+            p.mul_(m)
+            for v in self.optimizer.state.get(p, {}).values():
+                if torch.is_tensor(v) and v.shape == p.shape:
+                    v.mul_(m)
+
+    @torch.no_grad()
+    def _reset(self, p: torch.Tensor, positions: torch.Tensor) -> None:
+        """New connections start at 0 with zero optimiser state (``positions``: flat indices)."""
+        p.view(-1)[positions] = 0.0
+        for v in self.optimizer.state.get(p, {}).values():
+            if torch.is_tensor(v) and v.shape == p.shape:
+                v.view(-1)[positions] = 0.0
+
+    def is_update_step(self, t: int) -> bool:
+        return (not self.all_dense) and t % self.cfg.delta_t == 0 and t <= self.t_end
+
+    # -- the training-step hook ----------------------------------------------------------------
+    def step(self) -> bool:
+        """Masked optimiser step, then (every ΔT steps) a topology update. Returns True when masks changed."""
+        self.t += 1
+        t = self.t
+        if self.all_dense:  # sparsity 0: plain dense training, no RNG consumed, no mask arithmetic
+            self.optimizer.step()
+            return False
+        update = self.is_update_step(t)
+        grads = None
+        if update and (self.cfg.regrow_mode == "gradient" or self.cfg.mest_lambda > 0):
+            # dense gradient ∂L/∂W (inactive W are 0 in the forward pass, so autograd computed it at every entry)
+            grads = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for p, m in zip(self.params, self.masks):
+                if p.grad is not None:
+                    p.grad.mul_(m)
+        self.optimizer.step()
+        self.apply_masks()
+        changed = False
+        if update:
+            self.topology_update(t, grads)
+            changed = True
+        if self.cfg.method == "mest" and not self._mest_final_done and t >= self.t_end:
+            self._prune_to_counts(self.target_counts, None)  # final prune to exactly d
+            self._mest_final_done = True
+            self.history.append({"t": t, "kind": "mest_final", "nnz": self.nnz()})
+            changed = True
+        return changed
+
+    # -- topology ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def topology_update(self, t: int, grads: list[torch.Tensor] | None = None) -> dict:
+        """One prune/regrow update at step ``t`` (see the module docstring for each method)."""
+        cfg = self.cfg
+        rec: dict = {"t": t, "kind": cfg.method, "p_t": drop_fraction(t, cfg.p0, self.t_end)}
+        if cfg.method == "granet" and self.granet_t0 <= t <= self.granet_tf:
+            d_t = granet_density(
+                t, max(cfg.init_density, cfg.density), cfg.density, self.granet_t0, self.granet_tf
+            )
+            rec["granet_density"] = d_t
+            rec["granet_pruned"] = self.global_magnitude_prune(int(round(d_t * sum(self.sizes))))
+        if cfg.method == "mest":
+            keep = [int(c * (1.0 - rec["p_t"])) for c in self.target_counts]  # ⌊n_l(1 − p_t)⌋
+            dropped = self._prune_to_counts(keep, grads)
+            grown = [
+                self.regrow(i, up - int(self.masks[i].sum()), grads) for i, up in enumerate(self.upper_counts)
+            ]
+        else:
+            dropped, grown = [], []
+            for i in range(len(self.params)):
+                k = drop_count(int(self.masks[i].sum()), t, cfg.p0, self.t_end)
+                dropped.append(self.drop(i, k))
+                grown.append(self.regrow(i, k, grads))
+        rec["dropped"] = [int(d.numel()) for d in dropped]
+        rec["grown"] = [int(g.numel()) for g in grown]
+        rec["nnz"] = self.nnz()
+        self.history.append(rec)
+        return rec
+
+    @torch.no_grad()
+    def drop(self, i: int, k: int, grads: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """Deactivate the ``k`` active weights of layer ``i`` with the smallest score ``|w| (+ λ|g|)``."""
+        m = self.masks[i].view(-1)
+        if k <= 0:
+            return torch.empty(0, dtype=torch.long, device=m.device)
+        score = self.params[i].detach().abs().view(-1).clone()
+        if grads is not None and self.cfg.mest_lambda > 0:
+            score += self.cfg.mest_lambda * grads[i].abs().view(-1)
+        score[~m] = float("inf")
+        idx = torch.topk(score, k, largest=False, sorted=False).indices
+        m[idx] = False
+        self._reset(self.params[i], idx)  # W = 0 and optimiser state = 0 at dropped positions
+        return idx
+
+    @torch.no_grad()
+    def regrow(self, i: int, k: int, grads: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """Activate ``k`` inactive positions of layer ``i``: top ``|∂L/∂w|`` (gradient) or uniform (random)."""
+        m = self.masks[i].view(-1)
+        if k <= 0:
+            return torch.empty(0, dtype=torch.long, device=m.device)
+        if self.cfg.regrow_mode == "gradient":
+            if grads is None:
+                raise ValueError(
+                    "gradient regrow needs the dense gradients of the update step, got grads=None"
+                )
+            score = grads[i].abs().view(-1).clone()
+        else:
+            score = torch.rand(m.numel(), generator=self.generator).to(m.device)
+        score[m] = -float("inf")
+        idx = torch.topk(score, k, largest=True, sorted=False).indices
+        m[idx] = True
+        self._reset(self.params[i], idx)
+        return idx
+
+    @torch.no_grad()
+    def _prune_to_counts(self, counts: Sequence[int], grads: list[torch.Tensor] | None) -> list[torch.Tensor]:
+        out = []
+        for i, c in enumerate(counts):
+            out.append(self.drop(i, int(self.masks[i].sum()) - int(c), grads))
+        self.apply_masks()
+        return out
+
+    @torch.no_grad()
+    def global_magnitude_prune(self, target_nnz: int) -> int:
+        """GraNet's pruning: remove the globally smallest-|w| active weights until Σ nnz = ``target_nnz``."""
+        cur = sum(self.nnz())
+        k = cur - int(target_nnz)
+        if k <= 0:
+            return 0
+        scores = []
+        for p, m in zip(self.params, self.masks):
+            s = p.detach().abs().view(-1).clone()
+            s[~m.view(-1)] = float("inf")
+            scores.append(s)
+        flat = torch.cat(scores)
+        idx = torch.topk(flat, k, largest=False, sorted=False).indices
+        offsets = [0]
+        for n in self.sizes:
+            offsets.append(offsets[-1] + n)
+        for i, m in enumerate(self.masks):
+            sel = idx[(idx >= offsets[i]) & (idx < offsets[i + 1])] - offsets[i]
+            m.view(-1)[sel] = False
+        self.apply_masks()
+        return k
+
+    def state_dict(self) -> dict:
+        return {
+            "t": self.t,
+            "masks": [m.clone() for m in self.masks],
+            "generator": self.generator.get_state(),
+        }
