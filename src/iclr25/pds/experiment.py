@@ -10,6 +10,7 @@ fresh target LM on PDS-40 %, random-40 %, DSIR-40 % (``data-selection`` package)
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -406,9 +407,9 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
     # 5. train the same fresh target LM on each selection, evaluate clean-test loss
     curves = {}
-    init_seed = derive_seed(seed, "target")
+    init = _lm(cfg, cfg.target_hidden, cfg.target_layers, cfg.target_heads, V, derive_seed(seed, "target"))
     for arm, idx in sel.items():
-        model = _lm(cfg, cfg.target_hidden, cfg.target_layers, cfg.target_heads, V, init_seed)
+        model = copy.deepcopy(init)  # the same initial weights for every arm
         res = _train(
             model,
             data.pool[idx],

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn as nn
-from scipy import sparse
-from scipy.stats import spearmanr
 
 from iclr25.common.progress import progress
 from iclr25.common.seeding import torch_generator
@@ -45,6 +43,8 @@ def normalize_scores(scores: torch.Tensor | np.ndarray, clip: float = 3.0) -> to
 
 def spearman(pred: np.ndarray | torch.Tensor, target: np.ndarray | torch.Tensor) -> float:
     """Spearman rank correlation (``scipy.stats.spearmanr``)."""
+    from scipy.stats import spearmanr
+
     r = spearmanr(np.asarray(pred, dtype=float), np.asarray(target, dtype=float)).statistic
     return float(r) if math.isfinite(r) else 0.0
 
@@ -73,7 +73,10 @@ class NgramRidgeScorer:
         self.vocab_size, self.n_buckets, self.alpha, self.pad_id = vocab_size, n_buckets, float(alpha), pad_id
         self.model_ = None
 
-    def features(self, tokens: np.ndarray | torch.Tensor) -> sparse.csr_matrix:
+    def features(self, tokens: np.ndarray | torch.Tensor):
+        """Sparse (N, vocab_size + n_buckets) CSR matrix of unigram + bigram frequencies."""
+        from scipy import sparse
+
         a = _as_numpy_tokens(tokens)
         n, L = a.shape
         V = self.vocab_size
