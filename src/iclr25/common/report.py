@@ -23,7 +23,7 @@ h1{margin-bottom:.2rem} h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;mar
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem;width:100%}
 th,td{border:1px solid #ddd;padding:.35rem .5rem;text-align:left;vertical-align:top}
 th{background:#f4f4f6} tr.ok td.v{color:#0a7a2f;font-weight:700} tr.no td.v{color:#b00020;font-weight:700}
-tr.invalid td{background:#fff4e5} .muted{color:#777} img{max-width:100%;border:1px solid #eee;margin:.5rem 0}
+tr.invalid td{background:#fff4e5} tr.sub td{font-size:.85rem;border-top:none} .muted{color:#777} img{max-width:100%;border:1px solid #eee;margin:.5rem 0}
 code{background:#f4f4f6;padding:0 .2rem;border-radius:3px} details{margin:.6rem 0}
 .pill{display:inline-block;padding:0 .5rem;border-radius:1rem;font-size:.8rem}
 .impl{background:#e3f5e8;color:#0a7a2f} .plan{background:#eee;color:#666}
@@ -55,6 +55,24 @@ def _fmt(stat: dict | None) -> str:
     if m is None:
         return "n/a"
     return f"{m:.4g} ± {(s or 0):.2g}"
+
+
+def _claim_cells(c: dict) -> str:
+    measured = c.get("measured")
+    every = ", every seed" if c.get("reduce") == "all" else ""
+    shown = "n/a" if measured is None else f"{measured:.4g}"
+    if measured is None and c.get("compare") == "ratio":
+        shown = "∞" if (c.get("baseline") or {}).get("mean") == 0 else shown
+    return (
+        f"<td>{_fmt(c.get('method'))}</td><td>{_fmt(c.get('baseline'))}</td>"
+        f"<td>{html.escape(str(c.get('compare', 'value')))}{every}: {shown}</td>"
+        f"<td>{html.escape(c['direction'])} {c['threshold']}</td>"
+    )
+
+
+def _demote_headings(body: str, by: int = 2) -> str:
+    """Embedded reports sit under the page's own h2: shift their h1..h4 down by ``by`` levels."""
+    return re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + by)}>", body)
 
 
 def collect_runs(out: str | Path) -> list[dict]:
@@ -98,18 +116,23 @@ def render_report(out: str | Path) -> str:
             for c in r.get("claims", []):
                 ok = Claim.from_json(c).holds if "method" in c else bool(c.get("holds"))
                 cls = "invalid" if invalid else ("ok" if ok else "no")
-                measured = c.get("measured")
+                subs = c.get("parts") or []
+                head = _claim_cells(c) if not subs else f"<td colspan='4'>all of {len(subs)} parts</td>"
                 parts.append(
                     f"<tr class='{cls}'><td><a href='#sys-{r['slug']}'>{html.escape(r['slug'])}</a></td>"
                     f"<td>{html.escape(str(r.get('preset', '')))}</td><td><code>{html.escape(c['id'])}</code></td>"
-                    f"<td>{html.escape(c['statement'])}</td><td>{_fmt(c.get('method'))}</td>"
-                    f"<td>{_fmt(c.get('baseline'))}</td>"
-                    f"<td>{html.escape(str(c.get('compare', 'value')))}: "
-                    f"{'n/a' if measured is None else f'{measured:.4g}'}</td>"
-                    f"<td>{html.escape(c['direction'])} {c['threshold']}</td>"
+                    f"<td>{html.escape(c['statement'])}</td>{head}"
                     f"<td class='v'>{'✓' if ok else '✗'}{' (run invalid)' if invalid else ''}</td>"
                     f"<td>{r.get('runtime_s', 0):.1f} s</td></tr>"
                 )
+                for p in subs:
+                    pok = Claim.from_json(p).holds
+                    parts.append(
+                        f"<tr class='{'ok' if pok else 'no'} sub'><td></td><td></td>"
+                        f"<td class='muted'>↳ <code>{html.escape(p['id'])}</code></td>"
+                        f"<td class='muted'>{html.escape(p['statement'])}</td>{_claim_cells(p)}"
+                        f"<td class='v'>{'✓' if pok else '✗'}</td><td></td></tr>"
+                    )
         parts.append("</table>")
     # -- status of all systems
     ran = {r["slug"] for r in runs}
@@ -138,7 +161,7 @@ def render_report(out: str | Path) -> str:
         rep = d / "report.md"
         if rep.is_file():
             body = markdown.markdown(rep.read_text(encoding="utf-8"), extensions=["tables", "fenced_code"])
-            parts.append(_embed_images(body, d))
+            parts.append(_embed_images(_demote_headings(body), d))
         listed = (
             set(re.findall(r"figures/([^)\s]+)", rep.read_text(encoding="utf-8"))) if rep.is_file() else set()
         )
