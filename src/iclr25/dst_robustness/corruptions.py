@@ -484,14 +484,10 @@ def _fog(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
 
 
 def _brightness(x: np.ndarray, c: float, rng: np.random.Generator, **_) -> np.ndarray:
-    """HSV value + c. With hue and saturation fixed every RGB channel is proportional to V, so
-    ``rgb' = rgb · V'/V`` (``V' = min(V + c, 1)``; black pixels become grey ``V'``)."""
-    x = x.astype(np.float32) / np.float32(255.0)
-    v = x.max(-1, keepdims=True)
-    v2 = np.clip(v + np.float32(c), 0, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(v > 0, x * (v2 / np.where(v > 0, v, 1)), v2)
-    return np.clip(out, 0, 1) * 255
+    """HSV value ``V ← clip(V + c, 0, 1)`` (float64 HSV as skimage; bit-exact to the reference script)."""
+    hsv = rgb_to_hsv(x / 255.0)
+    hsv[..., 2] = np.clip(hsv[..., 2] + c, 0, 1)
+    return np.clip(hsv_to_rgb(hsv), 0, 1) * 255
 
 
 def _saturate(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
