@@ -113,9 +113,13 @@ def test_transformer_data_scorer_learns_and_mean_pools_non_pad(corpus):
 
 
 def test_dsir_weights_prefer_target_distribution(corpus):
-    logw = dsir_log_weights(corpus.pool, corpus.dev)
-    by = [logw[(corpus.source == i).numpy()].mean() for i in range(4)]
-    assert logw.shape == (1200,) and by[0] == max(by)
+    logw = dsir_log_weights(corpus.pool[:400], corpus.dev)
+    by = [logw[(corpus.source[:400] == i).numpy()].mean() for i in range(4)]
+    assert logw.shape == (400,) and by[0] == max(by)
+    # the vectorised backend is the same estimator: with few bucket collisions the weights agree
+    a = dsir_log_weights(corpus.pool[:100], corpus.dev, num_buckets=50_021)
+    b = dsir_log_weights(corpus.pool[:100], corpus.dev, num_buckets=50_021, backend="numpy")
+    assert spearman(a, b) > 0.99 and np.corrcoef(a, b)[0, 1] > 0.99
 
 
 class _SumScorer:

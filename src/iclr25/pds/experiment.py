@@ -84,6 +84,7 @@ class Config(ExperimentConfig):
     eval_every: int = 20
     # baselines / ablations reported alongside
     run_dsir: bool = True
+    dsir_backend: str = "package"  # "package" (PyPI data-selection) or "numpy" (same estimator, vectorised)
     run_t1: bool = True
 
     def __post_init__(self) -> None:
@@ -126,6 +127,8 @@ class Config(ExperimentConfig):
             raise ValueError(f"ratio must be in (0, 1], got {self.ratio!r}")
         if self.tau < 0:
             raise ValueError(f"tau must be >= 0, got {self.tau!r}")
+        if self.dsir_backend not in ("package", "numpy"):
+            raise ValueError(f"dsir_backend must be 'package' or 'numpy', got {self.dsir_backend!r}")
         if self.scorer not in ("ridge", "transformer"):
             raise ValueError(f"scorer must be 'ridge' or 'transformer', got {self.scorer!r}")
         if self.scorer_val >= self.proxy_size:
@@ -194,6 +197,7 @@ PRESETS = {
         train_lr=6e-4,
         train_warmup=100,
         eval_every=100,
+        dsir_backend="numpy",
         device="cuda",
     ),
 }
@@ -401,7 +405,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
         out["pmp_t1"] = {"mean_z": mean_z_t1, "spearman": rho1}
     if cfg.run_dsir:  # DSIR: importance resampling = Gumbel-top-k on log w with τ = 1
         t2 = time.perf_counter()
-        logw = dsir_log_weights(data.pool, data.dev)
+        logw = dsir_log_weights(data.pool, data.dev, backend=cfg.dsir_backend)
         sel["dsir"] = gumbel_top_k_select(logw, cfg.ratio, 1.0, derive_seed(seed, "dsir"))
         out["dsir_s"] = time.perf_counter() - t2
 

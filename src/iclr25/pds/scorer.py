@@ -226,7 +226,7 @@ def train_data_scorer(
             opt.step()
             step += 1
         rho = spearman(scorer.predict(x_dev), y_dev.numpy())
-        history.append({"epoch": epoch + 1, "train_mse": float(loss), "val_spearman": rho})
+        history.append({"epoch": epoch + 1, "train_mse": float(loss.detach()), "val_spearman": rho})
         if rho > best[0]:
             best = (rho, epoch + 1, copy.deepcopy(scorer.state_dict()))
     scorer.load_state_dict(best[2])
