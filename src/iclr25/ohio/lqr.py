@@ -299,10 +299,12 @@ class LQRLowLevel:
                 gain = cost[active] - cost_new
                 cost[active] = torch.where(ok, cost_new, cost[active])
                 mu[active] = torch.where(ok, mu[active] / 3, mu[active] * 4).clamp(1e-9, 1e9)
+                c = cost[active]
                 done = (
-                    (ok & (gain <= tol * (1 + cost[active])))
-                    | (step.abs().amax(-1) < tol)
-                    | (mu[active] >= 1e9)
+                    (c < tol**2)
+                    | (ok & (gain <= tol * c))
+                    | (step.abs().amax(-1) < tol * (1 + za.abs().amax(-1)))
                 )
+                done |= mu[active] >= 1e9
                 active = active[~done]
         return z
