@@ -34,7 +34,16 @@ from .retrieval import (
     effective_use_frequency,
     retrieval_probabilities,
 )
-from .runner import METHODS, MethodConfig, OnlineResult, a_auc, a_last, equal_flops_online_iter, run_online
+from .runner import (
+    METHODS,
+    MethodConfig,
+    OnlineResult,
+    a_auc,
+    a_last,
+    equal_flops_online_iter,
+    frozen_step,
+    run_online,
+)
 from .stream import DigitsData, disjoint_stream, gaussian_stream, load_digits16
 
 __all__ = [
@@ -63,6 +72,7 @@ __all__ = [
     "equal_flops_online_iter",
     "exemplar_capacity",
     "feature_grad_norm",
+    "frozen_step",
     "gaussian_stream",
     "info_per_compute",
     "load_digits16",

@@ -72,10 +72,10 @@ def _leaf_flops(m: nn.Module, out: torch.Tensor, elementwise: bool = True) -> tu
     n = out[0].numel()  # per-sample output elements
     if isinstance(m, nn.Conv2d):
         k = m.kernel_size[0] * m.kernel_size[1] * (m.in_channels // m.groups)
-        f = k * n + (n if m.bias is not None else 0)
+        f = k * n + (n if m.bias is not None and elementwise else 0)
         return f, 2.0 * f
     if isinstance(m, nn.Linear):
-        f = m.in_features * m.out_features + (m.out_features if m.bias is not None else 0)
+        f = m.in_features * m.out_features + (m.out_features if m.bias is not None and elementwise else 0)
         return f, 2.0 * f
     if not elementwise:
         return 0.0, 0.0
@@ -100,7 +100,7 @@ def count_block_flops(model: nn.Module, input_shape: Sequence[int], elementwise:
     """Analytic per-sample FLOPs of each block of a block-structured model (``blocks`` + ``pool``/``head``).
 
     ``input_shape`` is one sample's shape, e.g. (1, 16, 16). Counts are independent of the batch size.
-    ``elementwise=False`` counts convolutions and linear layers only (what ``FlopCounterMode`` sees).
+    ``elementwise=False`` counts convolution / matmul multiply-adds only, no bias (what ``FlopCounterMode`` sees).
     """
     if len(input_shape) < 1 or any(int(s) < 1 for s in input_shape):
         raise ValueError(

@@ -31,7 +31,7 @@ from .persample import PerSampleGradCapture
 from .retrieval import ClassBalancedMemory, ClassSimilarity, FrequencySampler, ReservoirMemory
 from .stream import DigitsData
 
-__all__ = ["MethodConfig", "OnlineResult", "run_online", "a_auc", "a_last", "METHODS"]
+__all__ = ["MethodConfig", "OnlineResult", "run_online", "frozen_step", "a_auc", "a_last", "METHODS"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,28 @@ def a_last(accs: list[float]) -> float:
     if len(accs) == 0:
         raise ValueError("accs must hold at least one evaluation")
     return float(accs[-1])
+
+
+def frozen_step(
+    loss: torch.Tensor, groups: list[list[nn.Parameter]], n_frozen: int, opt: torch.optim.Optimizer
+) -> tuple[torch.Tensor, ...]:
+    """Backward only through blocks ``n_frozen:`` (+ head, always trained) and take an optimiser step.
+
+    ``torch.autograd.grad`` on the trainable parameters prunes the graph below the first trainable block, so the
+    frozen prefix really costs no backward; frozen parameters get no gradient and stay bit-identical.
+    Returns the gradients of the trainable parameters (in ``groups[n_frozen:]`` order).
+    """
+    if not 0 <= n_frozen < len(groups):
+        raise ValueError(
+            f"n_frozen must be in [0, {len(groups) - 1}] (the head is never frozen), got {n_frozen}"
+        )
+    trainable = [p for grp in groups[n_frozen:] for p in grp]
+    grads = torch.autograd.grad(loss, trainable)
+    for p, gr in zip(trainable, grads, strict=True):
+        p.grad = gr
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return grads
 
 
 def _subsample_indices(layers: list[nn.Conv2d], n_params: int, m: MethodConfig, g: torch.Generator) -> list:
@@ -291,12 +313,7 @@ def run_online(
             b_t = freezer.informativeness(z, yb, model.head.weight)
             extra += b * C * D + 3.0 * b * C  # (softmax − onehot) W_fc
             n_frozen = freezer.decide(b_t)
-        trainable = [p for grp in groups[n_frozen:] for p in grp]
-        grads = torch.autograd.grad(loss, trainable)  # backward only through unfrozen blocks
-        for p, gr in zip(trainable, grads, strict=True):
-            p.grad = gr
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        grads = frozen_step(loss, groups, n_frozen, opt)
         if freezer is not None and n_frozen == 0:
             if (
                 method.fisher == "batch_mean"
