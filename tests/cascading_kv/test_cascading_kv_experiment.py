@@ -60,3 +60,15 @@ def test_pretrained_mode_runs_on_a_tiny_model():
     r = one_seed_pretrained(cfg, 0)
     assert set(r["cascade"]) == {"acc_d8", "acc_d19", "acc_d32", "ppl"}
     assert math.isfinite(r["cascade"]["ppl"]) and math.isfinite(r["timing"]["full_ratio"])
+
+
+def test_benchmark_child_measures_prefill(capsys):
+    from benchmarks.bench_cascading_kv import main
+
+    for method in ("cascade", "full"):
+        args = ["--_one", method, "--_length", "96", "--_decode", "2", "--cache-size", "32", "--stride", "32",
+                "--hidden", "32", "--repeats", "1"]  # fmt: skip
+        assert main(args) == 0
+        r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert r["method"] == method and r["prefill_s"] > 0 and r["decode_tok_s"] > 0
+        assert r["cache_bytes"] > 0
