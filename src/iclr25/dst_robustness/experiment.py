@@ -76,7 +76,8 @@ class Config(ExperimentConfig):
     corruption_seed: int = 0
     frost_source: str = "procedural"
     n_test: int | None = None  # use only the first n_test test images (None = all 360)
-    ra_points: int = 6  # radii of each RA curve
+    ra_points: int = 7  # radii of each RA curve
+    ra_max_radius: float = 6.0  # upsampled 8×8 digits carry (almost) no energy beyond radius ~6
     min_clean_acc: float = 0.8  # validity: the dense model must learn the task
 
     def __post_init__(self) -> None:
@@ -101,6 +102,8 @@ class Config(ExperimentConfig):
             raise ValueError(f"n_test must be None or >= 10, got {self.n_test!r}")
         if self.ra_points < 2:
             raise ValueError(f"ra_points must be >= 2, got {self.ra_points!r}")
+        if self.ra_max_radius <= 0:
+            raise ValueError(f"ra_max_radius must be > 0, got {self.ra_max_radius!r}")
         TrainConfig(self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad)
 
     @property
@@ -132,7 +135,7 @@ PRESETS = {
     "full": Config(
         seeds=5, arch="resnet18", widths=(64, 64, 64), epochs=160, delta_t=100,
         methods=("set", "rigl", "mest_r", "mest_g", "granet_r", "granet_g"),
-        sparsities=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), claim_sparsity=0.5, ra_points=12, device="auto",
+        sparsities=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), claim_sparsity=0.5, ra_points=12,
     ),
 }  # fmt: skip
 
@@ -149,8 +152,12 @@ def _data(cfg: Config, cache: Path) -> dict:
         frost_source=cfg.frost_source,
         cache_dir=cache,
     )
+    # informative extra (not a claim): the stronger ImageNet-C noise constants at severities 4–5
+    noise_in = corrupted_test_set(xte, NOISE_CORRUPTIONS, (4, 5), seed=cfg.corruption_seed, profile="imagenet",
+                                  cache_dir=cache)  # fmt: skip
     mean, std = float(xtr.mean() / 255.0), float(xtr.std() / 255.0)
-    return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte, "corrupted": corrupted, "mean": mean, "std": std}
+    return {"xtr": xtr, "ytr": ytr, "xte": xte, "yte": yte, "corrupted": corrupted, "noise_imagenet": noise_in,
+            "mean": mean, "std": std}  # fmt: skip
 
 
 def one_seed(cfg: Config, seed: int, data: dict) -> dict:
@@ -161,7 +168,7 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
     yte = torch.as_tensor(data["yte"], device=dev)
     x01 = torch.from_numpy(data["xte"]).permute(0, 3, 1, 2).float().div(255.0).to(dev)
     rmax = max_radius(*x01.shape[-2:])
-    radii = [float(r) for r in np.linspace(0.0, rmax, cfg.ra_points)]
+    radii = [float(r) for r in np.linspace(0.0, min(rmax, cfg.ra_max_radius), cfg.ra_points)]
     out: dict = {}
     for name, dst in cfg.arms():
         t0 = time.perf_counter()
@@ -177,6 +184,8 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
             "clean": 100 * clean,
             "robust": 100 * robust_accuracy(acc),
             "noise45": 100 * group_accuracy(acc, COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, (4, 5)),
+            "noise45_imagenet": 100
+            * float(corruption_accuracy(model, data["noise_imagenet"], yte, mean, std).mean()),
             "acc_grid": (100 * acc).tolist(),
             "ra_low": [100 * a for a in ra_curve(model, x01, yte, radii, "low", mean, std)],
             "ra_high": [100 * a for a in ra_curve(model, x01, yte, radii, "high", mean, std)],
@@ -252,13 +261,14 @@ def _ms(per_seed: dict, key: str) -> str:
 
 
 def _report(cfg: Config, per_seed: dict, arms: list[str], best: str) -> str:
-    rows = ["| arm | density | clean acc | robust acc | noise sev 4–5 | mCE vs dense | low-pass RA mean |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| arm | density | clean acc | robust acc | noise sev 4–5 | noise sev 4–5 (ImageNet-C σ) "
+            "| mCE vs dense | low-pass RA mean |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for a in arms:
         ra = np.mean([np.mean(per_seed[s][a]["ra_low"]) for s in per_seed])
         rows.append(
             f"| {a} | {np.mean(values(per_seed, f'{a}/density')):.3f} | {_ms(per_seed, f'{a}/clean')} | "
             f"{_ms(per_seed, f'{a}/robust')} | {_ms(per_seed, f'{a}/noise45')} | "
+            f"{_ms(per_seed, f'{a}/noise45_imagenet')} | "
             f"{np.mean(values(per_seed, f'{a}/mce_vs_dense')):.3f} | {ra:.2f} |"
         )
     grid_d = np.mean([per_seed[s]["dense"]["acc_grid"] for s in per_seed], axis=0)
@@ -290,6 +300,11 @@ Per corruption (mean over severities), dense vs best DST arm `{best}`:
   p0 = {cfg.p0} cosine-decayed to 0 at {cfg.t_end_frac:.0%} of training; drop k = ⌊p_t·nnz⌋ by magnitude,
   regrow random (SET) or by dense |grad| (RigL), new weights 0 with zero momentum.
 - Baseline is vanilla dense training of the same network and recipe (as in the paper).
+- CIFAR-C noise (σ ≤ 0.10) barely moves accuracy on high-contrast digits (near the clean ceiling), so the
+  `noise_group_gain` difference is measured close to the ceiling; the column "ImageNet-C σ" (σ up to 0.38,
+  not a claim) shows the same comparison where noise actually hurts.
+- RA curves: radii 0…{cfg.ra_max_radius} (upsampled 8×8 digits have almost no energy beyond); the paper
+  finds dense models lose more than DST when high frequencies are removed (low-pass curves).
 """
 
 
