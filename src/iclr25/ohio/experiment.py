@@ -63,6 +63,7 @@ class Config(ExperimentConfig):
     model_error_mass: float = 1.3
     model_epochs: int = 20
     changed_R: float = 1.0
+    lowlevel_change: bool = True  # the report-only R = 1.0 re-inversion arm
     # network-lite
     net_episodes: int = 100
     net_bc_steps: int = 1500
@@ -119,7 +120,12 @@ PRESETS = {
         net_eval_episodes=2,
     ),
     "quick": Config(
-        bc_steps=2000, bc_hidden=128, iql_steps=1500, net_episodes=60, net_bc_steps=1000, net_eval_episodes=10
+        bc_steps=2000,
+        iql_steps=0,
+        lowlevel_change=False,
+        net_episodes=60,
+        net_bc_steps=1000,
+        net_eval_episodes=10,
     ),
     "full": Config(
         bc_steps=20000,
@@ -183,6 +189,7 @@ def _reacher(cfg: Config, seed: int) -> dict:
                 steps=cfg.iql_steps,
                 hidden=cfg.bc_hidden,
                 batch_size=cfg.batch_size,
+                lr=cfg.bc_lr,
             )
             pi, _ = train_iql(sub, icfg, seed=s)
         else:
@@ -227,7 +234,8 @@ def _reacher(cfg: Config, seed: int) -> dict:
     arm("me_ohio_numerical", wrong, "numerical")
     arm("me_ohio_analytic", wrong, "analytic")
     # low-level change: re-invert the same data for an LQR with R = changed_R·I
-    arm("lowlevel_R_ohio_numerical", LQRLowLevel(ArmModel(p), R=cfg.changed_R, k=cfg.k), "numerical")
+    if cfg.lowlevel_change:
+        arm("lowlevel_R_ohio_numerical", LQRLowLevel(ArmModel(p), R=cfg.changed_R, k=cfg.k), "numerical")
     return out
 
 

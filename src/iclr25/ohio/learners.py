@@ -117,8 +117,10 @@ def train_bc(
     hidden: int = 256,
     layers: int = 2,
     seed: int = 0,
+    cosine: bool = True,
 ) -> nn.Module:
-    """Behaviour cloning: maximise E log π(a|s) with Adam (official BC: lr 1e-4, batch 256)."""
+    """Behaviour cloning: maximise E log π(a|s) with Adam (official BC: lr 1e-4, batch 256), the learning rate
+    decayed to 0 over ``steps`` by a cosine schedule (``cosine=False``: constant)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {policy!r}")
     if len(ds) == 0:
@@ -128,12 +130,15 @@ def train_bc(
     t = _tensors(ds)
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(pi.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if cosine else None
     for _ in range(steps):
         b = torch.randint(0, len(ds), (batch_size,), generator=g)
         loss = -pi.log_prob(t["obs"][b], t["act"][b]).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
     return pi.eval()
 
 

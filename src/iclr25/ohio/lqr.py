@@ -195,7 +195,8 @@ class LQRLowLevel:
         """Batched ẑ = argmin_z ‖x̂_k(z) − x_k‖²/d + λ‖z − x_k‖² through the clipped rollout under P̃.
 
         ``solver="lm"`` (default): Levenberg–Marquardt, ``iters`` (default 60) iterations, per-item damping and
-        acceptance; started from the analytic ẑ (needs ``xs``) and from x_k, the lower objective is kept.
+        acceptance; started from the analytic ẑ (needs ``xs``), and again from x_k where that fit is not near-perfect;
+        the lower objective is kept.
         ``solver="adam"``: the official loop, Adam(lr) for ``iters`` (default 1000) steps from x_k.
         """
         if solver not in ("lm", "adam"):
@@ -203,11 +204,11 @@ class LQRLowLevel:
         if prior < 0:
             raise ValueError(f"prior must be >= 0, got {prior!r}")
         s, x_k, z0 = s.detach(), x_k.detach(), x_k.detach()
-        d = s.shape[-1]
 
-        def objective(z: torch.Tensor) -> torch.Tensor:
+        def objective(z: torch.Tensor, idx: torch.Tensor | slice = slice(None)) -> torch.Tensor:
             with torch.no_grad():
-                return self._endpoint(s, z, K).sub(x_k).pow(2).mean(-1) + prior * (z - z0).pow(2).sum(-1)
+                fit = self._endpoint(s[idx], z, K[idx]).sub(x_k[idx]).pow(2).mean(-1)
+                return fit + prior * (z - z0[idx]).pow(2).sum(-1)
 
         if solver == "adam":
             z = z0.clone().requires_grad_(True)
@@ -219,21 +220,19 @@ class LQRLowLevel:
                 opt.step()
             return z.detach()
 
-        inits = [z0.clone()]
-        if xs is not None:
-            za = self.invert_analytic(xs, K)
-            inits.insert(0, torch.where(torch.isfinite(za), za, z0))
-        best_z, best_f = None, None
-        for z in inits:
-            z = self._lm(s, x_k, z0, z, K, prior, 60 if iters is None else iters, tol)
-            f = objective(z)
-            if best_z is None:
-                best_z, best_f = z, f
-            else:
-                better = f < best_f
-                best_z = torch.where(better[:, None], z, best_z)
-                best_f = torch.minimum(f, best_f)
-        assert best_z is not None and d == best_z.shape[-1]
+        n_it = 60 if iters is None else iters
+        if xs is None:
+            return self._lm(s, x_k, z0, z0.clone(), K, prior, n_it, tol)
+        za = self.invert_analytic(xs, K)
+        best_z = self._lm(s, x_k, z0, torch.where(torch.isfinite(za), za, z0), K, prior, n_it, tol)
+        best_f = objective(best_z)
+        # second start from z₀ = x_k, only where the analytic start did not reach a near-perfect fit
+        redo = torch.nonzero(best_f > 1e-6).flatten()
+        if len(redo):
+            z2 = self._lm(s[redo], x_k[redo], z0[redo], z0[redo].clone(), K[redo], prior, n_it, tol)
+            f2 = objective(z2, redo)
+            better = f2 < best_f[redo]
+            best_z[redo[better]] = z2[better]
         return best_z
 
     def _endpoint(self, s: torch.Tensor, z: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
