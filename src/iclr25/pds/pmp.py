@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, jvp, vmap
 
+from iclr25.common.progress import progress
+
 Params = dict[str, torch.Tensor]
 
 _SDPA_MSG = (
@@ -262,7 +264,7 @@ def pmp_scores(
         # ---- forward: run the state equation, keep θ_t for t ∈ {0, k, 2k, …} -------------------------
         ckpts: dict[int, Params] = {0: theta0}
         theta = theta0
-        for t in range(T):
+        for t in progress(range(T), desc="PMP forward"):
             theta = sgd_step(theta, t)
             if (t + 1) % k == 0 and t + 1 < T:
                 ckpts[t + 1] = theta
@@ -273,7 +275,7 @@ def pmp_scores(
         scores = torch.zeros(proxy_set.shape[0], dtype=next(iter(theta0.values())).dtype, device=device)
         del theta
         # ---- backward, segment by segment from the end --------------------------------------------------
-        for start in sorted(ckpts, reverse=True):
+        for start in progress(sorted(ckpts, reverse=True), desc="PMP backward (segments)"):
             end = min(start + k, T)
             thetas = [ckpts[start]]  # re-compute θ_start … θ_{end−1} from the checkpoint
             for t in range(start, end - 1):
