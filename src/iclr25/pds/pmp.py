@@ -285,9 +285,8 @@ def pmp_scores(
                 if t % score_every == 0:  # control: s_n += η ⟨∇l(x_n, θ_t), λ_{t+1}⟩ (before the λ update)
                     scores += lr * obj.example_jvps(theta_t, proxy_set, lam, chunk_size)
                     trace.score_steps.append(t)
-                if (
-                    t > 0
-                ):  # co-state: λ_t = ∇J(θ_t) + λ_{t+1} − η H_{B_t}(θ_t) λ_{t+1}  (same batch as step t)
+                # co-state: λ_t = ∇J(θ_t) + λ_{t+1} − η H_{B_t}(θ_t) λ_{t+1}  (same batch as step t; λ_0 unused)
+                if t > 0:
                     gJ, j_t = obj.grad_and_value(theta_t, dev_set)
                     h = obj.hvp(theta_t, batches[t], lam)
                     lam = _tmap(lambda a, b, c: a + b - lr * c, gJ, lam, h)
