@@ -55,7 +55,7 @@ class Config(ExperimentConfig):
     lr_head_only: float = 3e-3
     lr_lora: float = 3e-2  # LoRA A, B and the head
     lr_angles: float = 1e-1  # Quantum-PEFT angles θ (need ~10× LoRA's LR, spec addendum)
-    lr_lambda: float = 3e-2  # Quantum-PEFT Λ and the head
+    lr_lambda: float = 1e-1  # Quantum-PEFT Λ and the head (swept {1e-2, 3e-2, 1e-1, 3e-1} on seeds 10-12)
     lr_full: float = 3e-3
     weight_decay: float = 0.01  # pre-training / full FT; adapters use 0
     rank: int = 2  # Quantum-PEFT K
@@ -396,6 +396,14 @@ def run(cfg: Config, out: Path) -> RunResult:
             direction="<=",
         ),
     ]
+    gap = np.mean(values(per_seed, f"{k0}/lora_r1/acc")) - np.mean(values(per_seed, f"{k0}/qpeft/acc"))
+    gap_note = (
+        f"gap {gap:.3f} with {cfg.finetune_epochs} fine-tuning epochs: Quantum-PEFT starts slower than LoRA (Λ = 0 "
+        "gives the angles no gradient until Λ moves, and the circuit angles need many steps); the spec's calibration "
+        "used 20 epochs"
+        if gap > 0.08
+        else ""
+    )
     claims = [
         all_of(
             "adapter_learns",
@@ -417,6 +425,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             threshold=0.08,
             direction="<=",
             compare="difference",
+            note=gap_note,
         ),
         all_of(
             "log_scaling",
@@ -504,7 +513,10 @@ def _report(cfg: Config, per_seed: dict, counts: dict, rows: list[dict]) -> str:
         "digits (spec §6), 3 seeds on CPU. Absolute accuracies are not comparable with the paper's tables.",
         f"- Quantum-PEFT K={cfg.rank}, L={cfg.layers}, s={cfg.alpha}, θ~N(0,{cfg.init_std}²), Λ=0; angles at LR "
         f"{cfg.lr_angles:g}, Λ and head at {cfg.lr_lambda:g} (separate groups, spec addendum); LoRA r={cfg.lora_rank} "
-        f"(PEFT) at {cfg.lr_lora:g}; head-only {cfg.lr_head_only:g}; full FT {cfg.lr_full:g}; AdamW + OneCycle.",
+        f"(PEFT) at {cfg.lr_lora:g}; head-only {cfg.lr_head_only:g}; full FT {cfg.lr_full:g}; AdamW + OneCycle. "
+        "The Quantum-PEFT (angles, Λ) learning rates were chosen on held-out seeds 10–12 (d=64, mean target accuracy: "
+        "(0.1, 0.01) 0.730, (0.1, 0.03) 0.777, (0.1, 0.1) 0.807, (0.1, 0.3) 0.807, (0.3, 0.03) 0.766, (0.3, 0.1) "
+        "0.776, (0.03, 0.03) 0.770; LoRA r=1 0.834 on those seeds); the other methods use the spec's calibration.",
         "- Intrinsic-rank masking of Λ and the Taylor/Lie node ablation of the paper are not run here; angle "
         "quantisation is implemented (`angle_bits`) but not part of the claims.",
     ]
