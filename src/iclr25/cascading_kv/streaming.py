@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .attention import enable_cascade_attention
-from .cache import CascadingKVCache
+from .cache import CascadingKVCache, take_pending
 
 
 def _check_ids(input_ids: torch.Tensor) -> torch.Tensor:
@@ -49,6 +49,7 @@ def strided_prefill(
     if not isinstance(cache, CascadingKVCache):
         raise ValueError(f"cache must be a CascadingKVCache, got {type(cache).__name__}")
     enable_cascade_attention(model)
+    take_pending()  # drop a chunk left over by an interrupted forward
     dev = next(model.parameters()).device
     outs = []
     for chunk in input_ids.to(dev).split(stride, dim=1):
@@ -83,6 +84,7 @@ def generate_streaming(
     if generate_kwargs.get("num_beams", 1) != 1:
         raise ValueError(f"num_beams must be 1 with a cascading cache, got {generate_kwargs['num_beams']!r}")
     enable_cascade_attention(model)
+    take_pending()
     dev = next(model.parameters()).device
     generate_kwargs.setdefault("do_sample", False)
     generate_kwargs.setdefault("pad_token_id", getattr(model.generation_config, "pad_token_id", None) or 0)
