@@ -211,23 +211,32 @@ def run(cfg: Config, out: Path) -> RunResult:
     arms = [a for a, _ in cfg.arms()]
     dst_claim_arms = [arm_name(m, cfg.claim_sparsity) for m in cfg.methods]
     best = max(dst_claim_arms, key=lambda a: float(np.mean(values(per_seed, f"{a}/robust"))))
-    note_scale = (
-        f"best DST arm = {best} (highest mean robust accuracy at sparsity {cfg.claim_sparsity}); "
-        "10-class digits at 32×32, a tiny CNN, the paper's own CIFAR10-C gain is only +0.4 pp"
+    pick = f"best DST arm = {best} (highest mean robust accuracy at sparsity {cfg.claim_sparsity})"
+    scale = "10-class digits at 32×32 and a tiny CNN; the paper's own CIFAR10-C gain is only +0.4 pp"
+    d_noise, d_clean = (float(np.mean(values(per_seed, f"dense/{k}"))) for k in ("noise45", "clean"))
+    ni_b, ni_d = (float(np.mean(values(per_seed, f"{a}/noise45_imagenet"))) for a in (best, "dense"))
+    ceiling = (
+        f"; CIFAR-C noise (σ ≤ 0.10) leaves high-contrast digits at the clean ceiling (dense: {d_noise:.2f} % "
+        f"on noise sev 4–5 vs {d_clean:.2f} % clean), so both arms differ by a few test images at most"
+        if abs(d_clean - d_noise) < 1.0
+        else ""
+    )
+    note_noise = (
+        f"{pick}{ceiling}; with ImageNet-C noise σ (not a claim) DST − dense = {ni_b - ni_d:+.2f} points"
     )
     c_robust = make_claim(
         "robust_not_worse",
         "The best DST arm's robust accuracy (mean over 15 corruptions × 5 severities) is ≥ dense − 0.5 points.",
         "robust accuracy (points): DST − dense",
         method=values(per_seed, f"{best}/robust"), baseline=values(per_seed, "dense/robust"),
-        threshold=-0.5, direction=">=", compare="difference", note=note_scale,
+        threshold=-0.5, direction=">=", compare="difference", note=f"{pick}; {scale}",
     )  # fmt: skip
     c_noise = make_claim(
         "noise_group_gain",
         "On gaussian/shot/impulse noise at severities 4–5 the DST arm's mean accuracy exceeds dense.",
         "noise sev 4–5 accuracy (points): DST − dense (> 0)",
         method=values(per_seed, f"{best}/noise45"), baseline=values(per_seed, "dense/noise45"),
-        threshold=1e-9, direction=">=", compare="difference", note=note_scale,
+        threshold=1e-9, direction=">=", compare="difference", note=note_noise,
     )  # fmt: skip
     clean_kw = dict(method=values(per_seed, f"{best}/clean"), baseline=values(per_seed, "dense/clean"),
                     compare="difference")  # fmt: skip
@@ -240,7 +249,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             make_claim("clean_parity", "DST − dense ≤ +1.5", "clean accuracy (points): DST − dense",
                        threshold=1.5, direction="<=", **clean_kw),
         ],
-        note=note_scale,
+        note=pick,
     )  # fmt: skip
     claims = [c_robust, c_noise, c_clean]
 
