@@ -12,7 +12,16 @@ from iclr25.common.results import write_run
 from iclr25.transformer2 import skills as S
 from iclr25.transformer2.experiment import PRESETS, Config, one_seed, run
 
-CLAIM_IDS = {"expert_gain", "param_efficiency", "expert_specificity", "cem_adaptation", "dispatch"}
+CLAIM_IDS = {
+    "expert_gain",
+    "param_efficiency",
+    "expert_specificity",
+    "cem_adaptation",
+    "dispatch",  # the issue's
+    "expert_no_harm",
+    "expert_specificity_controls",
+    "cem_adaptation_every_task",  # spec §6 controls
+}
 
 
 def _finite(c):

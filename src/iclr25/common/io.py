@@ -32,6 +32,11 @@ def _atomic(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
     return path
 
 
+def atomic_write_with(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
+    """Atomically create ``path`` with ``writer(tmp_path)`` (any library's save function), then rename."""
+    return _atomic(path, writer)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     def w(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -542,29 +542,22 @@ def _claims(cfg: Config, ps: dict) -> list:
         "shuffled expert has little to lose"
     )
     return [
-        all_of(
+        make_claim(
             "expert_gain",
-            "An SVF expert improves its own task's greedy accuracy over base by ≥ 3 points on ≥ 2 "
-            "of 3 tasks, and no expert falls below base − 1 point on its own task",
-            [
-                make_claim(
-                    "expert_gain",
-                    "tasks (of 3) with own-task gain ≥ 3 points, mean over seeds",
-                    "tasks with gain ≥ 0.03",
-                    values(ps, "n_tasks_gain_3pt"),
-                    2,
-                    ">=",
-                ),
-                make_claim(
-                    "expert_gain",
-                    "worst own-task gain ≥ −1 point, every seed",
-                    "min own-task gain",
-                    values(ps, "min_own_gain"),
-                    -0.01,
-                    ">=",
-                    reduce="all",
-                ),
-            ],
+            "An SVF expert improves its own task's greedy accuracy over base by ≥ 3 points on ≥ 2 of 3 tasks",
+            "tasks (of 3) with own-task gain ≥ 0.03, mean over seeds",
+            values(ps, "n_tasks_gain_3pt"),
+            2,
+            ">=",
+        ),
+        make_claim(
+            "expert_no_harm",
+            "Spec §6 control: no expert falls below base − 1 point on its own task (every seed)",
+            "min own-task gain",
+            values(ps, "min_own_gain"),
+            -0.01,
+            ">=",
+            reduce="all",
         ),
         make_claim(
             "param_efficiency",
@@ -582,22 +575,59 @@ def _claims(cfg: Config, ps: dict) -> list:
                 "SVF beats LoRA is made"
             ),
         ),
-        all_of(
+        # The claims as stated (fixed ids) ...
+        make_claim(
             "expert_specificity",
-            "The A-expert improves A more than it changes B and C; on each skill the "
-            "matching expert beats the other two (≥ 8/9 skill×seed cells); shuffling the matching expert's "
-            "singular-value coordinates hurts (≥ 5/6 shifted-task×seed cases)",
+            "The A-expert improves A more than it changes B and C",
+            "A-gain − max|ΔB|,|ΔC|",
+            values(ps, "specificity_A"),
+            0.0,
+            ">=",
+            note=transfer_note,
+        ),
+        all_of(
+            "cem_adaptation",
+            "On the shifted tasks the few-shot CEM mixture is ≥ best single expert − 1 point and ≥ base + 2 points "
+            "(means over shifted tasks and seeds)",
             [
                 make_claim(
-                    "expert_specificity",
-                    "gain on A − max |change| on B, C",
-                    "A-gain − max|ΔB|,|ΔC|",
-                    values(ps, "specificity_A"),
-                    0.0,
+                    "cem_vs_best_single",
+                    "CEM − best single expert (mean over shifted tasks and seeds)",
+                    "acc difference",
+                    values(ps, "cem_minus_best_single"),
+                    -0.01,
                     ">=",
                 ),
                 make_claim(
-                    "expert_specificity",
+                    "cem_vs_base",
+                    "CEM − base (mean over shifted tasks and seeds)",
+                    "acc difference",
+                    [
+                        float(
+                            np.mean(
+                                [
+                                    ps[k]["adapt"][t]["cem"] - ps[k]["adapt"][t]["base"]
+                                    for t in cfg.shift_tasks
+                                ]
+                            )
+                        )
+                        for k in sorted(ps)
+                    ],
+                    0.02,
+                    ">=",
+                ),
+            ],
+            note=transfer_note,
+        ),
+        # ... and the spec's (§6) stricter controls, reported as their own claims so they cannot change the
+        # verdict of the claims in either direction.
+        all_of(
+            "expert_specificity_controls",
+            "Spec §6 controls: on each skill the matching expert beats the other two (≥ 8/9 skill×seed cells); "
+            "shuffling the matching expert's singular-value coordinates hurts (≥ 5/6 shifted-task×seed cases)",
+            [
+                make_claim(
+                    "diagonal_dominance",
                     "diagonal-dominant cells per seed (of 3)",
                     "diag cells",
                     values(ps, "diag_dominant_cells"),
@@ -605,7 +635,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     ">=",
                 ),
                 make_claim(
-                    "expert_specificity",
+                    "shuffle_hurts",
                     f"shuffle-hurts cases per seed (of {n_shift})",
                     "shuffle cases",
                     values(ps, "shuffle_hurts_cases"),
@@ -616,20 +646,12 @@ def _claims(cfg: Config, ps: dict) -> list:
             note=transfer_note,
         ),
         all_of(
-            "cem_adaptation",
-            "On the shifted tasks the few-shot CEM mixture is ≥ best single expert − 1 point "
-            "and ≥ base + 2 points (every task and seed); its largest α is the matching expert (≥ 5/6 cases)",
+            "cem_adaptation_every_task",
+            "Spec §6 controls: CEM ≥ base + 2 points on every shifted task and seed; its largest α is the matching "
+            "expert (≥ 5/6 cases)",
             [
                 make_claim(
-                    "cem_adaptation",
-                    "CEM − best single expert (mean over shifted tasks and seeds)",
-                    "acc difference",
-                    values(ps, "cem_minus_best_single"),
-                    -0.01,
-                    ">=",
-                ),
-                make_claim(
-                    "cem_adaptation",
+                    "cem_vs_base_worst",
                     "CEM − base, worst shifted task, every seed",
                     "acc difference",
                     values(ps, "cem_minus_base_min"),
@@ -638,7 +660,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     reduce="all",
                 ),
                 make_claim(
-                    "cem_adaptation",
+                    "argmax_matching",
                     f"argmax α = matching expert, cases per seed (of {n_shift})",
                     "cases",
                     values(ps, "cem_argmax_matching"),

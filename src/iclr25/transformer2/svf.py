@@ -293,10 +293,10 @@ def save_expert(
     """Write an expert as a small safetensors file (a few KB: one vector per matrix)."""
     from safetensors.torch import save_file
 
-    from iclr25.common.io import _atomic
+    from iclr25.common.io import atomic_write_with
 
     tensors = {k: v.detach().cpu().contiguous() for k, v in expert.items()}
-    return _atomic(path, lambda tmp: save_file(tensors, tmp, metadata=dict(metadata or {})))
+    return atomic_write_with(path, lambda tmp: save_file(tensors, tmp, metadata=dict(metadata or {})))
 
 
 def load_expert(path: str | Path) -> Expert:
