@@ -15,6 +15,7 @@ from iclr25.pds.experiment import PRESETS, Config, run
 CLAIM_IDS = {"clean_scores_highest", "scorer_fidelity", "final_loss", "acceleration"}
 
 
+@pytest.mark.slow
 def test_smoke_run_claims_and_resume(tmp_path):
     cfg = PRESETS["smoke"]
     res = run(cfg, tmp_path)
