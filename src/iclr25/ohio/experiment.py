@@ -424,9 +424,9 @@ def _figure(per_seed: dict, path: Path) -> Path:
 
 
 def _report(per_seed: dict, cfg: Config) -> str:
-    def ms(sec: str, k: str) -> str:
+    def ms(sec: str, k: str, fmt: str = ".3f") -> str:
         x = np.array([d[sec][k] for d in per_seed.values()], dtype=float)
-        return f"{x.mean():.3f} ± {x.std():.3f}"
+        return f"{x.mean():{fmt}} ± {x.std():{fmt}}"
 
     rows = ["| arm | normalised return | kept windows | median residual |", "|---|---|---|---|"]
     d0 = next(iter(per_seed.values()))["reacher"]
@@ -434,7 +434,7 @@ def _report(per_seed: dict, cfg: Config) -> str:
         if a not in d0:
             continue
         kept = ms("reacher", f"{a}_kept_frac") if f"{a}_kept_frac" in d0 else "—"
-        res = ms("reacher", f"{a}_median_residual") if f"{a}_median_residual" in d0 else "—"
+        res = ms("reacher", f"{a}_median_residual", ".1e") if f"{a}_median_residual" in d0 else "—"
         rows.append(f"| {a} | {ms('reacher', a)} | {kept} | {res} |")
     net = ["| method | return (train costs) | return (swapped costs) | relative loss |", "|---|---|---|---|"]
     for m in ("ohio", "e2e"):
