@@ -190,7 +190,9 @@ def run(cfg: Config, out: Path) -> RunResult:
                 threshold=1.0,
                 direction=">=",
                 compare="difference",
-                note=note_scale,
+                note=note_scale
+                + "; per-seed differences "
+                + _diffs(v("sar", "a_auc"), v("vanilla", "a_auc")),
             )
         )
     if {"sar", "al_sar"} <= set(cfg.arms):
@@ -234,7 +236,9 @@ def run(cfg: Config, out: Path) -> RunResult:
                 threshold=1.0,
                 direction=">=",
                 compare="difference",
-                note=note_scale,
+                note=note_scale
+                + "; per-seed differences "
+                + _diffs(v("al_sar", "a_auc"), v("er_equal", "a_auc")),
             )
         )
 
@@ -250,6 +254,10 @@ def run(cfg: Config, out: Path) -> RunResult:
         figures=[fig_path],
         report_md=_report(per_seed, cfg),
     )
+
+
+def _diffs(a: list[float], b: list[float]) -> str:
+    return ", ".join(f"{x - y:+.2f}" for x, y in zip(a, b, strict=True))
 
 
 def _scalars(per_seed: dict) -> dict:
