@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
 
 from . import registry
 from .common.progress import log, set_quiet
-from .common.results import PRESET_NAMES, write_run
+from .common.results import PRESET_NAMES, set_jobs, write_run
 
 EXIT_USAGE = 2
 
@@ -34,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs", help="output folder (default runs)")
     r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument(
+        "--jobs",
+        default="auto",
+        help="seeds computed at once in worker processes (int >= 1, or auto = CPU count)",
+    )
     rep = sub.add_parser("report", help="write OUT/index.html from the runs in OUT")
     rep.add_argument("--out", default="runs", help="runs folder (default runs)")
     return p
@@ -120,12 +126,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         seeds = _int_arg("seeds", args.seeds, 1)
         seed = _int_arg("seed", args.seed, 0)
+        jobs = (os.cpu_count() or 1) if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1)
         from .common.device import get_device
 
         get_device(args.device)
     except ValueError as e:
         return _usage_error(str(e))
     set_quiet(args.quiet)
+    set_jobs(jobs)
     if args.slug == "all":
         slugs = []
         for s in registry.SYSTEMS:

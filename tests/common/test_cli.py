@@ -42,6 +42,7 @@ def test_list_prints_19_rows(capsys):
         (["run", "pds", "--seeds", "three"], "--seeds must be an integer >= 1"),
         (["run", "pds", "--seed", "-1"], "--seed must be an integer >= 0"),
         (["run", "pds", "--device", "tpu"], "device must be one of"),
+        (["run", "pds", "--jobs", "0"], "--jobs must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_exit_2_and_list_valid_values(argv, needle, capsys):

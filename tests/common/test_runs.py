@@ -101,3 +101,30 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
         atomic_write_json(f, {"a": Boom()})
     assert read_json(f) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_parallel_seeds_give_identical_results(tmp_path, monkeypatch):
+    from iclr25.common.results import set_jobs
+
+    log = tmp_path / "calls.txt"
+    monkeypatch.setenv("TOY_CALL_LOG", str(log))
+    run_experiment(toy, "toy", "smoke", tmp_path / "seq", seeds=4)
+    set_jobs(2)
+    try:
+        run_experiment(toy, "toy", "smoke", tmp_path / "par", seeds=4)
+    finally:
+        set_jobs(1)
+    assert (tmp_path / "seq/toy/metrics.json").read_bytes() == (
+        tmp_path / "par/toy/metrics.json"
+    ).read_bytes()
+    assert sorted(log.read_text().split()) == sorted(
+        ["0", "1", "2", "3"] * 2
+    )  # each seed computed once per run
+
+
+def test_first_seed_does_not_invalidate_cached_seeds(tmp_path, monkeypatch):
+    log = tmp_path / "calls.txt"
+    monkeypatch.setenv("TOY_CALL_LOG", str(log))
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=3)  # seeds 0, 1, 2
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2, seed=1)  # seeds 1, 2: both on disk
+    assert log.read_text().split() == ["0", "1", "2"]

@@ -54,8 +54,8 @@ class ExperimentConfig:
         return [self.seed + i for i in range(self.seeds)]
 
 
-def config_hash(cfg: Any, ignore: Sequence[str] = ("seeds", "device", "threads")) -> str:
-    """Hash of the config fields that change results (not how many seeds, nor where it runs)."""
+def config_hash(cfg: Any, ignore: Sequence[str] = ("seeds", "seed", "device", "threads")) -> str:
+    """Hash of the config fields that change a seed's results (not which or how many seeds, nor where it runs)."""
     d = to_jsonable(dataclasses.asdict(cfg)) if dataclasses.is_dataclass(cfg) else to_jsonable(cfg)
     for k in ignore:
         d.pop(k, None)
@@ -118,18 +118,60 @@ class RunDir:
     def map_seeds(
         self, fn: Callable[[int], dict], seeds: Sequence[int], desc: str = "seeds", part: str = ""
     ) -> dict[int, dict]:
-        """``{seed: fn(seed)}``, reading finished seeds from disk instead of recomputing them."""
+        """``{seed: fn(seed)}``, reading finished seeds from disk instead of recomputing them.
+
+        With :func:`set_jobs` > 1 (the CLI's ``--jobs``), missing seeds are computed in forked worker processes,
+        each writing its result file; a seed whose worker failed is then computed here, so errors surface with
+        their traceback. Every seed's result depends on its seed alone, so the numbers do not depend on ``jobs``.
+        """
+        seeds = [int(s) for s in seeds]
+        missing = [s for s in seeds if self.load_seed(s, part) is None]
+        if _JOBS > 1 and len(missing) > 1:
+            self._compute_forked(fn, missing, part)
         out: dict[int, dict] = {}
-        for s in progress(list(seeds), desc=desc):
+        for s in progress(seeds, desc=desc):
             cached = self.load_seed(s, part)
             if cached is not None:
-                log(f"[resume] seed {s}{' ' + part if part else ''}: read from {self.seed_file(s, part)}")
-                out[int(s)] = cached
+                if s not in missing:
+                    log(f"[resume] seed {s}{' ' + part if part else ''}: read from {self.seed_file(s, part)}")
+                out[s] = cached
                 continue
-            r = to_jsonable(fn(int(s)))
+            r = to_jsonable(fn(s))
             self.save_seed(s, r, part)
-            out[int(s)] = r
+            out[s] = r
         return out
+
+    def _compute_forked(self, fn: Callable[[int], dict], seeds: list[int], part: str) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")  # the closure ``fn`` is inherited, never pickled
+
+        def work(s: int) -> None:
+            from .progress import set_quiet
+
+            set_quiet(True)
+            self.save_seed(s, to_jsonable(fn(s)), part)
+
+        pending = list(seeds)
+        running: list = []
+        while pending or running:
+            while pending and len(running) < _JOBS:
+                p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
+                p.start()
+                running.append(p)
+            running[0].join()
+            running = [p for p in running if p.is_alive()]
+
+
+_JOBS = 1
+
+
+def set_jobs(n: int) -> None:
+    """How many seeds :meth:`RunDir.map_seeds` may compute at once (worker processes); 1 = sequential."""
+    global _JOBS
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"jobs must be an int >= 1, got {n!r}")
+    _JOBS = n
 
 
 def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
