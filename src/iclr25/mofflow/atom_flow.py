@@ -22,7 +22,7 @@ from iclr25.common.progress import progress
 from .building_blocks import MOF
 from .flow import MIN_T, TRANS_SCALE, LatticePrior, loss_scale
 from .network import NM, BlockEmbedder, MOFFlowConfig, final_linear, gaussian_rbf, time_embedding
-from .training import TrainConfig, lr_at
+from .training import TrainConfig, lr_at, make_optimizer
 
 
 @dataclass
@@ -199,7 +199,7 @@ def train_atom_flow(
     model.to(device).train()
     full = atom_collate(mofs, device)
     buckets = size_buckets(mofs)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    opt = make_optimizer(model, cfg)
     hist = []
     for step in progress(range(cfg.steps), desc="train atom flow"):
         for grp in opt.param_groups:

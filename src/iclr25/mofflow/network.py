@@ -121,6 +121,18 @@ class BlockEmbedder(nn.Module):
         self.atom_emb = nn.Embedding(cfg.max_atom_type + 1, cfg.egnn_hidden, padding_idx=0)
         self.layers = nn.ModuleList(EGCL(cfg.egnn_hidden, cfg.n_rbf) for _ in range(cfg.egnn_layers))
 
+    def embed_dense(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Mean-pooled EGNN features of ``G`` unpadded blocks with ``n`` atoms each: z (G,n), x (G,n,3) Å."""
+        n = z.shape[1]
+        d = torch.cdist(x, x)
+        eye = torch.eye(n, dtype=torch.bool, device=x.device)
+        adj = ((d < self.cfg.radius) & ~eye).to(x.dtype)
+        rbf = gaussian_rbf(d, self.cfg.n_rbf, self.cfg.radius)
+        h = self.atom_emb(z.clamp(max=self.cfg.max_atom_type))
+        for layer in self.layers:
+            h = layer(h, rbf, adj)
+        return h.mean(1)
+
     def forward(self, atom_types: torch.Tensor, local: torch.Tensor, atom_mask: torch.Tensor, block_mask):
         B, M, A = atom_types.shape
         out = local.new_zeros(B, M, self.cfg.egnn_hidden)
@@ -133,17 +145,13 @@ class BlockEmbedder(nn.Module):
         first = torch.full((len(uniq),), len(idx), dtype=torch.long, device=x.device)
         first = first.scatter_reduce(0, inv, torch.arange(len(idx), device=x.device), reduce="amin")
         z, x = z[first], x[first]
-        am = (z > 0).to(local.dtype)
-        A = int(am.sum(1).max())
-        z, x, am = z[:, :A], x[:, :A], am[:, :A]
-        d = torch.cdist(x, x)
-        eye = torch.eye(A, dtype=torch.bool, device=x.device)
-        adj = (d < self.cfg.radius) & ~eye & (am[:, :, None] > 0) & (am[:, None] > 0)
-        rbf = gaussian_rbf(d, self.cfg.n_rbf, self.cfg.radius)
-        h = self.atom_emb(z.clamp(max=self.cfg.max_atom_type))
-        for layer in self.layers:
-            h = layer(h, rbf, adj.to(x.dtype))
-        pooled = (h * am[..., None]).sum(1) / am.sum(1, keepdim=True).clamp_min(1.0)
+        counts = (z > 0).sum(1)
+        pooled = x.new_zeros(len(first), self.cfg.egnn_hidden)
+        # blocks of equal atom count are embedded together without padding (a loop over the few distinct
+        # sizes, not over blocks); atoms are stored first-n in each padded row
+        for n in counts.unique().tolist():
+            sel = (counts == n).nonzero().squeeze(-1)
+            pooled = pooled.index_copy(0, sel, self.embed_dense(z[sel, :n], x[sel, :n]))
         pooled = pooled[inv]
         return out.reshape(B * M, -1).index_copy(0, idx, pooled).reshape(B, M, -1)
 
