@@ -380,10 +380,11 @@ def run(cfg: Config, out: Path) -> RunResult:
 _NOTES = {
     "ohio_parity": "Small-scale BC (2–3k steps, 8k windows) limits every learner; the parity gap is the meaningful part.",
     "observed_state_fails": "The LQR's reference tracks velocity as well, so x_{t+5} as goal still moves the arm in "
-    "the right direction (slower); how badly it lags depends on the arm's inertia (see README sensitivity note).",
+    "the right direction (slower); the gap grows with the arm's inertia (README: masses 3 kg give ratio 0.67).",
     "model_error_robust": "Analytic vs numerical differ only where controls saturate or the model is wrong; "
     "the learned (A,B) MLP is accurate on this smooth arm, so the gap can be small.",
-    "network_transfer": "E2E's loss scales with the cost contrast of the swapped corridors (0.2 → 1.0 here).",
+    "network_transfer": "E2E's loss scales with the cost contrast of the swapped corridors (0.2 vs 1.0 here, "
+    "not tuned); the LP low level re-routes and loses nothing.",
 }
 
 
