@@ -106,15 +106,12 @@ class AtomLayer(nn.Module):
         self.h = heads
         self.ln1, self.ln2 = nn.LayerNorm(c), nn.LayerNorm(c)
         self.qkv = nn.Linear(c, 3 * c)
-        self.bias = nn.Linear(n_rbf + 1, heads)
         self.o = final_linear(c, c)
         self.ff = nn.Sequential(nn.Linear(c, 2 * c), nn.GELU(), final_linear(2 * c, c))
 
-    def forward(self, h, pair, mask):
+    def forward(self, h, bias, mask):
         B, N, C = h.shape
         q, k, v = self.qkv(self.ln1(h)).view(B, N, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4)
-        bias = self.bias(pair).permute(0, 3, 1, 2)  # (B,H,N,N)
-        bias = bias.masked_fill(~mask[:, None, None, :], float("-inf"))
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
         h = h + self.o(a.transpose(1, 2).reshape(B, N, C))
         return h + self.ff(self.ln2(h))
@@ -133,6 +130,7 @@ class AtomFlowNet(nn.Module):
         self.bb = nn.Linear(block_cfg.egnn_hidden, c)
         self.inp = nn.Linear(3 + 3 + 6 + c, c)
         self.layers = nn.ModuleList(AtomLayer(c, cfg.heads, cfg.n_rbf) for _ in range(cfg.layers))
+        self.pair_bias = nn.Linear(cfg.n_rbf + 1, cfg.layers * cfg.heads)
         self.ln = nn.LayerNorm(c)
         self.out = final_linear(c, 3)
         self.lattice_head = nn.Sequential(nn.Linear(c, c), nn.ReLU(), nn.Linear(c, 6))
@@ -156,8 +154,11 @@ class AtomFlowNet(nn.Module):
         d = torch.cdist(x_t, x_t)
         same = (ab.block[:, :, None] == ab.block[:, None, :]).to(x_t.dtype)[..., None]
         pair = torch.cat([gaussian_rbf(d, self.cfg.n_rbf, self.cfg.rbf_max), same], -1)
-        for layer in self.layers:
-            h = layer(h, pair, ab.mask)
+        # per-layer, per-head attention biases from one linear map of the pair features (B, L·H, N, N)
+        H = self.cfg.heads
+        bias = self.pair_bias(pair).permute(0, 3, 1, 2).masked_fill(~ab.mask[:, None, None, :], float("-inf"))
+        for i, layer in enumerate(self.layers):
+            h = layer(h, bias[:, i * H : (i + 1) * H], ab.mask)
         h = self.ln(h) * fm
         x1 = (x_t + NM * self.out(h)) * fm
         x1 = (x1 - x1.sum(1, keepdim=True) / fm.sum(1, keepdim=True)) * fm
