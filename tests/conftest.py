@@ -9,10 +9,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from iclr25.common.device import tune_malloc  # noqa: E402
 from iclr25.common.progress import set_quiet  # noqa: E402
 
 torch.set_num_threads(1)
 set_quiet(True)
+tune_malloc()
 
 
 @pytest.fixture(autouse=True)

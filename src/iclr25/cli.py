@@ -134,6 +134,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _usage_error(str(e))
     set_quiet(args.quiet)
     set_jobs(jobs)
+    from .common.device import tune_malloc
+
+    tune_malloc()
     if args.slug == "all":
         slugs = []
         for s in registry.SYSTEMS:
