@@ -37,7 +37,9 @@ def test_seeding_is_reproducible():
     a = torch.rand(3)
     seed_everything(3)
     assert torch.equal(a, torch.rand(3))
-    assert torch.equal(torch.rand(2, generator=torch_generator(5)), torch.rand(2, generator=torch_generator(5)))
+    assert torch.equal(
+        torch.rand(2, generator=torch_generator(5)), torch.rand(2, generator=torch_generator(5))
+    )
     assert numpy_rng(1).random() == numpy_rng(1).random()
     assert derive_seed(0, "data") == derive_seed(0, "data") != derive_seed(0, "init")
     with pytest.raises(ValueError, match="seed"):
