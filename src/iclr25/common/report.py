@@ -18,7 +18,8 @@ from .claims import Claim
 from .io import atomic_write_text, read_json
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1400px;padding:0 1rem;color:#222}
+.scroll{overflow-x:auto}
 h1{margin-bottom:.2rem} h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem;width:100%}
 th,td{border:1px solid #ddd;padding:.35rem .5rem;text-align:left;vertical-align:top}
@@ -66,8 +67,12 @@ def _claim_cells(c: dict) -> str:
     return (
         f"<td>{_fmt(c.get('method'))}</td><td>{_fmt(c.get('baseline'))}</td>"
         f"<td>{html.escape(str(c.get('compare', 'value')))}{every}: {shown}</td>"
-        f"<td>{html.escape(c['direction'])} {c['threshold']}</td>"
+        f"<td>{html.escape(c['direction'])} {_num(c['threshold'])}</td>"
     )
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
 
 
 def _demote_headings(body: str, by: int = 2) -> str:
@@ -133,7 +138,7 @@ def render_report(out: str | Path) -> str:
                         f"<td class='muted'>{html.escape(p['statement'])}</td>{_claim_cells(p)}"
                         f"<td class='v'>{'✓' if pok else '✗'}</td><td></td></tr>"
                     )
-        parts.append("</table>")
+        parts.append("</table></div>")
     # -- status of all systems
     ran = {r["slug"] for r in runs}
     parts.append(
