@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from ..common.claims import all_of, make_claim  # noqa: E402
 from ..common.io import atomic_savefig  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values  # noqa: E402
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
 from .baselines import HistogramBinningOnPhrases, PlattOnMeans  # noqa: E402
 from .metrics import binned_ece, brier, brier_exact, calibration_error, plot_reliability  # noqa: E402
 from .phrases import PhraseSet, phrase_set  # noqa: E402
@@ -259,9 +259,9 @@ def run(cfg: Config, out: Path) -> RunResult:
     rows = []
     for data in ("A", "B"):
         rows.append(
-            f"| {data} | {_ms(v(f'{data}/before/gece'))} | {_ms(v(f'{data}/ot/gece'))} | "
-            f"{_ms(v(f'{data}/hb_nearest_phrase/gece'))} | {_ms(v(f'{data}/platt/ece'))} | "
-            f"{_ms(v(f'{data}/hist_binning/ece'))} | {_ms(v(f'{data}/before/brier'))} | {_ms(v(f'{data}/ot/brier'))} |"
+            f"| {data} | {mean_std(v(f'{data}/before/gece'))} | {mean_std(v(f'{data}/ot/gece'))} | "
+            f"{mean_std(v(f'{data}/hb_nearest_phrase/gece'))} | {mean_std(v(f'{data}/platt/ece'))} | "
+            f"{mean_std(v(f'{data}/hist_binning/ece'))} | {mean_std(v(f'{data}/before/brier'))} | {mean_std(v(f'{data}/ot/brier'))} |"
         )
     m0 = per_seed[cfg.seed_list[0]]["A"]["map"]
     report = (
@@ -287,8 +287,3 @@ def run(cfg: Config, out: Path) -> RunResult:
         figures=[fig_path],
         report_md=report,
     )
-
-
-def _ms(x) -> str:
-    a = np.asarray(x, float)
-    return f"{a.mean():.3f} ± {a.std():.3f}"

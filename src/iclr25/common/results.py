@@ -270,6 +270,7 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return r, time.perf_counter() - t
 
 
-def mean_std(x: Sequence[float]) -> str:
+def mean_std(x: Sequence[float], digits: int = 3) -> str:
+    """``"mean ± std"`` of per-seed values with ``digits`` decimals (for report tables)."""
     a = np.asarray(x, dtype=float)
-    return f"{a.mean():.3f} ± {a.std():.3f}"
+    return f"{a.mean():.{digits}f} ± {a.std():.{digits}f}"

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from iclr25.common.claims import make_claim  # noqa: E402
 from iclr25.common.io import atomic_savefig  # noqa: E402
 from iclr25.common.lm import n_params, tiny_causal_lm  # noqa: E402
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values  # noqa: E402
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything  # noqa: E402
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
 
@@ -539,11 +539,6 @@ def run(cfg: Config, out: Path) -> RunResult:
     )
 
 
-def _ms(x: list[float], d: int = 3) -> str:
-    a = np.asarray(x, dtype=float)
-    return f"{a.mean():.{d}f} ± {a.std():.{d}f}"
-
-
 def _report(per_seed: dict, cfg: Config) -> str:
     seeds = sorted(per_seed)
     arms = [a for a in ARMS if a in per_seed[seeds[0]]]
@@ -555,10 +550,10 @@ def _report(per_seed: dict, cfg: Config) -> str:
     for arm in arms:
         v = lambda k, a=arm: [per_seed[s][a][k] for s in seeds]  # noqa: E731
         mix = [np.mean([per_seed[s][arm]["mix"][n] for s in seeds]) for n in SOURCES]
-        ratio = _ms(v("loss_ratio")) if arm != "random" else "1"
-        frac = _ms(v("steps_frac_to_random_final"), 2) if arm != "random" else "1"
+        ratio = mean_std(v("loss_ratio")) if arm != "random" else "1"
+        frac = mean_std(v("steps_frac_to_random_final"), 2) if arm != "random" else "1"
         rows.append(
-            f"| {arm} | {_ms(v('final_loss'))} | {ratio} | {frac} | "
+            f"| {arm} | {mean_std(v('final_loss'))} | {ratio} | {frac} | "
             + " | ".join(f"{m:.0%}" for m in mix)
             + " |"
         )
@@ -567,11 +562,11 @@ def _report(per_seed: dict, cfg: Config) -> str:
         if key in per_seed[seeds[0]]:
             zrows.append(
                 f"| {label} | "
-                + " | ".join(_ms([per_seed[s][key]["mean_z"][n] for s in seeds], 2) for n in SOURCES)
+                + " | ".join(mean_std([per_seed[s][key]["mean_z"][n] for s in seeds], 2) for n in SOURCES)
                 + " |"
             )
-    dev0 = _ms([per_seed[s]["pmp"]["dev_loss_T0"] for s in seeds])
-    devT = _ms([per_seed[s]["pmp"]["dev_loss_T"] for s in seeds])
+    dev0 = mean_std([per_seed[s]["pmp"]["dev_loss_T0"] for s in seeds])
+    devT = mean_std([per_seed[s]["pmp"]["dev_loss_T"] for s in seeds])
     return f"""## Results
 
 Generated corpus: {cfg.n_pool} sequences of {cfg.seq_len} symbols (vocabulary {cfg.n_symbols}), sources
