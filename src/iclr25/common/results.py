@@ -62,15 +62,18 @@ def config_hash(cfg: Any, ignore: Sequence[str] = ("seeds", "seed", "device", "t
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunResult:
-    """What ``run`` returns: aggregated metrics, per-seed metrics, claims, figures and a report body."""
+    """What ``run`` returns: aggregated metrics, per-seed metrics, claims, figures and a report body.
 
-    slug: str
-    preset: str
+    ``slug``, ``preset`` and ``runtime_s`` are filled in by the run path (the experiment does not know them).
+    """
+
     seeds: list[int]
     metrics: dict[str, Any]
     claims: list[Claim]
+    slug: str = ""
+    preset: str = ""
     per_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
     figures: list[Path] = field(default_factory=list)
     report_md: str = ""  # the experiment's own section (tables, deviations); claims are added by write_run
