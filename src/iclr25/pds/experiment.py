@@ -471,7 +471,6 @@ def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    t0 = time.perf_counter()
     rd = RunDir(out, cfg)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     mz = lambda name: values(per_seed, f"pmp/mean_z/{name}")  # noqa: E731
@@ -527,15 +526,12 @@ def run(cfg: Config, out: Path) -> RunResult:
     fig = _figure(per_seed, cfg, rd.figures / "pds_curves.png")
     agg = aggregate(per_seed)
     return RunResult(
-        slug="pds",
-        preset="",
         seeds=cfg.seed_list,
         metrics=agg,
         claims=claims,
         per_seed=per_seed,
         figures=[fig],
         report_md=_report(per_seed, cfg),
-        runtime_s=time.perf_counter() - t0,
     )
 
 
