@@ -358,8 +358,6 @@ def run(cfg: Config, out: Path) -> RunResult:
     metrics = aggregate(per_seed)
     metrics["real_text"] = smoke
     return RunResult(
-        slug="topic_unlearning",
-        preset="",
         seeds=cfg.seed_list,
         metrics=metrics,
         claims=claims,
