@@ -796,7 +796,6 @@ def _report(cfg: Config, ps: dict) -> str:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    t0 = time.perf_counter()
     rd = RunDir(out, cfg)
 
     def fn(seed: int) -> dict:
@@ -811,15 +810,12 @@ def run(cfg: Config, out: Path) -> RunResult:
     base_mean = float(np.mean([np.mean(list(ps[s]["base"].values())) for s in ps]))
     valid = 0.3 <= base_mean <= 0.97
     return RunResult(
-        slug="transformer2",
-        preset="",
         seeds=cfg.seed_list,
         metrics=aggregate(ps),
         claims=claims,
         per_seed=ps,
         figures=[fig],
         report_md=_report(cfg, ps),
-        runtime_s=time.perf_counter() - t0,
         valid=valid,
         invalid_reason=""
         if valid
