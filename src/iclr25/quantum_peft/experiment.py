@@ -343,7 +343,6 @@ def _scaling_rows(cfg: Config) -> list[dict]:
 
 def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg)
-    t0 = time.perf_counter()
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     counts = {w: adapter_param_counts(cfg, w) for w in cfg.param_widths}
     rows = _scaling_rows(cfg)
@@ -445,15 +444,12 @@ def run(cfg: Config, out: Path) -> RunResult:
     metrics["param_counts"] = {f"d{w}": c for w, c in counts.items()}
     metrics["scaling_table"] = rows
     return RunResult(
-        slug="quantum_peft",
-        preset="",
         seeds=cfg.seed_list,
         metrics=metrics,
         claims=claims,
         per_seed=per_seed,
         figures=[figpath],
         report_md=report,
-        runtime_s=time.perf_counter() - t0,
         valid=valid,
         invalid_reason=""
         if valid
