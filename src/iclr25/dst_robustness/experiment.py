@@ -204,7 +204,6 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    t_start = time.perf_counter()
     rd = RunDir(out, cfg)
     data = _data(cfg, rd.path / "cache")
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
@@ -257,8 +256,8 @@ def run(cfg: Config, out: Path) -> RunResult:
     dense_clean = float(np.mean(values(per_seed, "dense/clean")))
     valid = dense_clean >= 100 * cfg.min_clean_acc
     return RunResult(
-        slug=SLUG, preset="", seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
-        figures=figs, report_md=_report(cfg, per_seed, arms, best), runtime_s=time.perf_counter() - t_start,
+        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
+        figures=figs, report_md=_report(cfg, per_seed, arms, best),
         valid=valid,
         invalid_reason="" if valid else f"dense clean accuracy {dense_clean:.1f}% < {100 * cfg.min_clean_acc:.0f}%",
     )  # fmt: skip
