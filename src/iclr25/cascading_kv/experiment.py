@@ -385,7 +385,6 @@ def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    t_start = time.perf_counter()
     rd = RunDir(out, cfg)
     fn = one_seed_recall if cfg.mode == "recall" else one_seed_pretrained
     per_seed = rd.map_seeds(lambda s: fn(cfg, s), cfg.seed_list)
@@ -448,8 +447,8 @@ def run(cfg: Config, out: Path) -> RunResult:
 
     figs = [_figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")]
     return RunResult(
-        slug=SLUG, preset="", seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
-        figures=figs, report_md=_report(cfg, per_seed), runtime_s=time.perf_counter() - t_start, valid=valid,
+        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
+        figures=figs, report_md=_report(cfg, per_seed), valid=valid,
         invalid_reason=reason,
     )  # fmt: skip
 
