@@ -245,8 +245,6 @@ def run(cfg: Config, out: Path) -> RunResult:
     fig = _figure(per_seed, cfg)
     fig_path = atomic_savefig(fig, rd.figures / "anytime_accuracy.png")
     return RunResult(
-        slug="budgeted_cl",
-        preset="",
         seeds=cfg.seed_list,
         metrics=aggregate(_scalars(per_seed)),
         claims=claims,
