@@ -278,8 +278,6 @@ def run(cfg: Config, out: Path) -> RunResult:
         "B stand in for them.\n"
     )
     return RunResult(
-        slug="certainty_calibration",
-        preset="",
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
         claims=claims,
