@@ -197,7 +197,6 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
 def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg)
-    t_start = time.perf_counter()
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     n_test = per_seed[cfg.seed_list[0]]["n_test"]
     floor = 100.0 / n_test  # one match's worth: a zero baseline is replaced by this (conservative ratio)
@@ -308,13 +307,10 @@ def run(cfg: Config, out: Path) -> RunResult:
         "- Random search / prior only are scored on M=4 cells only (StructureMatcher cost).\n"
     )
     return RunResult(
-        slug="mofflow",
-        preset="",
         seeds=cfg.seed_list,
         metrics=agg,
         claims=claims,
         per_seed=per_seed,
         figures=figs,
         report_md=report,
-        runtime_s=time.perf_counter() - t_start,
     )
