@@ -366,8 +366,6 @@ def run(cfg: Config, out: Path) -> RunResult:
     claims = _annotate(claims)
     figs = [_figure(per_seed, rd.figures / "ohio_returns.png")]
     return RunResult(
-        slug="ohio",
-        preset="",
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
         claims=claims,
