@@ -20,7 +20,7 @@ CLAIM_IDS = {
     "dispatch",  # the issue's
     "expert_no_harm",
     "expert_specificity_controls",
-    "cem_adaptation_every_task",  # spec §6 controls
+    "cem_adaptation_every_task",  # stricter controls (method card)
 }
 
 

@@ -1,4 +1,4 @@
-"""Reproduction of Transformer² on the "skills" toy (spec §6): SVF experts trained with RL, LoRA (PEFT) baselines,
+"""Reproduction of Transformer² on the "skills" toy (method card, README "Reproduction"): SVF experts trained with RL, LoRA (PEFT) baselines,
 two-pass dispatch and few-shot CEM adaptation to shifted tasks — all on a tiny Llama pre-trained inside the run.
 
 Per seed:
@@ -23,7 +23,6 @@ import torch
 
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.io import atomic_savefig
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -35,6 +34,7 @@ from .adaptation import few_shot_adapt
 from .dispatch import expert_dispatch, prompt_dispatch, two_pass
 from .lora_baseline import lora_trainable_params, make_lora
 from .reinforce import ReinforceConfig, train_reinforce
+from .report import figure, report_md
 from .svf import (
     apply_svf,
     count_svf_params,
@@ -164,7 +164,7 @@ PRESETS = {
         cem_pop=10,
     ),
     "quick": _QUICK,
-    # GPU scale (spec §6 "full"): a wider/deeper toy, the paper's batch and 5 seeds; set model_path to run the same
+    # GPU scale ("full" preset): a wider/deeper toy, the paper's batch and 5 seeds; set model_path to run the same
     # pipeline on a real HF causal LM (its tokens for 0-9, A-D, '?' and '=' stand in for the toy symbols)
     "full": Config(
         seeds=5,
@@ -259,66 +259,88 @@ def _acc(model, data, device) -> float:
     return S.accuracy(model, ids.to(device), a.to(device))
 
 
-def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
-    t0 = time.perf_counter()
-    seed_everything(seed)
-    dev = get_device(cfg.device)
+# ---- helpers shared by the stages --------------------------------------------------------------------------
+def _encode(sym: Symbols, batch: tuple) -> tuple:
+    """Toy ids -> model token ids (float tensors pass through)."""
+    return tuple(sym(b) if b.dtype == torch.long else b for b in batch)
+
+
+def _rl_config(cfg: Config, seed: int, steps: int, lr: float, tag: str) -> ReinforceConfig:
+    return ReinforceConfig(
+        steps=steps,
+        batch_size=cfg.rl_batch,
+        lr=lr,
+        max_grad_norm=cfg.max_grad_norm,
+        kl_coef=cfg.kl_coef,
+        kl_direction=cfg.kl_direction,
+        greedy=cfg.greedy_rollouts,
+        eval_every=cfg.eval_every,
+        seed=derive_seed(seed, "rl", tag),
+    )
+
+
+def _skill_prompts(cfg: Config, sym: Symbols, task: str, dev):
+    """REINFORCE prompt source: fresh ``rl_batch`` prompts of ``task`` per step."""
+
+    def pf(step, g):
+        ids, a = _encode(sym, S.skill_batch(task, cfg.rl_batch, g))
+        return ids.to(dev), None, a.to(dev)
+
+    return pf
+
+
+def _reward(comp, cmask, target):
+    """r = +1 if the answer token is right, else -1 (one-token rollouts)."""
+    return (comp[:, 0] == target).float() * 2 - 1
+
+
+def _shuffled(z: dict, seed: int, tag: str) -> dict:
+    """Control: an expert with each z vector's coordinates randomly permuted."""
+    g = torch_generator(derive_seed(seed, "shuffle", tag))
+    return {n: v[torch.randperm(v.numel(), generator=g)] for n, v in z.items()}
+
+
+# ---- stage 1: pre-train the base model and draw the evaluation sets ----------------------------------------
+def pretrain_stage(cfg: Config, seed: int, dev) -> tuple:
+    """The base model (pre-trained in the run unless ``model_path``), its symbol map, test and shifted sets."""
     model, sym = _base_model(cfg, seed, dev)
     _pretrain(cfg, model, sym, seed, dev)
     model.eval()
-
-    def enc(batch):  # toy ids -> model token ids
-        return tuple(sym(b) if b.dtype == torch.long else b for b in batch)
-
     g_test = torch_generator(derive_seed(seed, "test"))
-    test = {t: enc(S.skill_batch(t, cfg.n_test, g_test)) for t in S.SKILLS}
+    test = {t: _encode(sym, S.skill_batch(t, cfg.n_test, g_test)) for t in S.SKILLS}
     shifted = {
-        t: enc(S.skill_batch(t, cfg.n_test, g_test, cfg.shift_lo, cfg.shift_hi)) for t in cfg.shift_tasks
+        t: _encode(sym, S.skill_batch(t, cfg.n_test, g_test, cfg.shift_lo, cfg.shift_hi))
+        for t in cfg.shift_tasks
     }
-    shifted["D"] = enc(S.skill_batch("D", cfg.n_test, g_test))  # unseen task token (rule = max, like B)
-    base_lora_copy = copy.deepcopy(model)
+    shifted["D"] = _encode(
+        sym, S.skill_batch("D", cfg.n_test, g_test)
+    )  # unseen task token (rule = max, like B)
+    return model, sym, test, shifted
 
-    # ---- SVF experts ---------------------------------------------------------------------------------------
+
+# ---- stage 2: SVF experts trained with REINFORCE (paper §3.2, Eq. 1) --------------------------------------
+def experts_stage(
+    cfg: Config, seed: int, model, sym: Symbols, test: dict, shifted: dict, dev, expert_dir
+) -> dict:
+    """Wraps ``model`` with SVF, measures the base, trains one expert per skill, fills the task × expert matrix."""
+    base_copy = copy.deepcopy(model)  # the un-wrapped base, for LoRA and parameter counts
     apply_svf(model, cfg.targets, mode=cfg.svf_mode, seed=derive_seed(seed, "svf"))
-    n_svf = count_svf_params(base_lora_copy, cfg.targets)
+    n_svf = count_svf_params(base_copy, cfg.targets)
     assert n_svf == sum(p.numel() for p in svf_parameters(model))
     with svf_disabled(model):
         base = {t: _acc(model, test[t], dev) for t in S.SKILLS}
         base_shift = {t: _acc(model, d, dev) for t, d in shifted.items()}
 
-    def rl_cfg(steps: int, lr: float, tag: str) -> ReinforceConfig:
-        return ReinforceConfig(
-            steps=steps,
-            batch_size=cfg.rl_batch,
-            lr=lr,
-            max_grad_norm=cfg.max_grad_norm,
-            kl_coef=cfg.kl_coef,
-            kl_direction=cfg.kl_direction,
-            greedy=cfg.greedy_rollouts,
-            eval_every=cfg.eval_every,
-            seed=derive_seed(seed, "rl", tag),
-        )
-
-    def skill_prompts(task: str):
-        def pf(step, g):
-            ids, a = enc(S.skill_batch(task, cfg.rl_batch, g))
-            return ids.to(dev), None, a.to(dev)
-
-        return pf
-
-    def reward(comp, cmask, target):  # r = +1 if the answer token is right, else -1
-        return (comp[:, 0] == target).float() * 2 - 1
-
     experts, best_steps = {}, {}
     for task in S.SKILLS:
         reset_svf(model, derive_seed(seed, "z0", task))
-        val = enc(S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task))))
+        val = _encode(sym, S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task))))
         h = train_reinforce(
             model,
             svf_parameters(model),
-            skill_prompts(task),
-            reward,
-            rl_cfg(cfg.rl_steps, cfg.rl_lr, task),
+            _skill_prompts(cfg, sym, task, dev),
+            _reward,
+            _rl_config(cfg, seed, cfg.rl_steps, cfg.rl_lr, task),
             reference=lambda: svf_disabled(model),
             val_fn=lambda v=val: _acc(model, v, dev),
             desc=f"SVF expert {task}",
@@ -335,14 +357,20 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         with using_expert(model, z):
             matrix[e] = {t: _acc(model, test[t], dev) for t in S.SKILLS}
             matrix[e].update({f"shift_{t}": _acc(model, d, dev) for t, d in shifted.items()})
-    gain = {t: matrix[t][t] - base[t] for t in S.SKILLS}
+    return {
+        "base_copy": base_copy,
+        "n_svf": n_svf,
+        "base": base,
+        "base_shift": base_shift,
+        "experts": experts,
+        "best_steps": best_steps,
+        "matrix": matrix,
+    }
 
-    # shuffled-coordinate control: the matching expert with each z vector randomly permuted
-    def shuffled(z: dict, tag: str) -> dict:
-        g = torch_generator(derive_seed(seed, "shuffle", tag))
-        return {n: v[torch.randperm(v.numel(), generator=g)] for n, v in z.items()}
 
-    # ---- classification expert and dispatch -------------------------------------------------------------
+# ---- stage 3: classification expert and two-pass dispatch (paper §3.2, strategies A and B) -------------------
+def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, dev) -> dict:
+    """Trains the classification expert, then routes held-out prompts by prompt and by that expert."""
     reset_svf(model, derive_seed(seed, "z0", "cls"))
     known = list(S.SKILLS)
 
@@ -356,8 +384,8 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         model,
         svf_parameters(model),
         cls_prompts,
-        reward,
-        rl_cfg(cfg.cls_steps, cfg.rl_lr, "cls"),
+        _reward,
+        _rl_config(cfg, seed, cfg.cls_steps, cfg.rl_lr, "cls"),
         reference=lambda: svf_disabled(model),
         val_fn=lambda: _acc(model, cls_val, dev),
         desc="SVF classification expert",
@@ -391,7 +419,7 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
     d_cls = r_cls.clone()
     d_cls[:, 1] = sym(torch.tensor(S.TOKENS["D"]))
     routes_unseen = prompt_dispatch(model, classify, d_cls, known)
-    dispatch = {
+    return {
         "prompt_routing_acc": float(np.mean([a == b for a, b in zip(routes_prompt, r_truth)])),
         "expert_routing_acc": float(np.mean([a == b for a, b in zip(routes_expert, r_truth)])),
         "two_pass_prompt_acc": two_pass_acc(routes_prompt),
@@ -401,12 +429,18 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         "unseen_token_to_other": float(np.mean([r == "other" for r in routes_unseen])),
     }
 
-    # ---- few-shot CEM adaptation ---------------------------------------------------------------------------
+
+# ---- stage 4: few-shot CEM adaptation on shifted tasks (paper §3.2 strategy C, App. A.4) --------------------------
+def adaptation_stage(cfg: Config, seed: int, model, sym: Symbols, ex: dict, shifted: dict, dev) -> dict:
+    """CEM mixtures of the three experts fitted on a few shots of each shifted task, plus single-expert controls."""
+    experts, matrix, base_shift = ex["experts"], ex["matrix"], ex["base_shift"]
     order = list(S.SKILLS)
     adapt = {}
     for t, data in shifted.items():
         lo, hi = (cfg.shift_lo, cfg.shift_hi) if t != "D" else (0, 9)
-        shots = enc(S.skill_batch(t, cfg.shots, torch_generator(derive_seed(seed, "shots", t)), lo, hi))
+        shots = _encode(
+            sym, S.skill_batch(t, cfg.shots, torch_generator(derive_seed(seed, "shots", t)), lo, hi)
+        )
         sid, sans = shots[0].to(dev), shots[1].to(dev)
         res = few_shot_adapt(
             model,
@@ -423,7 +457,7 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         with using_scales(model, res.scales):
             cem_acc = _acc(model, data, dev)
         single = {k: matrix[k][f"shift_{t}"] for k in order}
-        with using_expert(model, shuffled(experts[MATCH[t]], t)):
+        with using_expert(model, _shuffled(experts[MATCH[t]], seed, t)):
             shuf = _acc(model, data, dev)
         alpha = np.asarray(res.alpha)
         w = alpha if alpha.ndim == 1 else alpha.mean(1)
@@ -437,12 +471,17 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
             "argmax_is_matching": float(order[int(np.argmax(w))] == MATCH[t]),
             **{f"alpha_{k}": float(w[i]) for i, k in enumerate(order)},
         }
+    return adapt
 
-    # ---- LoRA baseline (PEFT) on the same matrices ---------------------------------------------------------
+
+# ---- stage 5: LoRA baselines (PEFT, paper App. A.2), RL and SFT --------------------------------------------
+def lora_stage(cfg: Config, seed: int, base_copy, sym: Symbols, test: dict, dev) -> dict:
+    """LoRA r=``lora_r`` on the SVF target matrices, trained with the same RL loss and with SFT."""
     lora = {}
+    n_lora = 0
     for task in cfg.lora_tasks:
         for how in ("rl", "sft"):
-            m = copy.deepcopy(base_lora_copy)
+            m = copy.deepcopy(base_copy)
             pm = make_lora(
                 m,
                 r=cfg.lora_r,
@@ -453,53 +492,73 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
             )
             n_lora = lora_trainable_params(pm)
             if how == "rl":
-                val = enc(S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task))))
+                val = _encode(
+                    sym, S.skill_batch(task, cfg.n_val, torch_generator(derive_seed(seed, "val", task)))
+                )
                 train_reinforce(
                     pm,
                     [p for p in pm.parameters() if p.requires_grad],
-                    skill_prompts(task),
-                    reward,
-                    rl_cfg(cfg.lora_steps, cfg.lora_lr, f"lora_{task}"),
+                    _skill_prompts(cfg, sym, task, dev),
+                    _reward,
+                    _rl_config(cfg, seed, cfg.lora_steps, cfg.lora_lr, f"lora_{task}"),
                     reference=pm.disable_adapter,
                     val_fn=lambda v=val, pm=pm: _acc(pm, v, dev),
                     desc=f"LoRA-RL {task}",
                 )
             else:
-
-                def sft_batch(step, g, task=task):
-                    ids, a = enc(S.skill_batch(task, cfg.rl_batch, g))
-                    x = torch.cat([ids, a[:, None]], 1)
-                    y = torch.full_like(x, -100)
-                    y[:, -1] = x[:, -1]
-                    return x, y
-
-                train_lm(
-                    pm,
-                    cfg=LMTrainConfig(
-                        steps=cfg.lora_steps,
-                        batch_size=cfg.rl_batch,
-                        seq_len=S.N_DIGITS + 3,
-                        lr=cfg.lora_lr,
-                        warmup_steps=0,
-                        min_lr_ratio=1.0,
-                        weight_decay=0.0,
-                        eval_every=0,
-                        seed=derive_seed(seed, "sft", task),
-                    ),
-                    batch_fn=sft_batch,
-                    device=dev,
-                    desc=f"LoRA-SFT {task}",
-                )
+                _lora_sft(cfg, seed, pm, sym, task, dev)
             pm.eval()
             lora[f"{how}_{task}"] = _acc(pm, test[task], dev)
     lora["params"] = n_lora
+    return lora
 
+
+def _lora_sft(cfg: Config, seed: int, pm, sym: Symbols, task: str, dev) -> None:
+    def sft_batch(step, g):
+        ids, a = _encode(sym, S.skill_batch(task, cfg.rl_batch, g))
+        x = torch.cat([ids, a[:, None]], 1)
+        y = torch.full_like(x, -100)
+        y[:, -1] = x[:, -1]
+        return x, y
+
+    train_lm(
+        pm,
+        cfg=LMTrainConfig(
+            steps=cfg.lora_steps,
+            batch_size=cfg.rl_batch,
+            seq_len=S.N_DIGITS + 3,
+            lr=cfg.lora_lr,
+            warmup_steps=0,
+            min_lr_ratio=1.0,
+            weight_decay=0.0,
+            eval_every=0,
+            seed=derive_seed(seed, "sft", task),
+        ),
+        batch_fn=sft_batch,
+        device=dev,
+        desc=f"LoRA-SFT {task}",
+    )
+
+
+# ---- one seed: the stages in order --------------------------------------------------------------------------
+def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
+    t0 = time.perf_counter()
+    seed_everything(seed)
+    dev = get_device(cfg.device)
+    model, sym, test, shifted = pretrain_stage(cfg, seed, dev)
+    ex = experts_stage(cfg, seed, model, sym, test, shifted, dev, expert_dir)
+    dispatch = dispatch_stage(cfg, seed, model, sym, ex["experts"], dev)
+    adapt = adaptation_stage(cfg, seed, model, sym, ex, shifted, dev)
+    lora = lora_stage(cfg, seed, ex["base_copy"], sym, test, dev)
+
+    base, matrix = ex["base"], ex["matrix"]
+    gain = {t: matrix[t][t] - base[t] for t in S.SKILLS}
     return {
         "base": base,
         "expert": {t: matrix[t][t] for t in S.SKILLS},
         "gain": gain,
         "matrix": matrix,
-        "best_step": best_steps,
+        "best_step": ex["best_steps"],
         "n_tasks_gain_3pt": int(sum(g >= 0.03 for g in gain.values())),
         "min_own_gain": float(min(gain.values())),
         "specificity_A": float(gain["A"] - max(abs(matrix["A"][t] - base[t]) for t in ("B", "C"))),
@@ -509,7 +568,7 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         "shuffle_hurts_cases": int(
             sum(adapt[t]["shuffled_matching"] < adapt[t]["matching"] for t in cfg.shift_tasks)
         ),
-        "params": {"svf": n_svf, "lora": n_lora, "model": n_params(base_lora_copy)},
+        "params": {"svf": ex["n_svf"], "lora": lora["params"], "model": n_params(ex["base_copy"])},
         "lora": lora,
         "dispatch": dispatch,
         "adapt": adapt,
@@ -552,7 +611,7 @@ def _claims(cfg: Config, ps: dict) -> list:
         ),
         make_claim(
             "expert_no_harm",
-            "Spec §6 control: no expert falls below base − 1 point on its own task (every seed)",
+            "Stricter control: no expert falls below base − 1 point on its own task (every seed)",
             "min own-task gain",
             values(ps, "min_own_gain"),
             -0.01,
@@ -571,7 +630,7 @@ def _claims(cfg: Config, ps: dict) -> list:
             note=(
                 f"task A accuracy (mean of seeds): SVF {np.mean(svf_a):.3f}, LoRA-RL {np.mean(lora_a):.3f}, "
                 f"LoRA-SFT {np.mean(lora_sft_a):.3f}, base {np.mean(values(ps, 'base/A')):.3f} — with "
-                "fresh data every step LoRA is expected to beat SVF in this toy (spec §6); no claim that "
+                "fresh data every step LoRA is expected to beat SVF in this toy; no claim that "
                 "SVF beats LoRA is made"
             ),
         ),
@@ -619,11 +678,11 @@ def _claims(cfg: Config, ps: dict) -> list:
             ],
             note=transfer_note,
         ),
-        # ... and the spec's (§6) stricter controls, reported as their own claims so they cannot change the
+        # ... and the method card's stricter controls, reported as their own claims so they cannot change the
         # verdict of the issue's claims in either direction.
         all_of(
             "expert_specificity_controls",
-            "Spec §6 controls: on each skill the matching expert beats the other two (≥ 8/9 skill×seed cells); "
+            "Stricter controls: on each skill the matching expert beats the other two (≥ 8/9 skill×seed cells); "
             "shuffling the matching expert's singular-value coordinates hurts (≥ 5/6 shifted-task×seed cases)",
             [
                 make_claim(
@@ -647,7 +706,7 @@ def _claims(cfg: Config, ps: dict) -> list:
         ),
         all_of(
             "cem_adaptation_every_task",
-            "Spec §6 controls: CEM ≥ base + 2 points on every shifted task and seed; its largest α is the matching "
+            "Stricter controls: CEM ≥ base + 2 points on every shifted task and seed; its largest α is the matching "
             "expert (≥ 5/6 cases)",
             [
                 make_claim(
@@ -697,104 +756,6 @@ def _claims(cfg: Config, ps: dict) -> list:
     ]
 
 
-def _figure(cfg: Config, ps: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    seeds = sorted(ps)
-    rows = ["base", *S.SKILLS]
-    cols = [*S.SKILLS, *[f"shift_{t}" for t in cfg.shift_tasks], "shift_D"]
-    mat = np.zeros((len(rows), len(cols)))
-    for s in seeds:
-        d = ps[s]
-        for j, c in enumerate(cols):
-            mat[0, j] += (d["base"][c] if c in d["base"] else d["adapt"][c[6:]]["base"]) / len(seeds)
-            for i, e in enumerate(S.SKILLS):
-                mat[i + 1, j] += d["matrix"][e][c] / len(seeds)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    im = axes[0].imshow(mat, vmin=0, vmax=1, cmap="viridis")
-    axes[0].set_xticks(range(len(cols)), cols, rotation=30)
-    axes[0].set_yticks(range(len(rows)), ["base"] + [f"expert {e}" for e in S.SKILLS])
-    for i in range(len(rows)):
-        for j in range(len(cols)):
-            axes[0].text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
-    axes[0].set_title("greedy accuracy: task × expert (mean over seeds)")
-    fig.colorbar(im, ax=axes[0])
-    tasks = [*cfg.shift_tasks, "D"]
-    kinds = ["base", "matching", "shuffled_matching", "best_single", "cem"]
-    x = np.arange(len(tasks))
-    for k, kind in enumerate(kinds):
-        v = [np.mean([ps[s]["adapt"][t][kind] for s in seeds]) for t in tasks]
-        axes[1].bar(x + (k - 2) * 0.16, v, 0.16, label=kind)
-    axes[1].set_xticks(x, [f"shift {t}" if t != "D" else "unseen token D" for t in tasks])
-    axes[1].set_ylim(0, 1)
-    axes[1].legend(fontsize=8)
-    axes[1].set_title("few-shot CEM mixture vs single experts")
-    fig.tight_layout()
-    atomic_savefig(fig, path)
-    plt.close(fig)
-
-
-def _report(cfg: Config, ps: dict) -> str:
-    agg = aggregate(ps)
-
-    def m(k: str) -> str:
-        s = agg.get(k)
-        return "—" if s is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
-
-    lines = [
-        "## Results (mean ± std over seeds)",
-        "",
-        "| task | base | own SVF expert | LoRA-RL r=4 | LoRA-SFT r=4 |",
-        "|---|---|---|---|---|",
-    ]
-    for t in S.SKILLS:
-        lr = m(f"lora/rl_{t}") if t in cfg.lora_tasks else "—"
-        ls = m(f"lora/sft_{t}") if t in cfg.lora_tasks else "—"
-        lines.append(f"| {t} | {m(f'base/{t}')} | {m(f'expert/{t}')} | {lr} | {ls} |")
-    lines += [
-        "",
-        f"Trainable parameters: SVF {m('params/svf')}, LoRA r={cfg.lora_r} {m('params/lora')} "
-        f"(model {m('params/model')}).",
-        "",
-        "| shifted task | base | matching expert | shuffled matching | best single | CEM mixture |",
-        "|---|---|---|---|---|---|",
-    ]
-    for t in [*cfg.shift_tasks, "D"]:
-        name = f"{t} (digits {cfg.shift_lo}–{cfg.shift_hi})" if t != "D" else "unseen token D (rule of B)"
-        lines.append(
-            f"| {name} | {m(f'adapt/{t}/base')} | {m(f'adapt/{t}/matching')} | "
-            f"{m(f'adapt/{t}/shuffled_matching')} | {m(f'adapt/{t}/best_single')} | {m(f'adapt/{t}/cem')} |"
-        )
-    lines += [
-        "",
-        "| dispatch | routing acc | two-pass acc |",
-        "|---|---|---|",
-        f"| prompt-based (base model) | {m('dispatch/prompt_routing_acc')} | {m('dispatch/two_pass_prompt_acc')} |",
-        f"| classification expert | {m('dispatch/expert_routing_acc')} | {m('dispatch/two_pass_expert_acc')} |",
-        f"| oracle routing | 1 | {m('dispatch/two_pass_oracle_acc')} |",
-        f"| base model (no expert) | — | {m('dispatch/base_acc')} |",
-        "",
-        f"Unseen task token D routed to 'other' (base weights) by the prompt dispatcher: "
-        f"{m('dispatch/unseen_token_to_other')}.",
-        "",
-        "## Deviations from the paper at this scale",
-        "- A tiny Llama (hidden 64, 2 blocks) pre-trained in the run on one-token digit skills replaces "
-        "Llama-3-8B and GSM8K/MBPP/ARC; rollouts are one forward pass (a contextual bandit).",
-        "- SVF on all 7 matrices of every block (paper: MLP only; its Table 4 also tunes q/v); official "
-        "sigmoid + nuclear-norm form; sampled rollouts (official: greedy); Adam lr 1e-2 (official 2e-3); "
-        f"batch {cfg.rl_batch}, {cfg.rl_steps} steps; λ = {cfg.kl_coef} on KL(π_ref‖π).",
-        "- LoRA baseline r=4 on the same matrices (paper: r=16 on q/v, SFT on solutions); trained with the "
-        "same RL loss and with SFT on fresh data each step, so it is not over-fitting-prone as on LLMs.",
-        f"- CEM: {cfg.shots} shots, pop {cfg.cem_pop}, {cfg.cem_iters} iterations, scalar α per expert, "
-        "mixing the effective (post-sigmoid) scales, α selected on the shots only (official: test-selected).",
-        "- Dispatch: the toy classification prompt contains the task token, so routing is easy by construction.",
-    ]
-    return "\n".join(lines)
-
-
 def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg)
 
@@ -806,7 +767,7 @@ def run(cfg: Config, out: Path) -> RunResult:
     ps = rd.map_seeds(fn, cfg.seed_list)
     claims = _claims(cfg, ps)
     fig = rd.figures / "experts_and_adaptation.png"
-    _figure(cfg, ps, fig)
+    figure(cfg, ps, fig)
     base_mean = float(np.mean([np.mean(list(ps[s]["base"].values())) for s in ps]))
     valid = 0.3 <= base_mean <= 0.97
     return RunResult(
@@ -815,7 +776,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         claims=claims,
         per_seed=ps,
         figures=[fig],
-        report_md=_report(cfg, ps),
+        report_md=report_md(cfg, ps),
         valid=valid,
         invalid_reason=""
         if valid

@@ -1,4 +1,4 @@
-"""The "skills" toy of the reproduction (spec §6): one-token-answer digit tasks for a tiny causal LM.
+"""The "skills" toy of the reproduction (README "Reproduction"): one-token-answer digit tasks for a tiny causal LM.
 
 Vocabulary (16 ids): digits 0–9 are ids 0–9; task tokens A, B, C, D = 10–13; the classification marker Q = 14;
 the solve marker S = 15.
