@@ -28,7 +28,7 @@ def test_analytic_conv_counts_equal_flop_counter(model):
 
 
 def test_measured_backward_ratios(model):
-    """Spec §7.5: measured backward ≈ 2× forward for inner blocks, ≈ 1× for the stem (no input gradient)."""
+    """Measured backward ≈ 2× forward for inner blocks, ≈ 1× for the stem (no input gradient)."""
     m = measure_block_flops(model, torch.randn(4, 1, 16, 16))
     ratios = [b / f for f, b in zip(m.forward, m.backward, strict=True)]
     assert ratios[0] == pytest.approx(1.0, rel=0.1)
@@ -50,7 +50,7 @@ def test_step_flops_freezing_formula(model):
 
 
 def test_exemplar_capacity_examples():
-    """Spec §7.7: 40 960 B of 256 B images → 160; with 10 float logits each → 138; extra model copy costs its bytes."""
+    """Bytes accounting (MEMO convention): 40 960 B of 256 B images → 160; with 10 float logits each → 138; extra model copy costs its bytes."""
     mb = 400_000
     assert exemplar_capacity(mb + 40_960, mb, 256) == 160
     assert exemplar_capacity(mb + 40_960, mb, 256, extra_bytes_per_exemplar=4 * 10) == 138
@@ -63,7 +63,7 @@ def test_exemplar_capacity_examples():
 def test_model_bytes_counts_fp32_params(model):
     n = sum(p.numel() for p in model.parameters())
     assert model_bytes(model) >= 4 * n
-    assert 80_000 < n < 120_000  # ≈ 0.1 M params (spec §6)
+    assert 80_000 < n < 120_000  # ≈ 0.1 M params (README, "Reproduction")
 
 
 def test_blockflops_validation():

@@ -14,14 +14,14 @@ BF = BlockFlops((1, 2, 2, 2, 0.5), (2, 4, 4, 4, 1))
 PHI = torch.tensor([0.5, 1.0, 2.0, 4.0])
 
 
-def test_info_per_compute_spec_example():
-    """Spec §7.1 (official stem handling)."""
+def test_info_per_compute_worked_example():
+    """Eq. 3 on a hand-computed example (official stem handling)."""
     ipc = info_per_compute(PHI, BF, "code")
     assert ipc.tolist() == pytest.approx([1.0, 1.0, 1.0783, 0.9689, 0.0], abs=1e-4)
 
 
 @pytest.mark.parametrize(("b_t", "n"), [(0.5, 3), (1.0, 2), (2.0, 0)])
-def test_bfc_decision_spec_example(b_t, n):
+def test_bfc_decision_worked_example(b_t, n):
     assert bfc_decision(PHI, BF, b_t, "code") == n
 
 

@@ -17,8 +17,8 @@ from iclr25.budgeted_cl import (
 D = torch.float64
 
 
-def test_sar_probabilities_spec_example():
-    """Spec §7.2."""
+def test_sar_probabilities_worked_example():
+    """Eq. 6–7 on a hand-computed example."""
     S = torch.tensor([[0.5, 0.1], [0.1, 0.8]], dtype=D)
     c = effective_use_frequency(
         S, torch.tensor([0, 0, 1]), torch.tensor([2.0, 0, 1], dtype=D), torch.tensor([2.0, 1], dtype=D)
@@ -40,8 +40,8 @@ def test_zero_similarity_favours_rarely_used():
     assert torch.argsort(p, descending=True).tolist() == [1, 3, 2, 0]
 
 
-def test_decay_spec_example():
-    """Spec §7.3: |M| = 3, b = 2, k = 2 → r = 1/3; no decay when |M| ≤ b."""
+def test_decay_worked_example():
+    """Use-count decay r = b / (|M| k): |M| = 3, b = 2, k = 2 → r = 1/3; no decay when |M| ≤ b."""
     assert decay_rate(3, 2, 2.0) == pytest.approx(1 / 3)
     assert decay_rate(2, 2, 2.0) == 0.0
     s = FrequencySampler(3, 2, temperature=1.0, k_coeff=2.0, warmup_samples=0)
@@ -73,7 +73,7 @@ def test_sampler_prefers_unused_samples_empirically():
 
 
 def test_class_balanced_memory_overwrites_largest_class():
-    """Spec §7.4."""
+    """Class-balanced memory: the largest class is overwritten, counts stay balanced, new sample has u = 0."""
     g = torch.Generator().manual_seed(0)
     mem = ClassBalancedMemory(6, (1,))
     for y in [0, 0, 0, 1, 1, 2]:
@@ -140,7 +140,7 @@ def test_similarity_closed_form_equals_sequential_updates():
 
 
 def test_similarity_matrix_properties():
-    """Spec §7.6: symmetric, diag = σ a², identical class gradients → S_ab = √(σ_a σ_b) a_a a_b."""
+    """Eq. 5: symmetric, diag = σ a², identical class gradients → S_ab = √(σ_a σ_b) a_a a_b."""
     sim = ClassSimilarity(2, 4, rate=0.1)
     sim.add_class(0)
     sim.add_class(1)

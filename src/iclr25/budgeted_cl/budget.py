@@ -1,6 +1,6 @@
 """Budget accounting: training FLOPs per block (forward, backward, freezing savings) and memory in bytes.
 
-FLOPs follow the official code's modified-ptflops convention (spec §3.1, MAC-style counts, per sample):
+FLOPs follow the official code's modified-ptflops convention (MAC-style counts, per sample; the paper's computational budget, §4 setup):
 
 * Conv2d  fwd = K²·(C_in/groups)·C_out·H_out·W_out (+ C_out·H_out·W_out bias), bwd = 2·fwd
 * Linear  fwd = in·out (+ out bias), bwd = 2·fwd
@@ -10,7 +10,7 @@ A training step on a batch of b samples with blocks 0..n−1 frozen costs b·(F 
 F = Σ_i F_i and B = Σ_i B_i over all blocks and the head (a frozen prefix needs no backward at all).
 ``measure_block_flops`` cross-checks the convolution / matmul part with ``torch.utils.flop_counter``.
 
-Memory (MEMO convention, spec §3.1/§7.7): total bytes = model parameters (4 B each) + every stored exemplar
+Memory (the paper's MEMO convention, Zhou et al. 2023): total bytes = model parameters (4 B each) + every stored exemplar
 (raw uint8 image) + every extra stored item (logits, use counts, extra model copies, ...).
 """
 
@@ -139,7 +139,7 @@ def measure_block_flops(model: nn.Module, x: torch.Tensor) -> BlockFlops:
     Each block is run in isolation on its real input (captured from one forward of ``x``): forward, then backward
     from a random output gradient, each under its own ``FlopCounterMode``. The block input requires grad except
     for the stem (the image needs no gradient), so the stem's measured backward is ≈ 1× forward while inner
-    blocks' is ≈ 2× (spec §7.5). FlopCounterMode counts 2 FLOPs per multiply-add, so its numbers are halved to
+    blocks' is ≈ 2×. FlopCounterMode counts 2 FLOPs per multiply-add, so its numbers are halved to
     match the MAC-style convention of :func:`count_block_flops`. (Per-module attribution of the backward inside a
     single whole-model pass is unreliable, hence the isolation.)
     """
@@ -194,7 +194,7 @@ def exemplar_capacity(
     fixed_extra_bytes: int = 0,
     extra_models: int = 0,
 ) -> int:
-    """Exemplars that fit the memory budget (spec §7.7).
+    """Exemplars that fit the memory budget.
 
     ⌊(total − model·(1 + extra_models) − fixed_extra) / (bytes_per_image + extra_per_exemplar)⌋, e.g. a budget
     leaving 40 960 B for 256 B images keeps 160 exemplars, or 138 when each also stores 10 float logits (40 B).

@@ -1,4 +1,4 @@
-"""Reproduction (spec §6): aL-SAR vs ER / vanilla on an online digits stream under equal FLOPs and bytes.
+"""Reproduction (README, "Reproduction"): aL-SAR vs ER / vanilla on an online digits stream under equal FLOPs and bytes.
 
 Data: scikit-learn digits upsampled to 16×16 uint8 (80/20 split), a Gaussian (σ = 0.1, SDP) or disjoint stream.
 Model: tiny ResNet (stem 16 ch + blocks 16-32-32-64 + linear head, ≈ 0.1 M params) from scratch, Adam 3e-4,

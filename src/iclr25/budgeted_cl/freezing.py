@@ -1,6 +1,6 @@
 """Adaptive layer freezing (aL): freeze the leading blocks whose expected information per FLOP is lowest.
 
-Paper Eq. 1–4 (notation of spec §3.3; blocks i = 0..L−1, block 0 = stem, head never frozen):
+Paper Eq. 1–4 (blocks i = 0..L−1, block 0 = stem, head never frozen):
 
 * block Fisher trace  φ_i ≈ tr F(θ_i) = E_z[Σ_{θ∈block i} (∂ℓ(z)/∂θ)²], tracked by an EMA with rate r_F
 * information per compute when freezing the first n blocks (Eq. 3)

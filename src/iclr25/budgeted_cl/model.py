@@ -40,7 +40,7 @@ class BasicBlock(nn.Module):
 class TinyResNet(nn.Module):
     """Stem conv (16 ch) + basic blocks (default 16-32-32-64, strides 1-2-1-2) + global pool + linear head.
 
-    ≈ 0.1 M parameters for 1-channel 16×16 inputs and 10 classes (spec §6). ``blocks[0]`` is the stem.
+    ≈ 0.1 M parameters for 1-channel 16×16 inputs and 10 classes (README, "Reproduction"). ``blocks[0]`` is the stem.
     The head has a fixed number of outputs (all classes of the benchmark); unseen classes are masked by the
     caller, which is equivalent to the official growing head (new rows start at their init, Adam moments 0).
     """

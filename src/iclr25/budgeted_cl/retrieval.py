@@ -1,4 +1,4 @@
-"""Episodic memories and Similarity-Aware Retrieval (SAR, paper §3.2 Eq. 5–7; spec §3.2 / §3.4).
+"""Episodic memories and Similarity-Aware Retrieval (SAR, paper §3.2 Eq. 5–7).
 
 * :class:`ClassBalancedMemory` — aL-SAR's memory: when full, overwrite a random slot of the class with the most
   samples (counting the incoming one; ties → lowest class index). The new slot's use count is reset to 0.

@@ -1,6 +1,6 @@
 """An online (task-free) class-incremental CL runner under a FLOPs budget and a bytes budget.
 
-One incoming sample at a time (spec §3.5)::
+One incoming sample at a time (the loop of the official ``methods/ours_new.py``)::
 
     if y_t is new: activate its head row and its SAR class state
     memory.insert(x_t)                             # class-balanced (aL-SAR) or reservoir (ER)
@@ -44,14 +44,14 @@ class MethodConfig:
     freezing: bool = True
     online_iter: float = 1.0  # training iterations per incoming sample (fractional values accumulate)
     stream_fraction: float = 0.0  # share of each batch taken from the stream (ER: 0.5)
-    # SAR (spec §3.4)
+    # SAR (paper Eq. 5–7)
     temperature: float = 0.125  # T (ex.sh; config default 2)
     k_coeff: float = 4.0  # decay r = b / (|M| k) (ex.sh; config default 2)
     sim_rate: float = 1e-3  # r_S
     corr_warmup: int = 50  # samples before SAR replaces balanced-random retrieval
     grad_subsample: float = 5e-4  # paper: 0.05 % of the model's parameters; code: 1e-4 of each target layer
     subsample_of: str = "model"  # "model" (paper) | "layer" (code)
-    # aL (spec §3.3)
+    # aL (paper Eq. 1–4)
     unfreeze_rate: float = 0.5  # exploration probability (ex.sh; config default 0.25)
     exploration: str = "random"  # "random" (code) | "periodic" (2024 paper text: every `period`-th step)
     period: int = 2
@@ -172,6 +172,250 @@ def _subsample_indices(layers: list[nn.Conv2d], n_params: int, m: MethodConfig, 
     return [torch.randperm(s, generator=g)[:k] for s, k in zip(sizes, ks, strict=True)]
 
 
+class _OnlineLearner:
+    """The state of one online run (model, optimiser, memory, method state, budget counters) and its stages.
+
+    Built in the order that fixes the random streams: model init from ``seed``, then one generator (``seed + 1``)
+    shared by the gradient sub-sampling, the freezer's exploration and the memory / retrieval draws.
+    """
+
+    def __init__(
+        self, method: MethodConfig, data: DigitsData, *, seed, total_bytes, batch_size, lr, model_fn, device
+    ):
+        self.method, self.batch_size = method, batch_size
+        self.dev = dev = torch.device(device)
+        torch.manual_seed(seed)
+        self.model = model = (model_fn or (lambda c: TinyResNet(n_classes=c)))(data.n_classes).to(dev)
+        self.g = torch.Generator().manual_seed(seed + 1)  # retrieval / memory / exploration randomness
+        self.bf: BlockFlops = count_block_flops(model, data.sample_shape)
+        self.C = data.n_classes
+        self.groups = block_parameters(model)
+        self.opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+        self._method_state(data, total_bytes)
+        self._bookkeeping(data)
+
+    # --- stage 1: method state (SAR, aL) and the bytes it costs; memory sized from what is left ------------
+    def _method_state(self, data: DigitsData, total_bytes: int) -> None:
+        method, model, dev, C = self.method, self.model, self.dev, self.C
+        n_params = sum(p.numel() for p in model.parameters())
+        self.sar = sar = method.retrieval == "sar"
+        self.targets = targets = sar_target_layers(model)
+        self.sub_idx = _subsample_indices(targets, n_params, method, self.g) if sar else []
+        self.dim = sum(int(i.numel()) for i in self.sub_idx)
+        per_ex, fixed = 0, 0
+        self.sim = self.sampler = None
+        if sar:
+            self.sim = ClassSimilarity(C, self.dim, rate=method.sim_rate, device=dev)
+            fixed += self.sim.state_bytes
+        self.freezer = None
+        if method.freezing:
+            self.freezer = AdaptiveLayerFreezer(
+                self.bf,
+                fisher_rate=method.fisher_rate,
+                grad_ema_rate=method.grad_ema_rate,
+                unfreeze_rate=method.unfreeze_rate,
+                exploration=method.exploration,
+                period=method.period,
+                warmup_steps=method.warmup_steps,
+                stem_mode=method.stem_mode,
+                generator=self.g,
+            )
+            fixed += self.freezer.state_bytes
+        if sar:
+            pe, fx = 4, 4 * C  # u_i per slot, U_c per class
+            per_ex, fixed = per_ex + pe, fixed + fx
+        self.per_ex, self.fixed = per_ex, fixed
+        self.mbytes = model_bytes(model)
+        self.cap = cap = exemplar_capacity(total_bytes, self.mbytes, data.bytes_per_image, per_ex, fixed)
+        if cap < self.batch_size:
+            raise ValueError(
+                f"total_bytes={total_bytes} leaves {cap} exemplars, fewer than batch_size={self.batch_size}"
+            )
+        mem_cls = ReservoirMemory if method.memory == "reservoir" else ClassBalancedMemory
+        self.memory = mem_cls(cap, data.sample_shape)
+        if sar:
+            self.sampler = FrequencySampler(
+                cap,
+                C,
+                temperature=method.temperature,
+                k_coeff=method.k_coeff,
+                warmup_samples=method.corr_warmup,
+                device=dev,
+            )
+        self.fisher_layers = [
+            [m for m in blk.modules() if isinstance(m, (nn.Conv2d, nn.Linear))] for blk in model.blocks
+        ]
+        capture_layers = list(targets) if sar else []
+        if self.freezer is not None and method.fisher == "per_sample":
+            capture_layers = list(
+                dict.fromkeys([*capture_layers, *[m for ls in self.fisher_layers for m in ls]])
+            )
+        self.capture = PerSampleGradCapture(capture_layers) if capture_layers else None
+        self.sar_entry_flops = self._sar_entry_flops(data) if sar else 0.0
+
+    def _sar_entry_flops(self, data: DigitsData) -> float:
+        """Per-sample subsampled gradient entries: k·P multiply-adds per target layer and sample (P = positions)."""
+        model = self.model
+        with torch.no_grad():
+            outs = {}
+            hs = [
+                m.register_forward_hook(lambda mod, i, o: outs.__setitem__(id(mod), o[0, 0].numel()))
+                for m in self.targets
+            ]
+            model.eval()
+            model(torch.zeros(1, *data.sample_shape, device=self.dev))
+            model.train()
+            for h in hs:
+                h.remove()
+        return float(
+            sum(int(i.numel()) * outs[id(m)] for m, i in zip(self.targets, self.sub_idx, strict=True))
+        )
+
+    # --- stage 2: counters and the data on the device -------------------------------------------------------
+    def _bookkeeping(self, data: DigitsData) -> None:
+        dev, groups = self.dev, self.groups
+        self.seen = torch.zeros(self.C, dtype=torch.bool, device=dev)
+        self.train_x, self.train_y = data.train_x.to(dev), data.train_y.to(dev)
+        self.test_x, self.test_y = data.test_x.to(dev), data.test_y.to(dev)
+        self.flops, self.iters, self.acc_iter = 0.0, 0, 0.0
+        self.frozen_log: list[int] = []
+        self.eval_samples: list[int] = []
+        self.eval_acc: list[float] = []
+        self.D = getattr(self.model, "feature_dim", self.model.head.in_features)
+        self.block_params = sum(p.numel() for grp in groups[:-1] for p in grp)
+        self.offsets = np.cumsum(
+            [0] + [len(grp) for grp in groups]
+        ).tolist()  # parameter-list offsets per block
+        self.pending: list[int] = []  # ER's stream samples not yet trained on
+        self.stream_part = int(round(self.method.stream_fraction * self.batch_size))
+
+    # --- stage 3: one training step (forward, freezing decision, partial backward, method-state updates) ---
+    def train_step(self, xb: torch.Tensor, yb: torch.Tensor) -> None:
+        capture, freezer, C = self.capture, self.freezer, self.C
+        b = int(yb.numel())
+        if capture is not None:
+            capture.enabled = True
+            capture.clear()
+        z = masked_logits(self.model(xb), self.seen)  # full forward (the freezing decision needs the logits)
+        loss = F.cross_entropy(z, yb)
+        n_frozen, extra = 0, 2.0 * b * C  # loss: 2 FLOPs per logit
+        if freezer is not None:
+            b_t = freezer.informativeness(z, yb, self.model.head.weight)
+            extra += b * C * self.D + 3.0 * b * C  # (softmax − onehot) W_fc
+            n_frozen = freezer.decide(b_t)
+        grads = frozen_step(loss, self.groups, n_frozen, self.opt)
+        if freezer is not None and n_frozen == 0:
+            extra += self._update_fisher(grads, b)
+        if self.sar and all(capture.has_grad(m) for m in self.targets):
+            v = torch.cat(
+                [
+                    capture.weight_grad_entries(m, i, scale=b)
+                    for m, i in zip(self.targets, self.sub_idx, strict=True)
+                ],
+                1,
+            )
+            self.sim.update(v.clamp(-1, 1), yb)  # clamp(∂ℓ/∂θ_sub, −1, 1) per sample
+            extra += self.sar_entry_flops * b + 6.0 * b * self.dim + C * C * self.dim  # entries, EMAs, S
+        if capture is not None:
+            capture.enabled = False
+            capture.clear()
+        self.flops += step_flops(self.bf, b, n_frozen) + extra
+        self.iters += 1
+        self.frozen_log.append(n_frozen)
+
+    def _update_fisher(self, grads: tuple[torch.Tensor, ...], b: int) -> float:
+        """Feeds the per-block Fisher trace to the freezer; returns its FLOPs."""
+        if (
+            self.method.fisher == "batch_mean"
+        ):  # code: Σ_{θ∈block} clamp(∂L̄/∂θ, −1, 1)² of the batch-mean gradient
+            sq = [gr.clamp(-1, 1).pow(2).sum() for gr in grads]
+            o = self.offsets
+            tr = torch.stack([sum(sq[a:e]) for a, e in zip(o[:-2], o[1:-1], strict=True)])
+            extra = 2.0 * self.block_params
+        else:  # paper: E_z[Σ_{θ∈block} clamp(∂ℓ(z)/∂θ, −1, 1)²] from per-sample conv/linear weight gradients
+            tr = torch.stack(
+                [
+                    sum(self.capture.weight_grads(m, scale=b).clamp(-1, 1).pow(2).sum() for m in ls) / b
+                    for ls in self.fisher_layers
+                ]
+            )
+            extra = 2.0 * b * self.block_params
+        self.freezer.update_fisher(tr.detach().cpu())
+        return extra
+
+    # --- stage 4: one incoming sample -------------------------------------------------------------------------
+    def arrive(self, t: int, idx: int, last: bool) -> None:
+        y_t = int(self.train_y[idx])
+        if not bool(self.seen[y_t]):
+            self.seen[y_t] = True
+            if self.sim is not None:
+                self.sim.add_class(y_t)
+        if self.stream_part > 0:
+            self._arrive_er(idx, last)
+        else:
+            self._arrive_memory(t, idx, y_t)
+
+    def _arrive_er(self, idx: int, last: bool) -> None:
+        """ER: accumulate stream samples, train on them + random memory, then update the (reservoir) memory."""
+        pending, memory, dev = self.pending, self.memory, self.dev
+        pending.append(idx)
+        if len(pending) >= self.stream_part or last:
+            self.acc_iter += self.method.online_iter * len(pending)
+            while self.acc_iter >= 1:
+                self.acc_iter -= 1
+                n_mem = min(self.batch_size - len(pending), len(memory))
+                mi = torch.randperm(len(memory), generator=self.g)[:n_mem]
+                xb = torch.cat([self.train_x[pending], memory.x[mi].to(dev)])
+                yb = torch.cat([self.train_y[pending], memory.y[mi].to(dev)])
+                self.train_step(_to_float(xb), yb)
+            for j in pending:
+                memory.insert(self.train_x[j].cpu(), int(self.train_y[j]), self.g)
+            self.pending = []
+
+    def _arrive_memory(self, t: int, idx: int, y_t: int) -> None:
+        """aL-SAR / vanilla: insert into the class-balanced memory, then train on batches retrieved from it."""
+        memory, dev, g = self.memory, self.dev, self.g
+        slot = memory.insert(self.train_x[idx].cpu(), y_t, g)
+        if self.sampler is not None:
+            self.sampler.on_insert(slot)
+        self.acc_iter += self.method.online_iter
+        while self.acc_iter >= 1:
+            self.acc_iter -= 1
+            m = len(memory)
+            if self.sampler is not None:
+                S = self.sim.matrix()
+                bi = self.sampler.sample(self.batch_size, S, memory.labels.to(dev), t + 1, g).cpu()
+                self.flops += m * self.C  # ĉ: one row of S·U per slot
+            else:
+                bi = torch.randperm(m, generator=g)[: self.batch_size]
+            self.train_step(_to_float(memory.x[bi].to(dev)), memory.y[bi].to(dev))
+
+    # --- stage 5: anytime evaluation and the result -------------------------------------------------------------
+    def evaluate(self, n_seen_samples: int) -> None:
+        """Top-1 accuracy (%) on the test images of the classes seen so far."""
+        model, seen = self.model, self.seen
+        model.eval()
+        with torch.no_grad():
+            keep = seen[self.test_y]
+            z = masked_logits(model(_to_float(self.test_x[keep])), seen)
+            acc = (z.argmax(1) == self.test_y[keep]).float().mean().item() * 100.0
+        model.train()
+        self.eval_samples.append(n_seen_samples)
+        self.eval_acc.append(acc)
+
+    def result(self) -> OnlineResult:
+        if self.capture is not None:
+            self.capture.remove()
+        used = self.mbytes + self.memory.bytes + len(self.memory) * self.per_ex + self.fixed
+        return OnlineResult(
+            self.eval_samples, self.eval_acc, self.flops, self.iters, self.cap, int(used), self.frozen_log
+        )
+
+
+def _to_float(x: torch.Tensor) -> torch.Tensor:
+    return x.float().div_(255.0)
+
+
 def run_online(
     method: MethodConfig,
     data: DigitsData,
@@ -196,199 +440,23 @@ def run_online(
         raise ValueError(f"eval_period must be >= 1, got {eval_period}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    dev = torch.device(device)
-    torch.manual_seed(seed)
-    model = (model_fn or (lambda c: TinyResNet(n_classes=c)))(data.n_classes).to(dev)
-    g = torch.Generator().manual_seed(seed + 1)  # retrieval / memory / exploration randomness
-    bf: BlockFlops = count_block_flops(model, data.sample_shape)
-    C = data.n_classes
-    groups = block_parameters(model)
-    n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
-
-    # --- method state and the bytes it costs ---------------------------------------------------------------
-    sar = method.retrieval == "sar"
-    targets = sar_target_layers(model)
-    sub_idx = _subsample_indices(targets, n_params, method, g) if sar else []
-    dim = sum(int(i.numel()) for i in sub_idx)
-    per_ex, fixed = 0, 0
-    sim = sampler = None
-    if sar:
-        sim = ClassSimilarity(C, dim, rate=method.sim_rate, device=dev)
-        fixed += sim.state_bytes
-    freezer = None
-    if method.freezing:
-        freezer = AdaptiveLayerFreezer(
-            bf,
-            fisher_rate=method.fisher_rate,
-            grad_ema_rate=method.grad_ema_rate,
-            unfreeze_rate=method.unfreeze_rate,
-            exploration=method.exploration,
-            period=method.period,
-            warmup_steps=method.warmup_steps,
-            stem_mode=method.stem_mode,
-            generator=g,
-        )
-        fixed += freezer.state_bytes
-    if sar:
-        pe, fx = 4, 4 * C  # u_i per slot, U_c per class
-        per_ex, fixed = per_ex + pe, fixed + fx
-    mbytes = model_bytes(model)
-    cap = exemplar_capacity(total_bytes, mbytes, data.bytes_per_image, per_ex, fixed)
-    if cap < batch_size:
-        raise ValueError(
-            f"total_bytes={total_bytes} leaves {cap} exemplars, fewer than batch_size={batch_size}"
-        )
-    mem_cls = ReservoirMemory if method.memory == "reservoir" else ClassBalancedMemory
-    memory = mem_cls(cap, data.sample_shape)
-    if sar:
-        sampler = FrequencySampler(
-            cap,
-            C,
-            temperature=method.temperature,
-            k_coeff=method.k_coeff,
-            warmup_samples=method.corr_warmup,
-            device=dev,
-        )
-    fisher_layers = [
-        [m for m in blk.modules() if isinstance(m, (nn.Conv2d, nn.Linear))] for blk in model.blocks
-    ]
-    capture_layers = list(targets) if sar else []
-    if freezer is not None and method.fisher == "per_sample":
-        capture_layers = list(dict.fromkeys([*capture_layers, *[m for ls in fisher_layers for m in ls]]))
-    capture = PerSampleGradCapture(capture_layers) if capture_layers else None
-    # per-sample subsampled gradient entries: k·P multiply-adds per target layer and sample (P = output positions)
-    sar_entry_flops = 0.0
-    if sar:
-        with torch.no_grad():
-            outs = {}
-            hs = [
-                m.register_forward_hook(lambda mod, i, o: outs.__setitem__(id(mod), o[0, 0].numel()))
-                for m in targets
-            ]
-            model.eval()
-            model(torch.zeros(1, *data.sample_shape, device=dev))
-            model.train()
-            for h in hs:
-                h.remove()
-        sar_entry_flops = float(
-            sum(int(i.numel()) * outs[id(m)] for m, i in zip(targets, sub_idx, strict=True))
-        )
-
-    # --- bookkeeping --------------------------------------------------------------------------------------
-    seen = torch.zeros(C, dtype=torch.bool, device=dev)
-    train_x, train_y = data.train_x.to(dev), data.train_y.to(dev)
-    test_x, test_y = data.test_x.to(dev), data.test_y.to(dev)
-    flops, iters, acc_iter = 0.0, 0, 0.0
-    frozen_log: list[int] = []
-    eval_samples: list[int] = []
-    eval_acc: list[float] = []
-    D = getattr(model, "feature_dim", model.head.in_features)
-    block_params = sum(p.numel() for grp in groups[:-1] for p in grp)
-    offsets = np.cumsum([0] + [len(grp) for grp in groups]).tolist()  # parameter-list offsets of each block
-    pending: list[int] = []  # ER's stream samples not yet trained on
-
-    def to_float(x: torch.Tensor) -> torch.Tensor:
-        return x.float().div_(255.0)
-
-    def evaluate() -> float:
-        model.eval()
-        with torch.no_grad():
-            keep = seen[test_y]
-            z = masked_logits(model(to_float(test_x[keep])), seen)
-            acc = (z.argmax(1) == test_y[keep]).float().mean().item() * 100.0
-        model.train()
-        return acc
-
-    def train_step(xb: torch.Tensor, yb: torch.Tensor) -> None:
-        nonlocal flops, iters
-        b = int(yb.numel())
-        if capture is not None:
-            capture.enabled = True
-            capture.clear()
-        z = masked_logits(model(xb), seen)  # full forward (the freezing decision needs the logits)
-        loss = F.cross_entropy(z, yb)
-        n_frozen, extra = 0, 2.0 * b * C  # loss: 2 FLOPs per logit
-        if freezer is not None:
-            b_t = freezer.informativeness(z, yb, model.head.weight)
-            extra += b * C * D + 3.0 * b * C  # (softmax − onehot) W_fc
-            n_frozen = freezer.decide(b_t)
-        grads = frozen_step(loss, groups, n_frozen, opt)
-        if freezer is not None and n_frozen == 0:
-            if (
-                method.fisher == "batch_mean"
-            ):  # code: Σ_{θ∈block} clamp(∂L̄/∂θ, −1, 1)² of the batch-mean gradient
-                sq = [gr.clamp(-1, 1).pow(2).sum() for gr in grads]
-                tr = torch.stack([sum(sq[a:e]) for a, e in zip(offsets[:-2], offsets[1:-1], strict=True)])
-                extra += 2.0 * block_params
-            else:  # paper: E_z[Σ_{θ∈block} clamp(∂ℓ(z)/∂θ, −1, 1)²] from per-sample conv/linear weight gradients
-                tr = torch.stack(
-                    [
-                        sum(capture.weight_grads(m, scale=b).clamp(-1, 1).pow(2).sum() for m in ls) / b
-                        for ls in fisher_layers
-                    ]
-                )
-                extra += 2.0 * b * block_params
-            freezer.update_fisher(tr.detach().cpu())
-        if sar and all(capture.has_grad(m) for m in targets):
-            v = torch.cat(
-                [capture.weight_grad_entries(m, i, scale=b) for m, i in zip(targets, sub_idx, strict=True)], 1
-            )
-            sim.update(v.clamp(-1, 1), yb)  # clamp(∂ℓ/∂θ_sub, −1, 1) per sample
-            extra += sar_entry_flops * b + 6.0 * b * dim + C * C * dim  # per-sample entries, EMAs, S
-        if capture is not None:
-            capture.enabled = False
-            capture.clear()
-        flops += step_flops(bf, b, n_frozen) + extra
-        iters += 1
-        frozen_log.append(n_frozen)
-
+    learner = _OnlineLearner(
+        method,
+        data,
+        seed=seed,
+        total_bytes=total_bytes,
+        batch_size=batch_size,
+        lr=lr,
+        model_fn=model_fn,
+        device=device,
+    )
     n_stream = len(order)
-    stream_part = int(round(method.stream_fraction * batch_size))
     for t, idx in enumerate(order):
-        idx = int(idx)
-        y_t = int(train_y[idx])
-        if not bool(seen[y_t]):
-            seen[y_t] = True
-            if sim is not None:
-                sim.add_class(y_t)
-        if stream_part > 0:  # ER: accumulate stream samples, train on them + memory, then update memory
-            pending.append(idx)
-            if len(pending) >= stream_part or t == n_stream - 1:
-                acc_iter += method.online_iter * len(pending)
-                while acc_iter >= 1:
-                    acc_iter -= 1
-                    n_mem = min(batch_size - len(pending), len(memory))
-                    mi = torch.randperm(len(memory), generator=g)[:n_mem]
-                    xb = torch.cat([train_x[pending], memory.x[mi].to(dev)])
-                    yb = torch.cat([train_y[pending], memory.y[mi].to(dev)])
-                    train_step(to_float(xb), yb)
-                for j in pending:
-                    memory.insert(train_x[j].cpu(), int(train_y[j]), g)
-                pending = []
-        else:
-            slot = memory.insert(train_x[idx].cpu(), y_t, g)
-            if sampler is not None:
-                sampler.on_insert(slot)
-            acc_iter += method.online_iter
-            while acc_iter >= 1:
-                acc_iter -= 1
-                m = len(memory)
-                if sampler is not None:
-                    S = sim.matrix()
-                    bi = sampler.sample(batch_size, S, memory.labels.to(dev), t + 1, g).cpu()
-                    extra_c = m * C  # ĉ: one row of S·U per slot
-                    flops += extra_c
-                else:
-                    bi = torch.randperm(m, generator=g)[:batch_size]
-                train_step(to_float(memory.x[bi].to(dev)), memory.y[bi].to(dev))
-        if (t + 1) % eval_period == 0 or t == n_stream - 1:
-            eval_samples.append(t + 1)
-            eval_acc.append(evaluate())
-    if capture is not None:
-        capture.remove()
-    used = mbytes + memory.bytes + len(memory) * per_ex + fixed
-    return OnlineResult(eval_samples, eval_acc, flops, iters, cap, int(used), frozen_log)
+        last = t == n_stream - 1
+        learner.arrive(t, int(idx), last)
+        if (t + 1) % eval_period == 0 or last:
+            learner.evaluate(t + 1)
+    return learner.result()
 
 
 def equal_flops_online_iter(
