@@ -1,0 +1,174 @@
+"""Proposal generation from the two branches: multi-threshold grouping, outer-inner scores, soft-NMS, caps.
+
+Detections are ``(n, 4)`` float arrays with columns ``[start, end, class, score]``; ``start``/``end`` are
+inclusive frame indices, class 0 = MaE, 1 = ME.
+
+For θ ∈ {0.2, …, 0.8}: consecutive frames with ``a_t > θ`` form a candidate. Score per class c (the
+candidate is kept for c only if the apex branch fires at its intensity peak, ``q_c(apex) > 0.5``)::
+
+    score = mean_inside(a) − mean_outside(a) + 0.2 · q_c(apex)
+
+with the outside = 0.2·length margins on both sides. Per class: Gaussian soft-NMS (decay exp(−IoU²/0.3)),
+length and score filters, then greedy NMS (IoU > 0.5 suppressed) keeping at most ``cap`` detections per
+video. :data:`PROFILES` holds the dataset settings of the released code (CAS(ME)², SAMM-LV) and the one used
+for the synthetic videos.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DatasetProfile:
+    """Post-processing settings. Lengths are frame counts (inclusive); the released code compares
+    ``end − start + 1`` with an exclusive end, i.e. frame count + 1, so its "MaE 15–240" is 14–239 frames here."""
+
+    name: str
+    mae_len: tuple[int, int]
+    me_len: tuple[int, int]
+    score_thr: tuple[float, float]  # (MaE, ME)
+    cap: tuple[int, int]  # max detections per video (MaE, ME)
+    thetas: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+    outer_ratio: float = 0.2
+    apex_thr: float = 0.5
+    apex_bonus: float = 0.2
+    soft_nms_sigma: float = 0.3
+    nms_iou: float = 0.5
+
+    def __post_init__(self) -> None:
+        for nm in ("mae_len", "me_len"):
+            lo, hi = getattr(self, nm)
+            if not 1 <= lo <= hi:
+                raise ValueError(f"{nm} must satisfy 1 <= min <= max, got {(lo, hi)}")
+        if any(c < 0 for c in self.cap):
+            raise ValueError(f"cap must be >= 0 per class, got {self.cap}")
+        if not self.thetas or any(not 0 <= t < 1 for t in self.thetas):
+            raise ValueError(f"thetas must be non-empty values in [0, 1), got {self.thetas}")
+        if not self.soft_nms_sigma > 0:
+            raise ValueError(f"soft_nms_sigma must be > 0, got {self.soft_nms_sigma}")
+        if not 0 < self.nms_iou <= 1:
+            raise ValueError(f"nms_iou must be in (0, 1], got {self.nms_iou}")
+
+    def with_thresholds(self, mae: float, me: float) -> DatasetProfile:
+        from dataclasses import replace
+
+        return replace(self, score_thr=(float(mae), float(me)))
+
+
+PROFILES: dict[str, DatasetProfile] = {
+    "CASME2": DatasetProfile("CASME2", mae_len=(14, 239), me_len=(8, 14), score_thr=(0.5, 0.5), cap=(8, 2)),
+    "SAMM": DatasetProfile("SAMM", mae_len=(14, 239), me_len=(8, 14), score_thr=(0.4, 0.3), cap=(8, 8)),
+    # synthetic videos: MaE 15–120 frames, ME 6–15 frames (lengths of the generator, with slack)
+    "synthetic": DatasetProfile(
+        "synthetic", mae_len=(10, 200), me_len=(4, 20), score_thr=(0.3, 0.3), cap=(8, 8)
+    ),
+}
+
+
+def get_profile(profile: str | DatasetProfile) -> DatasetProfile:
+    if isinstance(profile, DatasetProfile):
+        return profile
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be a DatasetProfile or one of {sorted(PROFILES)}, got {profile!r}")
+    return PROFILES[profile]
+
+
+def interval_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of inclusive frame intervals: ``a`` ``(n, 2)``, ``b`` ``(m, 2)`` → ``(n, m)``."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 2)
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 2)
+    inter = np.minimum(a[:, None, 1], b[None, :, 1]) - np.maximum(a[:, None, 0], b[None, :, 0]) + 1
+    inter = np.clip(inter, 0, None)
+    union = (a[:, 1] - a[:, 0] + 1)[:, None] + (b[:, 1] - b[:, 0] + 1)[None, :] - inter
+    return inter / union
+
+
+def candidates(
+    intensity: np.ndarray, apex: np.ndarray, profile: str | DatasetProfile = "CASME2"
+) -> np.ndarray:
+    """All multi-threshold candidates with their per-class scores (before NMS): ``(n, 4)`` detections."""
+    prof = get_profile(profile)
+    a = np.asarray(intensity, dtype=np.float64).reshape(-1)
+    q = np.asarray(apex, dtype=np.float64).reshape(len(a), 2)
+    if len(a) == 0:
+        raise ValueError("intensity must hold at least one frame (empty video)")
+    if not (np.isfinite(a).all() and np.isfinite(q).all()):
+        raise ValueError("intensity and apex scores must be finite (got NaN or inf)")
+    T = len(a)
+    cs = np.concatenate([[0.0], np.cumsum(a)])
+    out = []
+    for theta in prof.thetas:
+        m = np.concatenate([[0], (a > theta).astype(np.int8), [0]])
+        d = np.diff(m)
+        s = np.nonzero(d == 1)[0]
+        e = np.nonzero(d == -1)[0] - 1  # inclusive end
+        if len(s) == 0:
+            continue
+        L = e - s + 1
+        inner = (cs[e + 1] - cs[s]) / L
+        os_ = np.maximum(0, (s - prof.outer_ratio * L).astype(np.int64))
+        oe = np.minimum(T - 1, (e + prof.outer_ratio * L).astype(np.int64))
+        n_out = (s - os_) + (oe - e)
+        outer_sum = (cs[s] - cs[os_]) + (cs[oe + 1] - cs[e + 1])
+        outer = np.where(n_out > 0, outer_sum / np.maximum(n_out, 1), 0.0)
+        # argmax of a inside each run (first maximum), vectorised with reduceat
+        run_id = np.cumsum(d[:T] == 1) - 1  # run index of every frame (valid where a > θ)
+        inside = m[1:-1].astype(bool)
+        idx = np.nonzero(inside)[0]
+        rmax = np.maximum.reduceat(a[idx], np.searchsorted(idx, s))
+        is_max = a[idx] == rmax[run_id[idx]]
+        first = np.full(len(s), T, dtype=np.int64)
+        np.minimum.at(first, run_id[idx][is_max], idx[is_max])
+        for c in (0, 1):
+            qa = q[first, c]
+            keep = qa > prof.apex_thr
+            sc = inner - outer + prof.apex_bonus * qa
+            if keep.any():
+                out.append(np.stack([s[keep], e[keep], np.full(keep.sum(), c), sc[keep]], 1))
+    return np.concatenate(out, 0) if out else np.zeros((0, 4))
+
+
+def soft_nms(dets: np.ndarray, sigma: float = 0.3) -> np.ndarray:
+    """Gaussian soft-NMS (Bodla et al., 2017) on one class: score_j ← score_j · exp(−IoU(i, j)² / σ)."""
+    d = np.asarray(dets, dtype=np.float64).reshape(-1, 4).copy()
+    out = []
+    while len(d):
+        i = int(np.argmax(d[:, 3]))
+        top = d[i]
+        out.append(top)
+        d = np.delete(d, i, axis=0)
+        if len(d):
+            iou = interval_iou(top[None, :2], d[:, :2])[0]
+            d[:, 3] *= np.exp(-(iou**2) / sigma)
+    return np.stack(out) if out else np.zeros((0, 4))
+
+
+def nms(dets: np.ndarray, iou_thr: float = 0.5, cap: int | None = None) -> np.ndarray:
+    """Greedy NMS on one class: drop any detection with IoU > ``iou_thr`` to a kept one; keep at most ``cap``."""
+    d = np.asarray(dets, dtype=np.float64).reshape(-1, 4)
+    d = d[np.argsort(-d[:, 3], kind="stable")]
+    keep: list[int] = []
+    for i in range(len(d)):
+        if cap is not None and len(keep) >= cap:
+            break
+        if keep and (interval_iou(d[i : i + 1, :2], d[keep, :2])[0] > iou_thr).any():
+            continue
+        keep.append(i)
+    return d[keep]
+
+
+def generate_proposals(intensity, apex, profile: str | DatasetProfile = "CASME2") -> np.ndarray:
+    """Final detections of one video: ``(n, 4)`` ``[start, end, class, score]`` sorted by score per class."""
+    prof = get_profile(profile)
+    cand = candidates(intensity, apex, prof)
+    out = []
+    for c in (0, 1):
+        d = soft_nms(cand[cand[:, 2] == c], prof.soft_nms_sigma)
+        lo, hi = prof.mae_len if c == 0 else prof.me_len
+        length = d[:, 1] - d[:, 0] + 1
+        d = d[(length >= lo) & (length <= hi) & (d[:, 3] >= prof.score_thr[c])]
+        out.append(nms(d, prof.nms_iou, prof.cap[c]))
+    return np.concatenate(out, 0)

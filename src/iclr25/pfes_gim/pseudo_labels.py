@@ -1,0 +1,206 @@
+"""Pseudo-labels from point annotations: the hard stage, the fixed-window "medium" stage, and GIM.
+
+GIM (Gaussian-based instance-adaptive intensity modelling) turns one labelled frame p of an expression
+instance into a soft per-frame intensity target, per instance and per epoch (``itr`` = epoch index):
+
+1. pseudo-apex ``â = argmax_t a_t`` over ``t ∈ [p − k/4, p + k/4]`` (a = predicted class-agnostic intensity);
+2. reliability threshold ``τ = 0.8 − (itr − 5)/80`` for itr < 29, then 0.5;
+3. duration ``d = min(cap, max(k/2, round(1.2 · #{t ∈ [â − k/2, â + k/2] : a_t > τ})))``, half-width ``w = d // 2``;
+4. Gaussian in the attention-feature space centred on the pseudo-apex:
+   ``y_t = exp(−‖g_t − g_â‖² / (2σ² + 1e-6))`` for ``t ∈ [â − w, â + w]`` with
+   ``σ² = mean_{t∈[â−w, â+w]} ‖g_t − g_â‖²`` (0 elsewhere);
+5. apex-branch positives ``[â − 2, â + 2]`` (MaE) / ``[â − 1, â + 1]`` (ME).
+
+k = 32 / 16 and cap = 36 / 16 for MaE / ME. Epoch 0 uses hard windows ``[p−5, p+5)`` / ``[p−3, p+3)``; epochs
+1–4 a Gaussian on small fixed windows centred on p. Window ends are clipped like the released code: the
+upper bound is exclusive at ``T − 1`` (the last frame of a video is never labelled). Everything here is
+computed without gradients (pseudo-labels are targets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import MAE, ME, check_points
+
+
+@dataclass(frozen=True)
+class GIMConfig:
+    """Per-class constants (index 0 = MaE, 1 = ME) and the epoch schedule of the pseudo-label stages."""
+
+    k: tuple[int, int] = (32, 16)  # k_c: expected instance length (search radius k/4, count radius k/2)
+    cap: tuple[int, int] = (36, 16)  # upper bound of the duration d
+    tau_start: float = 0.8
+    tau_end: float = 0.5
+    tau_decay: float = 80.0  # τ = tau_start − (itr − gim_start)/tau_decay until it reaches tau_end
+    duration_factor: float = 1.2
+    apex_half: tuple[int, int] = (2, 1)  # apex-branch positives â ± apex_half
+    hard_half: tuple[int, int] = (5, 3)  # hard stage window [p − h, p + h)
+    gim_start: int = 5  # first epoch that uses GIM (epochs 1..gim_start−1 use the medium stage)
+
+    def __post_init__(self) -> None:
+        for name in ("k", "cap", "apex_half", "hard_half"):
+            v = getattr(self, name)
+            if len(v) != 2 or any(int(x) != x or x < 0 for x in v):
+                raise ValueError(f"{name} must be a pair of non-negative ints (MaE, ME), got {v!r}")
+        if any(k < 4 for k in self.k):
+            raise ValueError(f"k must be >= 4 for both classes, got {self.k!r}")
+        if any(c < k // 2 for c, k in zip(self.cap, self.k, strict=True)):
+            raise ValueError(f"cap must be >= k/2 per class, got cap={self.cap!r}, k={self.k!r}")
+        if not 0.0 <= self.tau_end <= self.tau_start <= 1.0:
+            raise ValueError(f"need 0 <= tau_end <= tau_start <= 1, got {self.tau_end}, {self.tau_start}")
+        if not self.tau_decay > 0 or not self.duration_factor > 0:
+            raise ValueError("tau_decay and duration_factor must be > 0")
+        if self.gim_start < 1:
+            raise ValueError(f"gim_start must be >= 1, got {self.gim_start}")
+
+
+@dataclass
+class PseudoLabels:
+    """``soft``: ``(T, 2)`` intensity targets (MaE, ME); ``apex``: ``(T, 2)`` apex-branch positives (0/1);
+    ``windows``: ``(n, 2)`` inclusive labelled window per instance; ``centres``: ``(n,)`` pseudo-apex (GIM) or p;
+    ``classes``: ``(n,)``; ``stage``: 'hard' | 'medium' | 'gim'; ``order``: ``(n,)`` index of each row in the
+    input points (instances are processed MaE first, then ME, each in frame order, like the released code)."""
+
+    soft: torch.Tensor
+    apex: torch.Tensor
+    windows: np.ndarray
+    centres: np.ndarray
+    classes: np.ndarray
+    stage: str
+    order: np.ndarray
+
+
+def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
+    """τ(itr) = 0.8 − (itr − 5)/80, floored at 0.5 (reached at itr = 29)."""
+    if itr < cfg.gim_start:
+        raise ValueError(f"itr must be >= gim_start={cfg.gim_start} for the GIM threshold, got {itr}")
+    return max(cfg.tau_end, cfg.tau_start - (itr - cfg.gim_start) / cfg.tau_decay)
+
+
+def gim_duration(n_reliable: int, cls: int, cfg: GIMConfig = GIMConfig()) -> int:
+    """``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the released code)."""
+    k, cap = cfg.k[cls], cfg.cap[cls]
+    return int(min(cap, max(k // 2, round(n_reliable * cfg.duration_factor))))
+
+
+def _prepare(points, classes, n_frames: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    p = check_points(np.asarray(points).reshape(-1), n_frames)
+    c = np.asarray(classes, dtype=np.int64).reshape(-1)
+    if c.shape != p.shape:
+        raise ValueError(f"classes must have one entry per point ({p.shape[0]}), got {c.shape[0]}")
+    if not np.isin(c, (MAE, ME)).all():
+        raise ValueError(f"classes must be 0 (MaE) or 1 (ME), got {c.tolist()}")
+    order = np.lexsort((p, c))  # the released code labels all MaE (in frame order), then all ME
+    return p[order], c[order], order
+
+
+def _span(lo: int, hi_incl: int, n_frames: int) -> tuple[int, int]:
+    """[max(0, lo), min(T − 1, hi + 1)) as in the code; never empty (a point on the last frame keeps itself)."""
+    s = max(0, lo)
+    e = min(n_frames - 1, hi_incl + 1)
+    return s, max(e, s + 1)
+
+
+def _gaussian(feat: torch.Tensor, centre: int, s: int, e: int) -> torch.Tensor:
+    d2 = ((feat[s:e] - feat[centre]) ** 2).sum(-1)  # ‖g_t − μ‖²
+    var = d2.mean()
+    return torch.exp(-d2 / (2 * var + 1e-6))
+
+
+@torch.no_grad()
+def hard_pseudo_labels(
+    points, classes, n_frames: int, cfg: GIMConfig = GIMConfig(), apex: bool = True
+) -> PseudoLabels:
+    """Hard windows ``[p − 5, p + 5)`` (MaE) / ``[p − 3, p + 3)`` (ME) set to 1.
+
+    With ``apex=True`` the apex-branch positives are ``p ± apex_half`` (the hard-label baseline's stand-in for
+    the pseudo-apex; the released code has no apex targets in this stage).
+    """
+    p, c, order = _prepare(points, classes, n_frames)
+    soft = torch.zeros(n_frames, 2)
+    ap = torch.zeros(n_frames, 2)
+    wins = np.zeros((len(p), 2), dtype=np.int64)
+    for i, (pi, ci) in enumerate(zip(p.tolist(), c.tolist(), strict=True)):
+        h = cfg.hard_half[ci]
+        s, e = _span(pi - h, pi + h - 1, n_frames)
+        soft[s:e, ci] = 1.0
+        wins[i] = (s, e - 1)
+        if apex:
+            a = cfg.apex_half[ci]
+            ap[max(pi - a, 0) : min(pi + a + 1, n_frames), ci] = 1.0
+    return PseudoLabels(soft, ap, wins, p.copy(), c, "hard", order)
+
+
+@torch.no_grad()
+def medium_pseudo_labels(features, points, classes, itr: int) -> PseudoLabels:
+    """Epochs 1–4: Gaussian of attention features around p on ``[p − 2h, p + 2h]`` (MaE) / ``[p − h, p + h]`` (ME),
+    h = 1 for itr < 3 else 2."""
+    g = torch.as_tensor(features, dtype=torch.float32).detach()
+    T = g.shape[0]
+    p, c, order = _prepare(points, classes, T)
+    h = 1 if itr < 3 else 2
+    soft = torch.zeros(T, 2)
+    wins = np.zeros((len(p), 2), dtype=np.int64)
+    for i, (pi, ci) in enumerate(zip(p.tolist(), c.tolist(), strict=True)):
+        r = 2 * h if ci == MAE else h
+        s, e = _span(pi - r, pi + r, T)
+        soft[s:e, ci] = _gaussian(g, pi, s, e)
+        wins[i] = (s, e - 1)
+    return PseudoLabels(soft, torch.zeros(T, 2), wins, p.copy(), c, "medium", order)
+
+
+@torch.no_grad()
+def gim_pseudo_labels(
+    intensity, features, points, classes, itr: int = 5, cfg: GIMConfig = GIMConfig()
+) -> PseudoLabels:
+    """GIM soft pseudo-labels for one video.
+
+    ``intensity``: ``(T,)`` predicted class-agnostic intensity a_t in [0, 1]; ``features``: ``(T, C)`` attention
+    features g_t; ``points``/``classes``: ``(n,)`` labelled frames and their classes; ``itr``: epoch (≥ gim_start).
+    """
+    a = torch.as_tensor(intensity, dtype=torch.float32).detach().reshape(-1)
+    g = torch.as_tensor(features, dtype=torch.float32).detach()
+    T = a.shape[0]
+    if g.ndim != 2 or g.shape[0] != T:
+        raise ValueError(f"features must have shape (T={T}, C), got {tuple(g.shape)}")
+    if not torch.isfinite(a).all() or not torch.isfinite(g).all():
+        raise ValueError("intensity and features must be finite (got NaN or inf)")
+    p, c, order = _prepare(points, classes, T)
+    tau = reliability_threshold(itr, cfg)
+    soft = torch.zeros(T, 2)
+    ap = torch.zeros(T, 2)
+    wins = np.zeros((len(p), 2), dtype=np.int64)
+    centres = np.zeros(len(p), dtype=np.int64)
+    for i, (pi, ci) in enumerate(zip(p.tolist(), c.tolist(), strict=True)):
+        k = cfg.k[ci]
+        s, e = _span(pi - k // 4, pi + k // 4, T)
+        apex = s + int(torch.argmax(a[s:e]))  # 1. pseudo-apex
+        s, e = _span(apex - k // 2, apex + k // 2, T)
+        n_rel = int((a[s:e] > tau).sum())  # 2.–3. reliable frames → duration
+        w = gim_duration(n_rel, ci, cfg) // 2
+        s, e = _span(apex - w, apex + w, T)
+        soft[s:e, ci] = _gaussian(g, apex, s, e)  # 4. Gaussian centred on the pseudo-apex
+        r = cfg.apex_half[ci]
+        ap[max(apex - r, 0) : min(apex + r + 1, T), ci] = 1.0  # 5. apex positives
+        wins[i] = (s, e - 1)
+        centres[i] = apex
+    return PseudoLabels(soft, ap, wins, centres, c, "gim", order)
+
+
+def pseudo_labels_for_epoch(
+    itr: int, intensity, features, points, classes, mode: str = "gim", cfg: GIMConfig = GIMConfig()
+) -> PseudoLabels:
+    """The training schedule. ``mode='gim'``: hard (itr 0) → medium (1..4) → GIM (≥ 5), as in the paper's
+    training; ``mode='hard'``: hard windows at every epoch (the hard-label baseline)."""
+    T = int(torch.as_tensor(intensity).reshape(-1).shape[0])
+    if mode == "hard" or itr < 1:
+        return hard_pseudo_labels(points, classes, T, cfg)
+    if mode != "gim":
+        raise ValueError(f"mode must be 'gim' or 'hard', got {mode!r}")
+    if itr < cfg.gim_start:
+        return medium_pseudo_labels(features, points, classes, itr)
+    return gim_pseudo_labels(intensity, features, points, classes, itr, cfg)
