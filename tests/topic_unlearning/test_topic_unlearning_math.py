@@ -1,4 +1,5 @@
-"""Spec §7 checks on the anchor-word learner and its unlearning."""
+"""Checks on the anchor-word learner (paper Algorithms 3–5) and its unlearning (Algorithms 1–2): sufficient
+statistic, invariants, exactness on a fixed support, the Gaussian mechanism, head vs base sensitivity."""
 
 import copy
 
@@ -140,7 +141,7 @@ def test_newton_is_exact_when_supports_do_not_change():
         A_f, _, _, n_bad = newton_unlearn(model.stats_, X[:m_f])
         ref = retrain_reference(model, X[:m_f])
         assert ref.solver_info_["max_gap"] <= 1e-12
-        # precondition of spec check 4 (holds for this seeded corpus): no support changed
+        # precondition of the exactness check (holds for this seeded corpus): no support changed
         assert n_bad == 0 and np.array_equal(ref.word_topic_ > 1e-9, model.word_topic_ > 1e-9)
         assert np.linalg.norm(A_f - ref.topic_word_) <= 1e-6
 
@@ -240,3 +241,22 @@ def test_bad_parameters_raise_naming_them(corpus):
         newton_unlearn(model.stats_, X[:3], newton="bfgs")
     with pytest.raises(ValueError, match="layout"):
         AnchorTopicModel(3).fit(X, layout="columns")
+
+
+def test_model_does_not_import_unlearning():
+    """Dependencies point one way: unlearning uses the model's public ``set_state``, the model knows no unlearning."""
+    import ast
+    import inspect
+
+    from iclr25.topic_unlearning import model as model_mod
+    from iclr25.topic_unlearning import unlearning as unlearning_mod
+
+    imported = {
+        n.module or ""
+        for n in ast.walk(ast.parse(inspect.getsource(model_mod)))
+        if isinstance(n, ast.ImportFrom)
+    }
+    assert not any("unlearning" in m for m in imported), imported
+    assert "._" not in inspect.getsource(unlearning_mod).replace(
+        "self._", ""
+    )  # no private member of another object

@@ -9,7 +9,7 @@ downstream linear head can be unlearned by releasing only B = A w with noise (``
 more deletions. The paper has no code or experiments; the reconstructed steps are marked in the README.
 
     >>> model = AnchorTopicModel(n_topics=8).fit(X)              # X: docs × words counts (scipy.sparse, gensim bow)
-    >>> release = model.unlearn(X[forget], epsilon=1.0, delta=1e-5, sensitivity=delta_A)
+    >>> release = unlearn_base(model, X[forget], epsilon=1.0, delta=1e-5, sensitivity=delta_A)
     >>> release.A                                               # the noisy topic-word matrix to publish
 """
 

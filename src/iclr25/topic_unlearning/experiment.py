@@ -1,4 +1,4 @@
-"""Reproduction (spec §6): a separable synthetic topic model (n = 200 words, r = 8 topics, anchor mass p = 0.15,
+"""Reproduction (README, "Reproduction"): a separable synthetic topic model (n = 200 words, r = 8 topics, anchor mass p = 0.15,
 L = 30 tokens, Dirichlet(0.5) documents). The paper has no experiments; these check its theorems' consequences:
 
 1. Newton unlearning vs doing nothing, measured against fixed-anchor retraining, for m_f/m ≤ 0.5 %.
@@ -24,10 +24,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from ..common.claims import all_of, make_claim  # noqa: E402
+from ..common.claims import Stat, all_of, make_claim  # noqa: E402
 from ..common.io import atomic_savefig  # noqa: E402
 from ..common.progress import progress  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values  # noqa: E402
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
 from .model import AnchorTopicModel, max_column_l1, topic_permutation  # noqa: E402
 from .synthetic import sample_documents, separable_topics  # noqa: E402
 from .unlearning import (  # noqa: E402
@@ -292,7 +292,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             compare="ratio",
             note="sensitivities are estimates (2 × max realised gap over "
             f"{cfg.sensitivity_trials} forget sets), not certificates; base recovery error "
-            f"{np.mean(v('base_error')):.3f} ± {np.std(v('base_error')):.3f}",
+            f"{mean_std(v('base_error'))}",
         ),
         make_claim(
             "head_easier_than_base",
@@ -331,9 +331,8 @@ def run(cfg: Config, out: Path) -> RunResult:
     fig_path = rd.figures / "gaps_and_sensitivities.png"
     atomic_savefig(fig, fig_path)
 
-    def ms_(k):
-        a = np.asarray(v(k), float)
-        return f"{a.mean():.4g} ± {a.std():.2g}"
+    def ms_(k):  # significant digits: the gaps span 1e-16 .. 1e-1
+        return Stat.of(v(k)).fmt(4)
 
     rows = "\n".join(
         f"| {m} | {ms_(f'newton_gap/{m}/newton')} | {ms_(f'newton_gap/{m}/nothing')} |"

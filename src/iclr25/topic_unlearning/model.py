@@ -183,27 +183,19 @@ class AnchorTopicModel:
     def _set(self, Sigma, m, anchors, C0=None):
         A, R, C, p, info = recover_from_stats(Sigma, m, anchors, C0, self.tol, self.max_iter)
         self.solver_info_ = info
-        return self._set_state(A, R, TopicStats(Sigma, m, anchors, C, p))
+        return self.set_state(A, R, TopicStats(Sigma, m, anchors, C, p))
 
-    def _set_state(self, A, R, stats: TopicStats):
+    def set_state(self, A: np.ndarray, R: np.ndarray, stats: TopicStats) -> AnchorTopicModel:
+        """Replace the fitted state by (A, R) learned from ``stats`` — how an unlearning update is applied.
+
+        :func:`iclr25.topic_unlearning.unlearn_base` / ``unlearn_head`` call it with the updated statistic
+        T(S ∖ S_f); it does no fitting itself, so ``A`` and ``R`` must come from ``stats``.
+        """
         self.topic_word_, self.topic_cov_, self.word_topic_ = A, R, stats.C
         self.anchors_ = stats.anchors
         self.stats_ = stats
         self.n_docs_ = stats.m
         return self
-
-    def unlearn(
-        self,
-        forget_docs,
-        epsilon: float | None,
-        delta: float | None,
-        sensitivity: float | None = None,
-        **kwargs,
-    ):
-        """U_base on this model (see :func:`iclr25.topic_unlearning.unlearn_base`); returns the noisy release."""
-        from .unlearning import unlearn_base
-
-        return unlearn_base(self, forget_docs, epsilon, delta, sensitivity, **kwargs)
 
     def transform(self, X, layout: str = "doc_word") -> np.ndarray:
         """Topic features φ_A(x) = Aᵀ x̄ of documents (x̄ = word frequencies), shape (docs, r)."""

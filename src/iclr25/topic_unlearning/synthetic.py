@@ -1,4 +1,4 @@
-"""The separable synthetic topic model of the spec (§6): anchors with mass p, Dirichlet topics and documents."""
+"""The separable synthetic topic model of the reproduction (README): anchors with mass p, Dirichlet topics and documents."""
 
 from __future__ import annotations
 

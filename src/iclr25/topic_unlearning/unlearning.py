@@ -139,7 +139,7 @@ def unlearn_base(
             "(estimate_sensitivity() gives an empirical estimate, not a certificate)"
         )
     A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
-    model._set_state(A, R, stats)
+    model.set_state(A, R, stats)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if epsilon is None:
         return Release(A.copy(), R.copy(), 0.0, 0.0, n_bad)
@@ -202,7 +202,7 @@ def unlearn_head(
     n_bad = 0
     if variant == "updated":
         A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
-        model._set_state(A, R, stats)
+        model.set_state(A, R, stats)
     B = release_head(model.topic_word_, head)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     sig = 0.0 if epsilon is None else gaussian_sigma(sensitivity, epsilon, delta, mechanism)
