@@ -19,7 +19,7 @@ import numpy as np
 
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
 
 from .budget import count_block_flops, model_bytes
 from .model import TinyResNet
@@ -302,8 +302,7 @@ def _report(per_seed: dict, cfg: Config) -> str:
         for arm in cfg.arms:
 
             def ms(key: str, arm: str = arm, stream: str = stream) -> str:
-                a = np.asarray([per_seed[s][stream][arm][key] for s in sorted(per_seed)], dtype=float)
-                return f"{a.mean():.2f} ± {a.std():.2f}"
+                return mean_std([per_seed[s][stream][arm][key] for s in sorted(per_seed)], digits=2)
 
             rows.append(
                 f"| {arm} | {ms('a_auc')} | {ms('a_last')} | {ms('gflops')} | {ms('online_iter')} | "
