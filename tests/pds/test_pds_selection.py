@@ -1,4 +1,5 @@
-"""Normalisation, Gumbel-top-k and corpus-scale selection (spec §7.5), scorers and the DSIR baseline."""
+"""Normalisation, Gumbel-top-k and corpus-scale selection (the selection step of the pipeline in the method card),
+scorers, their LR schedule and the DSIR baseline."""
 
 from __future__ import annotations
 
@@ -152,3 +153,34 @@ def test_select_corpus_memmap_and_dataset(tmp_path, corpus):
     assert np.array_equal(res3.indices, expect)
     kept = load_from_disk(str(tmp_path / "ds" / "selected"))
     assert np.array_equal(np.asarray(kept["input_ids"]), arr[expect])
+
+
+def test_scorer_lr_schedule_is_warmup_cosine(corpus, monkeypatch):
+    """The scorer's LR sequence (transformers' cosine-with-warm-up) equals the hand-written schedule it replaced
+    (linear warm-up, cosine to 0) after the warm-up; during the warm-up it is the same ramp started at step 0
+    (lr·s/W, Hugging Face's convention) instead of step 1 (lr·(s+1)/W)."""
+    lrs: list[float] = []
+    step = torch.optim.AdamW.step
+
+    def recording_step(self, *a, **k):
+        lrs.append(self.param_groups[0]["lr"])
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    sc = build_data_scorer("llama", seed=0, vocab_size=corpus.vocab_size, hidden=8, layers=1, heads=2)
+    lr, warm, epochs, bs, n = 1e-3, 4, 3, 50, 300
+    y = np.linspace(0, 1, n)
+    train_data_scorer(
+        sc, corpus.pool[:n], y, dev_num=50, epochs=epochs, batch_size=bs, lr=lr, warmup_steps=warm
+    )
+    total = epochs * math.ceil((n - 50) / bs)
+
+    def old(s: int) -> float:  # the replaced hand-written schedule
+        if s < warm:
+            return lr * (s + 1) / warm
+        return lr * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+
+    assert len(lrs) == total
+    assert np.allclose(lrs[warm:], [old(s) for s in range(warm, total)], rtol=1e-12, atol=0)
+    assert np.allclose(lrs[:warm], [lr * s / warm for s in range(warm)], rtol=1e-12, atol=0)
+    assert np.allclose(lrs[1:warm], [old(s - 1) for s in range(1, warm)], rtol=1e-12, atol=0)

@@ -1,4 +1,4 @@
-"""The PMP solver against its defining identities (spec §7.1–7.4)."""
+"""The PMP solver against its defining identities (paper Theorem 2.1 and Algorithm 1: exactness vs unrolled autograd, terminal condition, HVP, invariances)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The generated pre-training corpus of the reproduction (spec §6): a target Markov chain and noise sources.
+"""The generated pre-training corpus of the reproduction (README, "Reproduction"): a target Markov chain and noise sources.
 
 Sources of the pool: ``clean`` (the target chain: each symbol has ``successors`` likely next symbols holding
 ``top_mass`` of the probability), ``noisy`` (clean sequences with a fraction ``noise`` of symbols replaced

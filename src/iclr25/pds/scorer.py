@@ -184,9 +184,12 @@ def train_data_scorer(
 ) -> ScorerFit:
     """Train ``scorer`` with MSE on (tokens, z); the first ``dev_num`` rows are the validation split.
 
-    AdamW, linear warm-up then cosine to 0, clipping, and the checkpoint with the best validation Spearman
+    AdamW, linear warm-up then cosine to 0 (``transformers.get_cosine_schedule_with_warmup`` as in Hugging Face
+    trainers: step s < warmup runs at lr·s/warmup), clipping, and the checkpoint with the best validation Spearman
     is loaded back at the end (the released trainer's defaults: lr 1e-4, wd 0.01, 10 warm-up, clip 1, 5 epochs).
     """
+    from transformers import get_cosine_schedule_with_warmup
+
     x = torch.as_tensor(_as_numpy_tokens(tokens))
     y = torch.as_tensor(np.asarray(targets, dtype=np.float32))
     if y.shape != (x.shape[0],):
@@ -202,21 +205,15 @@ def train_data_scorer(
     per_epoch = math.ceil(x_tr.shape[0] / batch_size)
     total = epochs * per_epoch
 
-    def lr_at(step: int) -> float:
-        if step < warmup_steps:
-            return lr * (step + 1) / warmup_steps
-        return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, total - warmup_steps)))
+    sched = get_cosine_schedule_with_warmup(opt, num_warmup_steps=warmup_steps, num_training_steps=total)
 
     g = torch_generator(seed)
     best = (-math.inf, -1, None)
     history: list[dict] = []
-    step = 0
     for epoch in progress(range(epochs), desc="scorer"):
         perm = torch.randperm(x_tr.shape[0], generator=g)
         for i in range(per_epoch):
             idx = perm[i * batch_size : (i + 1) * batch_size]
-            for grp in opt.param_groups:
-                grp["lr"] = lr_at(step)
             pred = scorer(x_tr[idx].to(device))
             loss = torch.nn.functional.mse_loss(pred.float(), y_tr[idx].to(device))
             opt.zero_grad(set_to_none=True)
@@ -224,7 +221,7 @@ def train_data_scorer(
             if grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(scorer.parameters(), grad_clip)
             opt.step()
-            step += 1
+            sched.step()
         rho = spearman(scorer.predict(x_dev), y_dev.numpy())
         history.append({"epoch": epoch + 1, "train_mse": float(loss.detach()), "val_spearman": rho})
         if rho > best[0]:
