@@ -1,0 +1,82 @@
+"""Tool-Planner: Task Planning with Clusters across Multiple Tools (Liu et al., ICLR 2025, arXiv:2406.03807).
+
+https://arxiv.org/abs/2406.03807
+
+APIs are clustered into *toolkits* of functionally similar tools (k-means on embeddings of each API's
+functionality text, §3.1); a planner plans over toolkits rather than single APIs (§3.2); when an API fails the
+agent re-selects another API of the same toolkit, and when a whole toolkit fails it backtracks and replans that
+step with a different toolkit, keeping completed steps (§3.3). This package gives tools as OpenAI function
+schemas (with ToolBench and BFCL converters), toolkit construction with scikit-learn (or local sentence-
+transformers / HF encoders), the planner with exact budgets and JSONL traces, ReAct-like and DFSDT-like
+baselines in the same harness, an OpenAI-compatible LLM backend (vLLM, llama.cpp, Ollama, LiteLLM) and an
+offline heuristic policy, and tool backends (a seeded simulated library, the real BFCL API classes, a user's
+HTTP server).
+
+>>> from iclr25.tool_planner import SimulatedToolEnv, ToolIndex, build_toolkits, HeuristicPolicy, ToolPlanner
+>>> env = SimulatedToolEnv(seed=0)
+>>> index = ToolIndex(env.tools)
+>>> planner = ToolPlanner(HeuristicPolicy(index), build_toolkits(index, k=60), env)
+>>> result = planner.run(env.make_tasks(1, seed=0)[0])
+"""
+
+from .backends import BFCLToolEnv, HTTPToolBackend, SimulatedToolEnv, ToolBackend, ToolResult
+from .llm import HeuristicPolicy, OpenAICompatibleLLM, PlanStep, Policy, StepRecord, fill_arguments
+from .planner import Budget, DFSDTAgent, EpisodeResult, ReActAgent, ToolPlanner, write_traces
+from .schemas import (
+    Tool,
+    bfcl_to_openai,
+    parse_arguments,
+    toolbench_to_openai,
+    validate_arguments,
+    validate_tool,
+)
+from .tasks import Goal, Ref, Task
+from .toolkits import (
+    Embedder,
+    HFPoolingEmbedder,
+    SentenceTransformerEmbedder,
+    TfidfEmbedder,
+    ToolIndex,
+    Toolkit,
+    ToolkitSet,
+    build_toolkits,
+    functionality_text,
+)
+
+__all__ = [
+    "BFCLToolEnv",
+    "Budget",
+    "DFSDTAgent",
+    "Embedder",
+    "EpisodeResult",
+    "Goal",
+    "HFPoolingEmbedder",
+    "HTTPToolBackend",
+    "HeuristicPolicy",
+    "OpenAICompatibleLLM",
+    "PlanStep",
+    "Policy",
+    "ReActAgent",
+    "Ref",
+    "SentenceTransformerEmbedder",
+    "SimulatedToolEnv",
+    "StepRecord",
+    "Task",
+    "TfidfEmbedder",
+    "Tool",
+    "ToolBackend",
+    "ToolIndex",
+    "ToolPlanner",
+    "ToolResult",
+    "Toolkit",
+    "ToolkitSet",
+    "bfcl_to_openai",
+    "build_toolkits",
+    "fill_arguments",
+    "functionality_text",
+    "parse_arguments",
+    "toolbench_to_openai",
+    "validate_arguments",
+    "validate_tool",
+    "write_traces",
+]

@@ -1,0 +1,294 @@
+"""Tool-Planner's solution tree over toolkits (§3.2–3.3, Algorithm 1) and the ReAct / DFSDT baselines.
+
+Tool-Planner executes a plan whose nodes are toolkits. When an API fails, the next API is drawn from the *same*
+toolkit (in-toolkit reselection, cheap: its members are interchangeable). When every API of the toolkit has
+failed, the agent goes back one node and asks the planner to revise the step with a *different* toolkit
+(cross-toolkit replanning); completed steps are kept and never re-executed. The released code's replanning is a
+no-op (it re-reads a cached plan); here it is the paper's.
+
+All agents share one :class:`_Episode` accountant: a call reaches the backend only within the budget of API
+calls, every call is counted (failed ones too), every policy decision counts as an LLM call, and every event goes
+into the episode's trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..common.io import atomic_write_text
+from .backends import ToolBackend, ToolResult
+from .llm import PlanStep, Policy, StepRecord
+from .schemas import Tool, validate_arguments
+from .tasks import Task
+from .toolkits import ToolkitSet
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-task limits: API calls (failed ones count), cross-toolkit replans, LLM decisions (None: unlimited)."""
+
+    max_api_calls: int = 15
+    max_replans: int = 3
+    max_llm_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_api_calls", "max_replans"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if self.max_llm_calls is not None and (
+            not isinstance(self.max_llm_calls, int) or self.max_llm_calls < 1
+        ):
+            raise ValueError(f"max_llm_calls must be None or an int >= 1, got {self.max_llm_calls!r}")
+
+
+class OutOfBudget(Exception):
+    pass
+
+
+@dataclass
+class EpisodeResult:
+    """Outcome of one task: the answer, whether it is right, and the exact cost."""
+
+    task_id: str
+    method: str
+    answer: Any
+    passed: bool
+    api_calls: int
+    failed_calls: int
+    replans: int
+    llm_calls: int
+    stopped: str = ""  # why the agent gave up ("" when it answered)
+    trace: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d.pop("trace")
+        return d
+
+
+class _Episode:
+    def __init__(self, backend: ToolBackend, budget: Budget, task: Task, method: str):
+        self.backend, self.budget, self.task, self.method = backend, budget, task, method
+        self.api_calls = self.failed_calls = self.replans = self.llm_calls = 0
+        self.trace: list[dict] = []
+        self._tools = {t.name: t for t in backend.tools}
+        backend.reset(task.id)
+
+    def llm(self, what: str) -> None:
+        if self.budget.max_llm_calls is not None and self.llm_calls >= self.budget.max_llm_calls:
+            raise OutOfBudget(f"LLM-call budget ({self.budget.max_llm_calls}) spent")
+        self.llm_calls += 1
+
+    def event(self, kind: str, **kw: Any) -> None:
+        self.trace.append({"event": kind, **kw})
+
+    def call(self, tool: Tool, args: dict, step: int) -> ToolResult:
+        if self.api_calls >= self.budget.max_api_calls:
+            raise OutOfBudget(f"API-call budget ({self.budget.max_api_calls}) spent")
+        self.api_calls += 1
+        errs = validate_arguments(tool, args)
+        if errs:
+            res = ToolResult(False, error="arguments do not match the schema: " + "; ".join(errs))
+        else:
+            try:
+                res = self.backend.call(tool.name, dict(args))
+                if not isinstance(res, ToolResult):
+                    res = ToolResult(False, error=f"backend returned {type(res).__name__}, not ToolResult")
+            except Exception as e:  # a backend that raises or times out is a failed call, never a crashed run
+                res = ToolResult(False, error=f"{type(e).__name__}: {e}")
+        self.failed_calls += not res.ok
+        self.event(
+            "call", step=step, tool=tool.name, arguments=args, ok=res.ok, output=res.output, error=res.error
+        )
+        return res
+
+    def finish(self, answer: Any, stopped: str = "") -> EpisodeResult:
+        passed = (not stopped) and self.task.check(answer)
+        self.event("answer", answer=answer, passed=passed, stopped=stopped)
+        return EpisodeResult(
+            self.task.id,
+            self.method,
+            answer,
+            passed,
+            self.api_calls,
+            self.failed_calls,
+            self.replans,
+            self.llm_calls,
+            stopped,
+            self.trace,
+        )
+
+
+class ToolPlanner:
+    """Tool-Planner (Algorithm 1): plan over ``toolkits``; in-toolkit reselection; cross-toolkit replanning.
+
+    >>> planner = ToolPlanner(policy, toolkits, backend, Budget(max_api_calls=15, max_replans=3))
+    >>> result = planner.run(task)            # EpisodeResult: answer, passed, api_calls, replans, trace
+    """
+
+    method = "tool_planner"
+
+    def __init__(
+        self, policy: Policy, toolkits: ToolkitSet, backend: ToolBackend, budget: Budget | None = None
+    ):
+        if not isinstance(toolkits, ToolkitSet):
+            raise ValueError(
+                f"toolkits must be a ToolkitSet (from build_toolkits), got {type(toolkits).__name__}"
+            )
+        known = {t.name for t in backend.tools}
+        missing = [n for n in toolkits.assignment if n not in known]
+        if missing:
+            raise ValueError(f"toolkits contain APIs the backend does not offer: {missing[:5]}")
+        self.policy, self.toolkits, self.backend = policy, toolkits, backend
+        self.budget = budget or Budget()
+
+    def run(self, task: Task) -> EpisodeResult:
+        ep = _Episode(self.backend, self.budget, task, self.method)
+        done: list[StepRecord] = []
+        try:
+            ep.llm("plan")
+            plan: list[PlanStep] = list(self.policy.plan(task, self.toolkits))
+            ep.event("plan", steps=[[s.toolkit, s.text] for s in plan])
+            if not plan:
+                return ep.finish(None, "empty plan")
+            failed: dict[int, set[int]] = defaultdict(set)
+            i = 0
+            while i < len(plan):
+                step = plan[i]
+                members = self.toolkits[step.toolkit].tools
+                tried: list[str] = []
+                solved = False
+                while len(tried) < len(members):  # in-toolkit reselection
+                    cands = [t for t in members if t.name not in tried]
+                    ep.llm("select")
+                    tool, args = self.policy.select_call(task, step, cands, tried, done, "toolkit")
+                    if tool.name in tried or tool not in cands:
+                        tool = cands[0]  # a policy may not re-pick an API of this step or leave the toolkit
+                    res = ep.call(tool, args, i)
+                    tried.append(tool.name)
+                    if res.ok:
+                        done.append(StepRecord(step.goal, tool.name, dict(args), dict(res.output or {}), i))
+                        solved = True
+                        break
+                if solved:
+                    i += 1
+                    continue
+                failed[i].add(step.toolkit)  # cross-toolkit: back to the parent node, revise this step
+                if ep.replans >= self.budget.max_replans:
+                    return ep.finish(None, f"replan budget ({self.budget.max_replans}) spent")
+                ep.llm("replan")
+                ep.replans += 1
+                new = list(self.policy.replan(task, self.toolkits, plan, i, set(failed[i]), done))
+                ep.event("replan", step=i, failed=sorted(failed[i]), steps=[[s.toolkit, s.text] for s in new])
+                if not new:
+                    return ep.finish(None, "no toolkit left for a failed step")
+                plan = plan[:i] + new
+            ep.llm("answer")
+            return ep.finish(self.policy.answer(task, done))
+        except OutOfBudget as e:
+            return ep.finish(None, str(e))
+
+
+def _require_goals(task: Task, method: str) -> None:
+    if not task.goals:
+        raise ValueError(f"{method} needs tasks with sub-goals (task {task.id!r} has none)")
+
+
+class ReActAgent:
+    """ReAct-like baseline: one chain; per sub-goal the most relevant API of the whole library (retrieval over
+    all APIs), on failure the next one, at most ``attempts`` APIs per step, no backtracking."""
+
+    method = "react"
+
+    def __init__(self, policy: Policy, backend: ToolBackend, budget: Budget | None = None, attempts: int = 2):
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
+        self.policy, self.backend, self.budget, self.attempts = policy, backend, budget or Budget(), attempts
+
+    def run(self, task: Task) -> EpisodeResult:
+        _require_goals(task, self.method)
+        ep = _Episode(self.backend, self.budget, task, self.method)
+        done: list[StepRecord] = []
+        try:
+            for gi, goal in enumerate(task.goals):
+                step = PlanStep(-1, goal.text, gi)
+                ranked = self.policy.rank(task, goal.text, self.backend.tools)[: self.attempts]
+                tried: list[str] = []
+                for _ in range(len(ranked)):
+                    cands = [t for t in ranked if t.name not in tried]
+                    ep.llm("select")
+                    tool, args = self.policy.select_call(task, step, cands, tried, done, "ranked")
+                    res = ep.call(tool, args, gi)
+                    tried.append(tool.name)
+                    if res.ok:
+                        done.append(StepRecord(gi, tool.name, dict(args), dict(res.output or {}), gi))
+                        break
+                else:
+                    return ep.finish(None, f"step {gi} failed after {len(ranked)} APIs")
+            ep.llm("answer")
+            return ep.finish(self.policy.answer(task, done))
+        except OutOfBudget as e:
+            return ep.finish(None, str(e))
+
+
+class DFSDTAgent:
+    """DFSDT-like baseline (ToolLLM's depth-first search-based decision tree): each node expands the ``width``
+    most relevant APIs for its sub-goal; a failed child moves to the next sibling; a node whose children all
+    fail backtracks to its parent, which tries its next sibling (a different API for the previous step)."""
+
+    method = "dfsdt"
+
+    def __init__(self, policy: Policy, backend: ToolBackend, budget: Budget | None = None, width: int = 3):
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"width must be an int >= 1, got {width!r}")
+        self.policy, self.backend, self.budget, self.width = policy, backend, budget or Budget(), width
+
+    def run(self, task: Task) -> EpisodeResult:
+        _require_goals(task, self.method)
+        ep = _Episode(self.backend, self.budget, task, self.method)
+        ranked = [self.policy.rank(task, g.text, self.backend.tools)[: self.width] for g in task.goals]
+
+        def dfs(gi: int, done: list[StepRecord]) -> list[StepRecord] | None:
+            if gi == len(task.goals):
+                return done
+            step = PlanStep(-1, task.goals[gi].text, gi)
+            tried: list[str] = []
+            for _ in range(len(ranked[gi])):
+                cands = [t for t in ranked[gi] if t.name not in tried]
+                ep.llm("select")
+                tool, args = self.policy.select_call(task, step, cands, tried, done, "ranked")
+                res = ep.call(tool, args, gi)
+                tried.append(tool.name)
+                if res.ok:
+                    out = dfs(
+                        gi + 1, done + [StepRecord(gi, tool.name, dict(args), dict(res.output or {}), gi)]
+                    )
+                    if out is not None:
+                        return out
+                    ep.event("backtrack", to_step=gi)
+            return None
+
+        try:
+            path = dfs(0, [])
+            if path is None:
+                return ep.finish(None, "search tree exhausted")
+            ep.llm("answer")
+            return ep.finish(self.policy.answer(task, path))
+        except OutOfBudget as e:
+            return ep.finish(None, str(e))
+
+
+def write_traces(results: Sequence[EpisodeResult], path: str | Path) -> Path:
+    """All episodes' traces as JSON lines (one line per event, tagged with task and method), written atomically."""
+    lines = []
+    for r in results:
+        for ev in r.trace:
+            lines.append(json.dumps({"task": r.task_id, "method": r.method, **ev}, default=str))
+    atomic_write_text(Path(path), "\n".join(lines) + ("\n" if lines else ""))
+    return Path(path)

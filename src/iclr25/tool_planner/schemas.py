@@ -1,0 +1,241 @@
+"""Tools as OpenAI function schemas, their validation, and the ToolBench / BFCL converters.
+
+A tool is what an OpenAI-compatible server receives in ``tools=[{"type": "function", "function": {...}}]``:
+a name, a description (the tool's *functionality text* f(a) of Tool-Planner §3.1) and a JSON-schema
+``parameters`` object. Schemas are checked with ``jsonschema`` (Draft 2020-12 meta-schema) and call arguments
+are validated against them, so a model's malformed call is recorded as a failed call, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for function names
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """One callable API as an OpenAI function schema.
+
+    ``category`` is the tool/package it belongs to (ToolBench's tool, BFCL's API class); ``meta`` holds anything
+    a backend needs to execute it (never sent to an LLM).
+    """
+
+    name: str
+    description: str
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    category: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_tool(self)
+
+    @property
+    def required(self) -> list[str]:
+        return list(self.parameters.get("required", []))
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self.parameters.get("properties", {}))
+
+    def to_openai(self) -> dict:
+        """``{"type": "function", "function": {name, description, parameters}}`` for ``tools=[...]``."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    @classmethod
+    def from_openai(cls, schema: Mapping, category: str = "") -> Tool:
+        """Read a tool from an OpenAI ``{"type": "function", "function": {...}}`` dict (or the inner dict)."""
+        if not isinstance(schema, Mapping):
+            raise ValueError(
+                f"schema must be a mapping (OpenAI function schema), got {type(schema).__name__}"
+            )
+        fn = schema.get("function", schema) if schema.get("type") == "function" else schema
+        if not isinstance(fn, Mapping) or "name" not in fn:
+            raise ValueError(f"schema must have a 'name' (OpenAI function schema), got keys {sorted(schema)}")
+        return cls(
+            name=fn["name"],
+            description=str(fn.get("description", "")),
+            parameters=dict(fn.get("parameters") or {"type": "object", "properties": {}}),
+            category=category,
+        )
+
+
+def validate_tool(tool: Tool) -> None:
+    """Raise ``ValueError`` naming the tool when its name or parameter schema is not a valid OpenAI function."""
+    if not isinstance(tool.name, str) or not _NAME_RE.match(tool.name):
+        raise ValueError(
+            f"tool name must match [A-Za-z0-9_-]{{1,64}} (OpenAI function names), got {tool.name!r}"
+        )
+    if not isinstance(tool.description, str):
+        raise ValueError(
+            f"tool {tool.name!r}: description must be a str, got {type(tool.description).__name__}"
+        )
+    p = tool.parameters
+    if not isinstance(p, Mapping) or p.get("type") != "object":
+        raise ValueError(
+            f"tool {tool.name!r}: parameters must be a JSON schema with type 'object', got {p!r}"
+        )
+    try:
+        jsonschema.Draft202012Validator.check_schema(p)
+    except jsonschema.SchemaError as e:
+        raise ValueError(f"tool {tool.name!r}: parameters is not a valid JSON schema: {e.message}") from None
+    props = p.get("properties", {})
+    missing = [r for r in p.get("required", []) if r not in props]
+    if missing:
+        raise ValueError(f"tool {tool.name!r}: required parameters {missing} are not in 'properties'")
+
+
+def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
+    """Messages of every way ``arguments`` violates ``tool.parameters`` (empty list: the call is valid)."""
+    if not isinstance(arguments, Mapping):
+        return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
+    v = jsonschema.Draft202012Validator(tool.parameters)
+    return [f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in v.iter_errors(dict(arguments))]
+
+
+def parse_arguments(raw: Any) -> dict:
+    """Arguments from an LLM tool call (a JSON string or a dict); ``ValueError`` when it is neither."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            out = json.loads(raw or "{}")
+        except json.JSONDecodeError as e:
+            raise ValueError(f"tool-call arguments are not valid JSON: {e.msg} in {raw[:80]!r}") from None
+        if isinstance(out, dict):
+            return out
+    raise ValueError(f"tool-call arguments must be a JSON object, got {raw!r:.80}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ToolBench (RapidAPI tool JSON) → OpenAI, following ToolBench's own converter conventions
+# ---------------------------------------------------------------------------------------------------------
+_TOOLBENCH_TYPES = {"NUMBER": "integer", "STRING": "string", "BOOLEAN": "boolean"}  # anything else: string
+_RESERVED = {"from", "class", "return", "false", "true", "id", "and"}
+_DESC_MAX = 256
+
+
+def standardize(name: str) -> str:
+    """ToolBench's name normaliser: non-word characters → ``_``, runs collapsed, lower case, no leading /
+    trailing ``_``, a leading digit gets ``get_``."""
+    s = re.sub(r"[^\u4e00-\u9fa5A-Za-z0-9_]", "_", str(name))
+    s = re.sub(r"_+", "_", s).lower().strip("_")
+    if s and s[0].isdigit():
+        s = "get_" + s
+    return s
+
+
+def _param_name(name: str) -> str:
+    s = standardize(name)
+    return "is_" + s if s in _RESERVED else s
+
+
+def toolbench_to_openai(api: Mapping, tool_name: str) -> Tool:
+    """Convert one ToolBench API entry (``api_name``, ``api_description``, ``required_parameters``,
+    ``optional_parameters``) of tool ``tool_name`` into a :class:`Tool`, as ToolBench does: name
+    ``<api>_for_<tool>`` keeping its last 64 characters, a fixed description prefix plus at most 256 characters
+    of the API description, NUMBER→integer / STRING→string / BOOLEAN→boolean (else string), ``example_value``
+    from a non-empty default, and ``required`` / ``optional`` name lists."""
+    for key in ("api_name",):
+        if key not in api:
+            raise ValueError(f"ToolBench API entry must have {key!r}, got keys {sorted(api)}")
+    std_tool = standardize(tool_name)
+    name = (_param_name(api["api_name"]) + f"_for_{std_tool}")[-64:]
+    desc = f'This is the subfunction for tool "{std_tool}", you can use this tool.'
+    body = str(api.get("api_description", "") or "").strip()
+    if body:
+        body = body.replace(str(api["api_name"]), name)[:_DESC_MAX]
+        desc += f'The description of this function is: "{body}"'
+    props: dict[str, dict] = {}
+    required: list[str] = []
+    optional: list[str] = []
+    for group, names in (("required_parameters", required), ("optional_parameters", optional)):
+        for p in api.get(group, []) or []:
+            pname = _param_name(p["name"])
+            entry: dict[str, Any] = {
+                "type": _TOOLBENCH_TYPES.get(str(p.get("type", "")), "string"),
+                "description": str(p.get("description", "") or "")[:_DESC_MAX],
+            }
+            default = p.get("default", "")
+            if default is not None and len(str(default)) != 0:
+                entry["example_value"] = default
+            props[pname] = entry
+            names.append(pname)
+    params = {"type": "object", "properties": props, "required": required, "optional": optional}
+    return Tool(
+        name=name, description=desc, parameters=params, category=std_tool, meta={"toolbench": dict(api)}
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# BFCL function docs → OpenAI (BFCL uses Python-flavoured type names: dict, float, tuple, any)
+# ---------------------------------------------------------------------------------------------------------
+_BFCL_TYPES = {
+    "dict": "object",
+    "float": "number",
+    "double": "number",
+    "int": "integer",
+    "integer": "integer",
+    "long": "integer",
+    "tuple": "array",
+    "list": "array",
+    "array": "array",
+    "str": "string",
+    "string": "string",
+    "char": "string",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "number": "number",
+    "object": "object",
+    "null": "null",
+}
+
+
+def _bfcl_schema(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_bfcl_schema(x) for x in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k == "type":
+            if v == "any":
+                continue  # JSON schema: no type constraint
+            t = _BFCL_TYPES.get(str(v).lower())
+            if t is None:
+                raise ValueError(f"BFCL schema: unknown type {v!r}")
+            out["type"] = t
+        elif k in ("properties",) and isinstance(v, Mapping):
+            out[k] = {pk: _bfcl_schema(pv) for pk, pv in v.items()}
+        elif k in ("items", "additionalProperties"):
+            out[k] = _bfcl_schema(v)
+        else:
+            out[k] = v
+    return out
+
+
+def bfcl_to_openai(doc: Mapping, category: str = "") -> Tool:
+    """Convert a BFCL function doc (``name``, ``description``, ``parameters`` with BFCL types, ``response``)
+    into a :class:`Tool`: BFCL type names mapped to JSON schema (dict→object, float→number, tuple→array, any→no
+    constraint) and dots in names replaced by ``_`` (OpenAI forbids them), as BFCL's own OpenAI handler does."""
+    if not isinstance(doc, Mapping) or "name" not in doc:
+        raise ValueError("BFCL doc must be a mapping with a 'name'")
+    params = _bfcl_schema(doc.get("parameters") or {"type": "dict", "properties": {}})
+    params.setdefault("type", "object")
+    meta = {"bfcl_name": doc["name"], "response": doc.get("response")}
+    return Tool(
+        name=str(doc["name"]).replace(".", "_"),
+        description=str(doc.get("description", "")),
+        parameters=params,
+        category=category,
+        meta=meta,
+    )

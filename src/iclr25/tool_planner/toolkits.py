@@ -1,0 +1,275 @@
+"""Toolkits: APIs clustered by the embedding of their functionality text (Tool-Planner §3.1).
+
+``e(a) = Embed(f(a))`` for every API a, then k-means++ on {e(a)} gives toolkits T_1 … T_k; each toolkit gets a
+description d_j (an LLM summary in the paper; the concatenated functionality texts offline) and a centroid used
+by similarity-based planners. The paper embeds with SimCSE; offline the default is scikit-learn TF-IDF, and users
+with local weights can pass :class:`SentenceTransformerEmbedder` or :class:`HFPoolingEmbedder`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from .schemas import Tool
+
+
+class Embedder(Protocol):
+    """Maps texts to L2-normalised row vectors. ``fit`` sees the tool library's functionality texts once."""
+
+    def fit(self, texts: Sequence[str]) -> Embedder: ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(n > 0, n, 1.0)
+
+
+class TfidfEmbedder:
+    """scikit-learn TF-IDF (sublinear tf, English stop words), optionally reduced by TruncatedSVD."""
+
+    def __init__(self, n_components: int | None = None, seed: int = 0):
+        if n_components is not None and (not isinstance(n_components, int) or n_components < 1):
+            raise ValueError(f"n_components must be None or an int >= 1, got {n_components!r}")
+        self.n_components = n_components
+        self.seed = seed
+
+    def fit(self, texts: Sequence[str]) -> TfidfEmbedder:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer_ = TfidfVectorizer(sublinear_tf=True, stop_words="english")
+        x = self.vectorizer_.fit_transform(list(texts))
+        self.svd_ = None
+        if self.n_components is not None and self.n_components < x.shape[1]:
+            from sklearn.decomposition import TruncatedSVD
+
+            self.svd_ = TruncatedSVD(self.n_components, random_state=self.seed).fit(x)
+        return self
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not hasattr(self, "vectorizer_"):
+            raise RuntimeError("TfidfEmbedder is not fitted: call fit(texts) first")
+        x = self.vectorizer_.transform(list(texts))
+        x = self.svd_.transform(x) if self.svd_ is not None else x.toarray()
+        return _normalise(np.asarray(x, dtype=np.float64))
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model (e.g. a SimCSE checkpoint on disk); nothing is downloaded."""
+
+    def __init__(self, model_path: str, device: str = "cpu", batch_size: int = 64):
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise ImportError(
+                "SentenceTransformerEmbedder needs `pip install sentence-transformers`; the default TfidfEmbedder "
+                "needs nothing"
+            ) from None
+        self.model = SentenceTransformer(model_path, device=device, local_files_only=True)
+        self.batch_size = batch_size
+
+    def fit(self, texts: Sequence[str]) -> SentenceTransformerEmbedder:
+        return self
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True)
+        return _normalise(np.asarray(x, dtype=np.float64))
+
+
+class HFPoolingEmbedder:
+    """A local Hugging Face encoder: ``pooling="pooler"`` takes ``pooler_output`` (what the official code does
+    with SimCSE), ``"cls"`` the first token, ``"mean"`` the masked mean of the last hidden state."""
+
+    def __init__(self, model_path: str, pooling: str = "pooler", device: str = "cpu", batch_size: int = 32):
+        if pooling not in ("pooler", "cls", "mean"):
+            raise ValueError(f"pooling must be 'pooler', 'cls' or 'mean', got {pooling!r}")
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tok = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
+        self.model = AutoModel.from_pretrained(model_path, local_files_only=True).to(device).eval()
+        self.pooling, self.device, self.batch_size = pooling, device, batch_size
+
+    def fit(self, texts: Sequence[str]) -> HFPoolingEmbedder:
+        return self
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        outs = []
+        with torch.no_grad():
+            for i in range(0, len(texts), self.batch_size):
+                b = self.tok(
+                    list(texts[i : i + self.batch_size]), padding=True, truncation=True, return_tensors="pt"
+                )
+                b = {k: v.to(self.device) for k, v in b.items()}
+                o = self.model(**b)
+                if self.pooling == "pooler":
+                    if getattr(o, "pooler_output", None) is None:
+                        raise ValueError(
+                            f"{type(self.model).__name__} has no pooler_output; use pooling='mean'"
+                        )
+                    v = o.pooler_output
+                elif self.pooling == "cls":
+                    v = o.last_hidden_state[:, 0]
+                else:
+                    m = b["attention_mask"].unsqueeze(-1).to(o.last_hidden_state.dtype)
+                    v = (o.last_hidden_state * m).sum(1) / m.sum(1).clamp_min(1)
+                outs.append(v.float().cpu().numpy())
+        return _normalise(np.concatenate(outs).astype(np.float64))
+
+
+@dataclass
+class Toolkit:
+    """One cluster T_j: its APIs, description d_j and the (normalised) mean embedding of its members."""
+
+    id: int
+    tools: list[Tool]
+    description: str
+    centroid: np.ndarray = field(repr=False)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+class ToolIndex:
+    """The tool library embedded once: ``e(a)`` for every API (rows in ``tools`` order) and similarity search."""
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        embedder: Embedder | None = None,
+        text: Callable[[Tool], str] | None = None,
+    ):
+        tools = list(tools)
+        if not tools:
+            raise ValueError("tools must be a non-empty sequence of Tool")
+        if not all(isinstance(t, Tool) for t in tools):
+            raise ValueError("tools must contain Tool objects (use Tool.from_openai for OpenAI schema dicts)")
+        dup = [n for n, c in Counter(t.name for t in tools).items() if c > 1]
+        if dup:
+            raise ValueError(f"tool names must be unique, duplicated: {dup[:5]}")
+        self.tools = tools
+        self.text = text or functionality_text
+        self.texts = [self.text(t) for t in tools]
+        self.embedder = embedder if embedder is not None else TfidfEmbedder()
+        emb = np.asarray(self.embedder.fit(self.texts).encode(self.texts), dtype=np.float64)
+        if emb.ndim != 2 or emb.shape[0] != len(tools) or not np.isfinite(emb).all():
+            raise ValueError("embedder returned a wrong-shaped or non-finite embedding matrix")
+        self.embeddings = emb  # (N, d)
+        self.pos = {t.name: i for i, t in enumerate(tools)}
+        self._cache: dict[
+            str, np.ndarray
+        ] = {}  # query text → embedding (planners ask for the same goals often)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            for t, v in zip(todo, np.asarray(self.embedder.encode(todo), dtype=np.float64)):
+                if len(self._cache) < 100_000:
+                    self._cache[t] = v
+                else:
+                    return np.asarray(self.embedder.encode(texts), dtype=np.float64)
+        return np.stack([self._cache[t] for t in texts])
+
+    def rank(self, query: str, tools: Sequence[Tool] | None = None) -> list[Tool]:
+        """``tools`` (default: all) by cosine similarity to ``query``, most similar first (stable on ties)."""
+        tools = self.tools if tools is None else list(tools)
+        if not tools:
+            return []
+        q = self.encode([query])[0]
+        sims = self.embeddings[[self.pos[t.name] for t in tools]] @ q
+        return [tools[i] for i in np.argsort(-sims, kind="stable")]
+
+
+@dataclass
+class ToolkitSet:
+    """The k toolkits over a tool library, with the :class:`ToolIndex` that built them."""
+
+    toolkits: list[Toolkit]
+    index: ToolIndex = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.toolkits)
+
+    def __getitem__(self, j: int) -> Toolkit:
+        return self.toolkits[j]
+
+    @property
+    def tools(self) -> list[Tool]:
+        return self.index.tools
+
+    @property
+    def assignment(self) -> dict[str, int]:
+        """API name → toolkit id."""
+        return {t.name: tk.id for tk in self.toolkits for t in tk.tools}
+
+    def purity(self, labels: dict[str, str]) -> float:
+        """Cluster purity against true labels (API name → functionality class): Σ_j max_c |T_j ∩ c| / N."""
+        n = sum(len(tk.tools) for tk in self.toolkits)
+        hits = sum(Counter(labels[t.name] for t in tk.tools).most_common(1)[0][1] for tk in self.toolkits)
+        return hits / n
+
+    def rank_toolkits(self, query: str, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
+        """Toolkit ids by cosine similarity of their centroid to ``query``, most similar first."""
+        q = self.index.encode([query])[0]
+        sims = np.stack([tk.centroid for tk in self.toolkits]) @ q
+        return [int(j) for j in np.argsort(-sims, kind="stable") if int(j) not in exclude]
+
+
+def functionality_text(tool: Tool) -> str:
+    """f(a): the text that is embedded. Tool-Planner asks an LLM for one sentence per API; offline the API's
+    own description (with its name's words) stands in for it."""
+    return f"{tool.name.replace('_', ' ')}. {tool.description}"
+
+
+def build_toolkits(
+    tools: Sequence[Tool] | ToolIndex,
+    k: int,
+    embedder: Embedder | None = None,
+    seed: int = 0,
+    describe: Callable[[list[Tool]], str] | None = None,
+) -> ToolkitSet:
+    """Cluster ``tools`` into ``k`` toolkits: ``KMeans(n_clusters=k, init="k-means++", random_state=seed)`` on
+    the embeddings of their functionality texts (the official code's choice). Deterministic for a seed; APIs with
+    identical text always share a toolkit (identical points get the same nearest centre). When the library has
+    fewer distinct texts than ``k``, empty clusters are dropped with a warning. ``describe`` turns a toolkit's
+    APIs into its description d_j (e.g. an LLM summary); default: their functionality texts joined. Pass a
+    prebuilt :class:`ToolIndex` to cluster the same embeddings at several k."""
+    index = tools if isinstance(tools, ToolIndex) else ToolIndex(tools, embedder)
+    n = len(index.tools)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+        raise ValueError(f"k must be an int in [1, number of tools = {n}], got {k!r}")
+    k = int(k)
+    emb = index.embeddings
+    if k == 1:
+        labels = np.zeros(n, dtype=int)
+    else:
+        from sklearn.cluster import KMeans
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Number of distinct clusters")
+            labels = KMeans(n_clusters=k, init="k-means++", n_init=1, random_state=seed).fit_predict(emb)
+    used = sorted(set(labels.tolist()))
+    if len(used) < k:
+        warnings.warn(
+            f"build_toolkits: only {len(used)} non-empty toolkits of k={k} (fewer distinct texts)",
+            stacklevel=2,
+        )
+    toolkits = []
+    for new_id, j in enumerate(used):
+        idx = np.flatnonzero(labels == j)
+        members = [index.tools[i] for i in idx]
+        c = emb[idx].mean(0)
+        c = c / (np.linalg.norm(c) or 1.0)
+        d = describe(members) if describe is not None else " ".join(index.texts[i] for i in idx)
+        toolkits.append(Toolkit(id=new_id, tools=members, description=d, centroid=c))
+    return ToolkitSet(toolkits=toolkits, index=index)
