@@ -1,19 +1,28 @@
-"""``iclr25 list | run SLUG|all [...] | report [...]``."""
+"""``iclr25 list | run SLUG|all [...] | config SLUG [...] | report [...]`` — a thin shell over :mod:`iclr25.runs`.
+
+Exit status: 0 success; 1 a run failed or a folder cannot be used (one line on stderr, no traceback);
+2 a usage error (unknown system, preset, field or value out of range — the message lists the valid ones);
+130 interrupted (rerun the same command to resume).
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from . import registry
 from .common.progress import log, set_quiet
-from .common.results import PRESET_NAMES, set_jobs, write_run
+from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, RunWarning
+from .runs import RunPathError, UsageError, run_experiment
+from .runs import run as run_system  # noqa: F401  (kept for callers of the old name)
 
-EXIT_USAGE = 2
+EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+MAX_JOBS = 512
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,43 +32,96 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def _runnable() -> list[str]:
+    return [s.slug for s in registry.implemented()]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="iclr25", description="ICLR 2025 systems: run reproductions and build the report.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("list", help="print the table of the 19 systems")
+    runnable = ", ".join(_runnable()) or "(none yet)"
+
+    def run_args(r: argparse.ArgumentParser, out: bool) -> None:
+        r.add_argument("slug", help=f"an implemented system: {runnable}" + (", or all" if out else ""))
+        r.add_argument("--preset", default="quick", help=f"one of: {', '.join(PRESET_NAMES)} (default quick)")
+        r.add_argument(
+            "--seeds", default=None, help=f"number of seeds, 1..{MAX_SEEDS} (default: the preset's)"
+        )
+        r.add_argument("--seed", default=None, help="first seed, >= 0 (default: the preset's, usually 0)")
+        r.add_argument(
+            "--device", default=None, help="cpu, cuda, cuda:N or auto (default: the preset's device)"
+        )
+        r.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="FIELD=VALUE",
+            help="override a config field (repeatable); `iclr25 config SLUG` lists the fields",
+        )
+
     r = sub.add_parser("run", help="run a system's reproduction (or all implemented ones)")
-    r.add_argument("slug", help=f"one of: all, {', '.join(registry.SLUGS)}")
-    r.add_argument("--preset", default="quick", help=f"one of: {', '.join(PRESET_NAMES)} (default quick)")
-    r.add_argument("--seeds", default=None, help="number of seeds (int >= 1; default: the preset's)")
-    r.add_argument("--seed", default=None, help="first seed (int >= 0; default: the preset's, usually 0)")
+    run_args(r, out=True)
     r.add_argument("--out", default="runs", help="output folder (default runs)")
-    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument(
         "--jobs",
         default="auto",
-        help="seeds computed at once in worker processes (int >= 1, or auto = CPU count)",
+        help=f"seeds computed at once in worker processes (1..{MAX_JOBS}, or auto = CPU count)",
     )
+    c = sub.add_parser(
+        "config", help="print the effective config of SLUG under a preset (and --set overrides)"
+    )
+    run_args(c, out=False)
     rep = sub.add_parser("report", help="write OUT/index.html from the runs in OUT")
     rep.add_argument("--out", default="runs", help="runs folder (default runs)")
+    rep.add_argument(
+        "--reference",
+        default=None,
+        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick",
+    )
     return p
 
 
-def _usage_error(msg: str) -> int:
+def _fail(msg: str, code: int) -> int:
     sys.stderr.write(f"iclr25: error: {msg}\n")
-    return EXIT_USAGE
+    return code
 
 
-def _int_arg(name: str, raw: str | None, minimum: int) -> int | None:
+def _int_arg(name: str, raw: str | None, lo: int, hi: int, why: str = "") -> int | None:
     if raw is None:
         return None
     try:
-        v = int(raw)
+        v = int(str(raw).strip())
     except ValueError:
-        raise ValueError(f"--{name} must be an integer >= {minimum}, got {raw!r}") from None
-    if v < minimum:
-        raise ValueError(f"--{name} must be an integer >= {minimum}, got {raw!r}")
+        raise UsageError(f"--{name} must be an integer in [{lo}, {hi}], got {raw!r}") from None
+    if not lo <= v <= hi:
+        raise UsageError(f"--{name} must be an integer in [{lo}, {hi}], got {raw!r}{why}")
     return v
+
+
+def _seed_args(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    seeds = _int_arg(
+        "seeds",
+        args.seeds,
+        1,
+        MAX_SEEDS,
+        " (each seed is a full run kept in memory; sweep in batches with --seed)",
+    )
+    seed = _int_arg(
+        "seed",
+        args.seed,
+        0,
+        SEED_LIMIT - (seeds or 1),
+        " (seeds feed numpy/torch/CUDA generators that take 32-bit seeds: seed + seeds <= 2**32)",
+    )
+    return seeds, seed
+
+
+def _check_preset(preset: str) -> None:
+    if preset not in PRESET_NAMES:
+        raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(PRESET_NAMES)}")
 
 
 def cmd_list() -> int:
@@ -73,113 +135,97 @@ def cmd_list() -> int:
     return 0
 
 
-def run_system(
-    slug: str,
-    preset: str = "quick",
-    out: str | Path = "runs",
-    seeds: int | None = None,
-    seed: int | None = None,
-    device: str = "cpu",
-) -> dict:
-    """Run one registered system's experiment into ``out/<slug>``. Returns claims.json's content."""
-    return run_experiment(registry.get(slug).experiment(), slug, preset, out, seeds, seed, device)
+def _print_summary(slug: str, doc: dict, seconds: float, out: str | Path) -> None:
+    from .common.claims import validate_claims_document
+    from .common.render import PRESET_NOTES, claims_text
 
-
-def run_experiment(
-    exp,
-    slug: str,
-    preset: str = "quick",
-    out: str | Path = "runs",
-    seeds: int | None = None,
-    seed: int | None = None,
-    device: str = "cpu",
-) -> dict:
-    """Run an experiment module (``PRESETS``, ``run(cfg, out)``) and write its artefacts into ``out/<slug>``."""
-    from .common.device import get_device, set_cpu_threads
-    from .common.io import read_json
-
-    if preset not in exp.PRESETS:
-        raise ValueError(f"preset must be one of {sorted(exp.PRESETS)}, got {preset!r}")
-    changes: dict = {"device": get_device(device).type if device == "auto" else str(get_device(device))}
-    if seeds is not None:
-        changes["seeds"] = seeds
-    if seed is not None:
-        changes["seed"] = seed
-    cfg = dataclasses.replace(exp.PRESETS[preset], **changes)
-    set_cpu_threads(getattr(cfg, "threads", None))
-    dest = Path(out) / slug
-    dest.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    result = exp.run(cfg, dest)
-    result.runtime_s = time.perf_counter() - t0
-    result.preset = preset
-    result.slug = slug
-    write_run(result, cfg, dest)
-    return read_json(dest / "claims.json")
+    claims = validate_claims_document(doc)
+    held = sum(c.holds for c in claims)
+    valid = "" if doc.get("valid", True) else f" [RUN INVALID: {doc.get('invalid_reason', '')}]"
+    print(f"{slug}: {held}/{len(claims)} claims hold{valid} ({seconds:.1f} s) -> {Path(out) / slug}")
+    if doc.get("preset") == "smoke":
+        print(f"  ({PRESET_NOTES['smoke']})")
+    for line in claims_text(claims):
+        print(line)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.slug != "all" and args.slug not in registry.SLUGS:
-        return _usage_error(f"unknown system {args.slug!r}; valid: all, {', '.join(registry.SLUGS)}")
-    if args.preset not in PRESET_NAMES:
-        return _usage_error(f"unknown preset {args.preset!r}; valid: {', '.join(PRESET_NAMES)}")
-    try:
-        seeds = _int_arg("seeds", args.seeds, 1)
-        seed = _int_arg("seed", args.seed, 0)
-        jobs = (os.cpu_count() or 1) if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1)
-        from .common.device import get_device
+    from .runs import check_out, effective_config, experiment_module
 
-        get_device(args.device)
-    except ValueError as e:
-        return _usage_error(str(e))
+    _check_preset(args.preset)
+    seeds, seed = _seed_args(args)
+    jobs = (os.cpu_count() or 1) if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1, MAX_JOBS)
+    if args.slug == "all":
+        slugs = _runnable()
+        for s in registry.SYSTEMS:
+            if not s.implemented:
+                log(f"skip {s.slug}: planned (no runner yet)")
+    else:
+        registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
+        slugs = [args.slug]
+    from .common.device import get_device, tune_malloc
+    from .common.results import set_jobs
+
+    if args.device is not None:
+        try:
+            get_device(args.device)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    exps = {}
+    for s in slugs:  # validate the arguments for every system before running any of them
+        exps[s] = experiment_module(s)
+        effective_config(
+            exps[s], args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
+        )
+    check_out(args.out)
     set_quiet(args.quiet)
     set_jobs(jobs)
-    from .common.device import tune_malloc
-
     tune_malloc()
-    if args.slug == "all":
-        slugs = []
-        for s in registry.SYSTEMS:
-            if s.implemented:
-                slugs.append(s.slug)
-            else:
-                print(f"skip {s.slug}: planned (no runner yet)")
-    else:
-        system = registry.get(args.slug)
-        if not system.implemented:
-            return _usage_error(
-                f"system {args.slug!r} is planned, not implemented yet; implemented: "
-                f"{', '.join(s.slug for s in registry.implemented()) or '(none)'}"
-            )
-        slugs = [args.slug]
     failed = []
     for slug in slugs:
         log(f"== {slug} ({args.preset})")
         t0 = time.perf_counter()
         try:
-            doc = run_system(slug, args.preset, args.out, seeds, seed, args.device)
+            doc = run_experiment(
+                exps[slug], slug, args.preset, args.out, seeds, seed, args.device, args.overrides or None
+            )
+        except (RunPathError, UsageError):
+            raise
         except Exception as e:  # keep going with the other systems under `all`
             if args.slug != "all":
                 raise
             print(f"{slug}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(slug)
             continue
-        held = sum(c["holds"] for c in doc["claims"])
-        valid = "" if doc.get("valid", True) else " [RUN INVALID]"
-        print(
-            f"{slug}: {held}/{len(doc['claims'])} claims hold{valid} ({time.perf_counter() - t0:.1f} s) "
-            f"-> {Path(args.out) / slug}"
-        )
-        for c in doc["claims"]:
-            for part, indent in [(c, "  ")] + [(p, "      ") for p in c.get("parts", [])]:
-                mark = "✓" if part["holds"] else "✗"
-                if part.get("parts"):
-                    print(f"{indent}{mark} {part['id']}: all of {len(part['parts'])} parts")
-                else:
-                    print(
-                        f"{indent}{mark} {part['id']}: measured {part['measured']} {part['direction']} {part['threshold']}"
-                    )
-    return 1 if failed else 0
+        _print_summary(slug, doc, time.perf_counter() - t0, args.out)
+    if failed:
+        print(f"{len(failed)} system(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return EXIT_FAIL if failed else 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .common.io import to_jsonable
+    from .common.results import config_hash
+    from .runs import effective_config, experiment_module
+
+    _check_preset(args.preset)
+    seeds, seed = _seed_args(args)
+    exp = experiment_module(args.slug)
+    cfg, applied = effective_config(
+        exp, args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
+    )
+    doc = {
+        "slug": args.slug,
+        "preset": args.preset,
+        "config_class": type(cfg).__name__,
+        "overrides": to_jsonable(applied),
+        "config_hash": config_hash(cfg),
+        "config": to_jsonable(dataclasses.asdict(cfg)),
+    }
+    print(json.dumps(doc, indent=2))
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -190,13 +236,39 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+    if issubclass(category, RunWarning):
+        sys.stderr.write(f"iclr25: warning: {message}\n")
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.cmd == "list":
-        return cmd_list()
-    if args.cmd == "run":
-        return cmd_run(args)
-    return cmd_report(args)
+    old = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        if args.cmd == "list":
+            return cmd_list()
+        if args.cmd == "run":
+            return cmd_run(args)
+        if args.cmd == "config":
+            return cmd_config(args)
+        return cmd_report(args)
+    except UsageError as e:
+        return _fail(str(e), EXIT_USAGE)
+    except RunPathError as e:
+        return _fail(str(e), EXIT_FAIL)
+    except OSError as e:  # a filesystem problem met mid-run: one line, not a traceback
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        return _fail(f"{e.strerror or e}{where}", EXIT_FAIL)
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            "iclr25: interrupted; run the same command again to resume (finished seeds are kept)\n"
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        warnings.showwarning = old
 
 
 if __name__ == "__main__":

@@ -7,12 +7,16 @@ when the system is run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 STATUSES = ("implemented", "planned")
+_PKG_DIR = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -23,13 +27,21 @@ class System:
     arxiv: str
     claim: str  # the paper's headline claim, in one sentence
     api: str = ""  # a one-line API example, once implemented
+    runner: str = ""  # the experiment module; default ``iclr25.<slug>.experiment``
+
+    @property
+    def module(self) -> str:
+        return self.runner or f"iclr25.{self.slug}.experiment"
 
     @property
     def status(self) -> str:
-        """``implemented`` when ``iclr25.<slug>.experiment`` exists, else ``planned``."""
+        """``implemented`` when the experiment module exists (found on disk; nothing is imported), else
+        ``planned``."""
+        if not self.runner:
+            return "implemented" if (_PKG_DIR / self.slug / "experiment.py").is_file() else "planned"
         try:
-            found = importlib.util.find_spec(f"iclr25.{self.slug}.experiment") is not None
-        except ModuleNotFoundError:
+            found = importlib.util.find_spec(self.module) is not None
+        except (ModuleNotFoundError, ValueError):
             found = False
         return "implemented" if found else "planned"
 
@@ -45,7 +57,7 @@ class System:
         """The system's ``experiment`` module (``Config``, ``PRESETS``, ``run``)."""
         if not self.implemented:
             raise LookupError(f"system {self.slug!r} is planned: it has no runner yet")
-        return importlib.import_module(f"iclr25.{self.slug}.experiment")
+        return importlib.import_module(self.module)
 
 
 SYSTEMS: tuple[System, ...] = (
@@ -212,5 +224,47 @@ def get(slug: str) -> System:
         raise KeyError(f"unknown system {slug!r}; valid slugs: {', '.join(SLUGS)}") from None
 
 
+@contextlib.contextmanager
+def temporarily(*systems: System) -> Iterator[None]:
+    """Register extra systems (a plugin's, or a test's fake experiment) for the duration of a ``with`` block."""
+    global SYSTEMS, SLUGS, _BY_SLUG
+    saved = SYSTEMS, SLUGS, _BY_SLUG
+    SYSTEMS = saved[0] + tuple(systems)
+    _BY_SLUG = {s.slug: s for s in SYSTEMS}
+    SLUGS = tuple(_BY_SLUG)
+    try:
+        yield
+    finally:
+        SYSTEMS, SLUGS, _BY_SLUG = saved
+
+
 def implemented() -> list[System]:
     return [s for s in SYSTEMS if s.implemented]
+
+
+def suggest(name: str, choices: list[str] | tuple[str, ...] | None = None) -> str:
+    """`` (did you mean 'x'?)`` for a near miss among ``choices`` (default: every slug), else ``""``."""
+    import difflib
+
+    pool = list(SLUGS if choices is None else choices)
+    near = difflib.get_close_matches(str(name).lower(), pool, n=2, cutoff=0.6)
+    if not near:
+        near = [s for s in pool if str(name) and (str(name).lower() in s or s in str(name).lower())][:2]
+    return f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+
+
+def runnable(slug: str) -> System:
+    """The implemented system ``slug``; ``UsageError`` (a ``ValueError``) naming the runnable ones, with a
+    "did you mean" for a misspelling, otherwise."""
+    from .runs import UsageError
+
+    names = [s.slug for s in implemented()]
+    if slug in _BY_SLUG and slug not in names:
+        raise UsageError(
+            f"system {slug!r} is planned, not implemented yet; runnable: {', '.join(names) or '(none)'}"
+        )
+    if slug not in _BY_SLUG:
+        raise UsageError(
+            f"unknown system {slug!r}{suggest(slug, names)}; runnable: all, {', '.join(names) or '(none)'}"
+        )
+    return _BY_SLUG[slug]

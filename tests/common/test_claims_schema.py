@@ -55,12 +55,55 @@ def test_reduce_all_needs_every_seed():
     assert c2.holds
 
 
-def test_nan_never_holds_but_infinite_ratio_compares():
-    assert not make_claim("x", "s", "m", [float("nan")], 0.0, ">=").holds
+def test_nan_never_holds_and_says_why():
+    nan = make_claim("x", "s", "m", [float("nan"), 1.0], 0.0, ">=")
+    assert not nan.holds and nan.verdict == "undefined"
+    assert "1 of 2 method values are NaN" in nan.undefined_reason
+    assert nan.to_json()["undefined_reason"] == nan.undefined_reason
     assert not make_claim("x", "s", "m", [0.0], 3.0, ">=", baseline=[0.0], compare="ratio").holds  # 0/0
-    inf = make_claim("x", "s", "m", [10.0], 3.0, ">=", baseline=[0.0], compare="ratio")  # 10/0
-    assert inf.holds and inf.to_json()["measured"] is None
-    assert Claim.from_json(inf.to_json()).holds
+
+
+def test_ratio_against_a_zero_baseline_is_undefined_not_infinite():
+    """House rule: x/0 is undefined (NaN), never floored or treated as +inf that 'beats' any threshold."""
+    c = make_claim("x", "s", "m", [10.0], 3.0, ">=", baseline=[0.0], compare="ratio")
+    assert math.isnan(c.measured) and not c.holds
+    assert "zero baseline" in c.undefined_reason
+    d = json.loads(json.dumps(c.to_json()))
+    assert d["measured"] == "NaN" and d["holds"] is False
+    assert not Claim.from_json(d).holds
+    per_seed = make_claim(
+        "x", "s", "m", [10.0, 4.0], 3.0, ">=", baseline=[0.0, 1.0], compare="ratio", reduce="all"
+    )
+    assert not per_seed.holds and "zero baseline" in per_seed.undefined_reason
+
+
+def test_nan_and_inf_survive_the_json_round_trip():
+    c = make_claim("x", "s", "m", [float("nan"), float("inf"), -float("inf"), 1.0], 0.0, ">=")
+    text = json.dumps(claims_document("toy", "smoke", [0, 1, 2, 3], 0.0, [c]), allow_nan=False)
+    back = json.loads(text)
+    validate_claims_document(back)
+    vals = Claim.from_json(back["claims"][0]).method.values
+    assert math.isnan(vals[0]) and vals[1] == math.inf and vals[2] == -math.inf and vals[3] == 1.0
+    assert back["claims"][0]["method"]["values"][:3] == ["NaN", "Infinity", "-Infinity"]
+
+
+def test_compound_parts_get_distinct_ids():
+    parts = [make_claim("window_parity", "a", f"{n}/acc", [1.0], 0.9) for n in ("cascade", "streaming")]
+    parts.append(make_claim("window_parity", "b", "cascade/acc", [1.0], 0.9))
+    parts.append(make_claim("own", "c", "m", [1.0], 0.9))
+    c = all_of("window_parity", "s", parts)
+    ids = [p.id for p in c.parts]
+    assert ids == [
+        "window_parity.cascade_acc",
+        "window_parity.streaming_acc",
+        "window_parity.cascade_acc_2",
+        "window_parity.own",
+    ]
+    again = all_of("window_parity", "s", list(c.parts))  # idempotent
+    assert [p.id for p in again.parts] == ids
+    nested = all_of("outer", "s", [c])
+    assert nested.parts[0].id == "outer.window_parity"
+    assert nested.parts[0].parts[0].id == "outer.window_parity.cascade_acc"
 
 
 def test_all_of_needs_every_part():

@@ -36,13 +36,13 @@ def test_list_prints_19_rows(capsys):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["run", "nosuch"], "valid: all, pds"),
+        (["run", "nosuch"], "runnable: all, pds"),
         (["run", "pds", "--preset", "huge"], "valid: smoke, quick, full"),
-        (["run", "pds", "--seeds", "0"], "--seeds must be an integer >= 1"),
-        (["run", "pds", "--seeds", "three"], "--seeds must be an integer >= 1"),
-        (["run", "pds", "--seed", "-1"], "--seed must be an integer >= 0"),
+        (["run", "pds", "--seeds", "0"], "--seeds must be an integer in [1, 1000]"),
+        (["run", "pds", "--seeds", "three"], "--seeds must be an integer in [1, 1000]"),
+        (["run", "pds", "--seed", "-1"], "--seed must be an integer in [0, "),
         (["run", "pds", "--device", "tpu"], "device must be one of"),
-        (["run", "pds", "--jobs", "0"], "--jobs must be an integer >= 1"),
+        (["run", "pds", "--jobs", "0"], "--jobs must be an integer in [1, 512]"),
     ],
 )
 def test_bad_arguments_exit_2_and_list_valid_values(argv, needle, capsys):

@@ -11,16 +11,30 @@ The JSON form is a fixed schema read by other tools (``claims.json``)::
 Each claim also carries ``compare`` (how method and baseline are combined before the threshold test),
 ``reduce`` and ``measured`` (the number actually compared with the threshold) so a reader can redo the
 verdict. ``holds`` is always computed from the values here, never passed in.
+
+Non-finite numbers are stored as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (see
+:func:`iclr25.common.io.to_jsonable`). A claim whose compared number is NaN — a seed that produced NaN, or a
+ratio against a zero baseline, which is undefined rather than infinite — does not hold, and its
+``undefined_reason`` says why. The parts of a compound claim (:func:`all_of`) get distinct ids
+``<parent>.<part>``.
+
+The document also carries ``provenance`` (git commit, UTC date, wall time, machine load, CPU count, preset,
+device, versions) so a copy of it is a self-describing reference result.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .fmt import fmt_num, fmt_stat
+from .io import as_float, to_jsonable
 
 DIRECTIONS = (">=", "<=")
 COMPARES = ("value", "difference", "ratio")
@@ -29,7 +43,8 @@ REDUCES = ("mean", "all")
 
 @dataclass(frozen=True)
 class Stat:
-    """Mean ± standard deviation (ddof=0) of per-seed values."""
+    """Mean ± standard deviation (ddof=0) of per-seed values. A NaN value makes mean and std NaN (a seed that
+    could not be measured is never silently dropped)."""
 
     mean: float
     std: float
@@ -37,28 +52,35 @@ class Stat:
 
     @classmethod
     def of(cls, values: Sequence[float] | float) -> Stat:
-        v = np.atleast_1d(np.asarray(values, dtype=float))
+        if isinstance(values, (str, bytes)):
+            raise ValueError(f"values must be numbers, got {values!r}")
+        v = np.atleast_1d(
+            np.asarray([as_float(x) for x in np.atleast_1d(np.asarray(values, dtype=object))], dtype=float)
+        )
         if v.size == 0:
             raise ValueError("values must hold at least one number, got an empty sequence")
-        return cls(float(v.mean()), float(v.std()), tuple(float(x) for x in v))
+        if v.ndim != 1:
+            raise ValueError(f"values must be a flat sequence of numbers, got shape {v.shape}")
+        with np.errstate(invalid="ignore"):
+            return cls(float(v.mean()), float(v.std()), tuple(float(x) for x in v))
+
+    @property
+    def n_nan(self) -> int:
+        return sum(math.isnan(x) for x in self.values)
 
     def to_json(self) -> dict[str, Any]:
         return {"mean": _f(self.mean), "std": _f(self.std), "values": [_f(x) for x in self.values]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Stat:
-        return cls(_nan(d["mean"]), _nan(d["std"]), tuple(_nan(x) for x in d["values"]))
+        return cls(as_float(d["mean"]), as_float(d["std"]), tuple(as_float(x) for x in d["values"]))
 
-    def fmt(self, digits: int = 3) -> str:
-        return f"{self.mean:.{digits}g} ± {self.std:.{digits}g}"
-
-
-def _f(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
+    def fmt(self, digits: int = 4) -> str:
+        return fmt_stat(self.mean, self.std, digits)
 
 
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else float(x)
+def _f(x: float) -> float | str:
+    return to_jsonable(float(x))
 
 
 def _compare(m: np.ndarray, b: np.ndarray | None, compare: str) -> np.ndarray:
@@ -68,7 +90,7 @@ def _compare(m: np.ndarray, b: np.ndarray | None, compare: str) -> np.ndarray:
     if compare == "difference":
         return m - b
     with np.errstate(divide="ignore", invalid="ignore"):
-        return m / b
+        return np.where(b == 0, np.nan, m / np.where(b == 0, 1.0, b))  # x/0 is undefined, not ±inf
 
 
 @dataclass(frozen=True)
@@ -96,8 +118,8 @@ class Claim:
             raise ValueError(f"reduce must be one of {REDUCES}, got {self.reduce!r}")
         if self.compare != "value" and self.baseline is None:
             raise ValueError(f"compare={self.compare!r} needs a baseline, got baseline=None")
-        if not self.id or not self.id.replace("_", "").isalnum():
-            raise ValueError(f"id must be a non-empty snake_case identifier, got {self.id!r}")
+        if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
+            raise ValueError(f"id must be a snake_case identifier (parts: parent.part), got {self.id!r}")
 
     # -- the verdict ---------------------------------------------------------------------------
     def _per_seed(self) -> np.ndarray:
@@ -124,9 +146,40 @@ class Claim:
         if self.parts:
             return all(p.holds for p in self.parts)
         x = self.measured
-        if math.isnan(x):  # ±inf compares normally (e.g. a ratio over a baseline of 0)
+        if math.isnan(x) or math.isnan(self.threshold):  # undefined: see undefined_reason
             return False
         return bool(x >= self.threshold) if self.direction == ">=" else bool(x <= self.threshold)
+
+    @property
+    def undefined_reason(self) -> str:
+        """Why the compared number is NaN (so the claim cannot hold), or ``""`` when it is defined."""
+        if self.parts:
+            return "; ".join(f"{p.id}: {r}" for p in self.parts if (r := p.undefined_reason))
+        why = []
+        for side, st in (("method", self.method), ("baseline", self.baseline)):
+            if st is not None and st.n_nan:
+                why.append(f"{st.n_nan} of {len(st.values)} {side} values are NaN")
+        if self.compare == "ratio" and self.baseline is not None:
+            b = self.baseline.values if self.reduce == "all" else (self.baseline.mean,)
+            if any(x == 0 for x in b):
+                why.append("ratio against a zero baseline is undefined")
+        if math.isnan(self.threshold):
+            why.append("threshold is NaN")
+        if not why and math.isnan(self.measured):
+            why.append("the compared number is NaN")
+        return "; ".join(why)
+
+    @property
+    def verdict(self) -> str:
+        """``holds``, ``fails`` or ``undefined`` (a NaN in the compared numbers: does not hold)."""
+        if self.holds:
+            return "holds"
+        return "undefined" if self.undefined_reason and not self.parts else "fails"
+
+    def describe(self) -> str:
+        """One line: ``compare[, every seed]: measured direction threshold``."""
+        every = ", every seed" if self.reduce == "all" else ""
+        return f"{self.compare}{every}: {fmt_num(self.measured)} {self.direction} {fmt_num(self.threshold)}"
 
     # -- JSON ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -142,8 +195,11 @@ class Claim:
             "note": self.note,
             "compare": self.compare,
             "reduce": self.reduce,
-            "measured": _f(self.measured),
+            "measured": None if self.parts else _f(self.measured),
         }
+        why = self.undefined_reason
+        if why:
+            d["undefined_reason"] = why
         if self.parts:
             d["parts"] = [p.to_json() for p in self.parts]
         return d
@@ -156,7 +212,7 @@ class Claim:
             metric=d["metric"],
             method=Stat.from_json(d["method"]),
             baseline=None if d.get("baseline") is None else Stat.from_json(d["baseline"]),
-            threshold=_nan(d["threshold"]),
+            threshold=as_float(d["threshold"]),
             direction=d["direction"],
             compare=d.get("compare", "value"),
             reduce=d.get("reduce", "mean"),
@@ -201,9 +257,12 @@ def all_of(id: str, statement: str, parts: Sequence[Claim], note: str = "") -> C
     """A claim that holds when every part holds (e.g. 'ratio ≤ 5 for ours AND ≥ 8 for full attention').
 
     The first part's method/baseline/threshold are shown at top level; all parts are kept under ``parts``.
+    Each part gets a distinct id ``<id>.<name>``: its own id when that differs from ``id``, otherwise a name
+    made from its metric (``window_parity.cascade_acc_d4``); repeats get ``_2``, ``_3`` ….
     """
     if not parts:
         raise ValueError("parts must hold at least one claim")
+    parts = _distinct_part_ids(id, parts)
     p0 = parts[0]
     return Claim(
         id=id,
@@ -220,40 +279,135 @@ def all_of(id: str, statement: str, parts: Sequence[Claim], note: str = "") -> C
     )
 
 
+_ID = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+
+
+def _name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "part"
+
+
+def _renamed(c: Claim, new_id: str) -> Claim:
+    old = c.id
+    sub = tuple(_renamed(p, new_id + p.id[len(old) :]) if p.id.startswith(old + ".") else p for p in c.parts)
+    return dataclasses.replace(c, id=new_id, parts=sub)
+
+
+def _distinct_part_ids(parent: str, parts: Sequence[Claim]) -> list[Claim]:
+    ids = [p.id for p in parts]
+    out, used = [], set()
+    for p in parts:
+        if p.id.startswith(parent + "."):
+            base = p.id[len(parent) + 1 :]
+        elif p.id != parent and ids.count(p.id) == 1:
+            base = p.id
+        else:
+            base = _name(p.metric)
+        name, k = base, 2
+        while name in used:
+            name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        full = f"{parent}.{name}"
+        out.append(p if p.id == full else _renamed(p, full))
+    return out
+
+
 CLAIMS_KEYS = ("slug", "preset", "seeds", "runtime_s", "claims")
 CLAIM_KEYS = ("id", "statement", "metric", "method", "baseline", "threshold", "direction", "holds", "note")
 
 
 def claims_document(
-    slug: str, preset: str, seeds: Sequence[int], runtime_s: float, claims: Sequence[Claim]
+    slug: str,
+    preset: str,
+    seeds: Sequence[int],
+    runtime_s: float,
+    claims: Sequence[Claim],
+    provenance: dict | None = None,
 ) -> dict:
-    return {
+    doc = {
         "slug": slug,
         "preset": preset,
         "seeds": [int(s) for s in seeds],
-        "runtime_s": float(runtime_s),
+        "runtime_s": _f(float(runtime_s)),
         "claims": [c.to_json() for c in claims],
     }
+    if provenance is not None:
+        doc["provenance"] = to_jsonable(provenance)
+    return doc
 
 
-def validate_claims_document(doc: dict) -> None:
-    """Raise ``ValueError`` when ``doc`` does not follow the claims.json schema."""
+def validate_claims_document(doc: Any) -> list[Claim]:
+    """Check ``doc`` against the claims.json schema and return its claims rebuilt from the numbers.
+
+    Raises ``ValueError`` with the reason for anything malformed (never another exception type), including a
+    stored ``holds`` that disagrees with the one recomputed from the measured numbers.
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"claims.json must hold a JSON object, got {type(doc).__name__}")
     for k in CLAIMS_KEYS:
         if k not in doc:
             raise ValueError(f"claims.json is missing key {k!r}")
-    if not isinstance(doc["seeds"], list) or not all(isinstance(s, int) for s in doc["seeds"]):
+    if not isinstance(doc["slug"], str) or not isinstance(doc["preset"], str):
+        raise ValueError("claims.json 'slug' and 'preset' must be strings")
+    seeds = doc["seeds"]
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise ValueError("claims.json 'seeds' must be a list of ints")
+    try:
+        as_float(doc["runtime_s"])
+    except ValueError as e:
+        raise ValueError(f"claims.json 'runtime_s': {e}") from None
+    if not isinstance(doc["claims"], list):
+        raise ValueError("claims.json 'claims' must be a list")
+    for k in ("valid",):
+        if k in doc and not isinstance(doc[k], bool):
+            raise ValueError(f"claims.json {k!r} must be true or false")
+    if "provenance" in doc and not isinstance(doc["provenance"], dict):
+        raise ValueError("claims.json 'provenance' must be an object")
+    out = []
     for c in doc["claims"]:
-        for k in CLAIM_KEYS:
-            if k not in c:
-                raise ValueError(f"claim {c.get('id')!r} is missing key {k!r}")
-        if c["direction"] not in DIRECTIONS:
-            raise ValueError(f"claim {c['id']!r}: direction must be one of {DIRECTIONS}")
-        for side in ("method", "baseline"):
-            s = c[side]
-            if s is None and side == "baseline":
-                continue
-            if not {"mean", "std", "values"} <= set(s):
-                raise ValueError(f"claim {c['id']!r}: {side} must have mean, std and values")
-        if Claim.from_json(c).holds != c["holds"]:
-            raise ValueError(f"claim {c['id']!r}: 'holds' disagrees with the measured numbers")
+        out.append(_validate_claim(c))
+    return out
+
+
+def _validate_claim(c: Any) -> Claim:
+    if not isinstance(c, dict):
+        raise ValueError(f"each claim must be a JSON object, got {type(c).__name__}")
+    cid = c.get("id")
+    for k in CLAIM_KEYS:
+        if k not in c:
+            raise ValueError(f"claim {cid!r} is missing key {k!r}")
+    if not isinstance(cid, str):
+        raise ValueError(f"claim id must be a string, got {cid!r}")
+    for k in ("statement", "metric", "note"):
+        if not isinstance(c[k], str):
+            raise ValueError(f"claim {cid!r}: {k!r} must be a string")
+    if c["direction"] not in DIRECTIONS:
+        raise ValueError(f"claim {cid!r}: direction must be one of {DIRECTIONS}")
+    if not isinstance(c["holds"], bool):
+        raise ValueError(f"claim {cid!r}: 'holds' must be true or false")
+    for side in ("method", "baseline"):
+        s = c[side]
+        if s is None and side == "baseline":
+            continue
+        if (
+            not isinstance(s, dict)
+            or not {"mean", "std", "values"} <= set(s)
+            or not isinstance(s["values"], list)
+        ):
+            raise ValueError(f"claim {cid!r}: {side} must have mean, std and a list of values")
+        if not s["values"]:
+            raise ValueError(f"claim {cid!r}: {side} has no values")
+    parts = c.get("parts", [])
+    if not isinstance(parts, list):
+        raise ValueError(f"claim {cid!r}: 'parts' must be a list")
+    for p in parts:
+        _validate_claim(p)
+    try:
+        claim = Claim.from_json(c)
+        holds = claim.holds
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"claim {cid!r}: {e}") from None
+    if holds != c["holds"]:
+        raise ValueError(
+            f"claim {cid!r}: stored holds={c['holds']} disagrees with the measured numbers (recomputed: {holds})"
+        )
+    return claim

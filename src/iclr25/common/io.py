@@ -1,10 +1,18 @@
-"""Atomic writes: every artefact goes to a temp file in the same folder, then ``os.replace``."""
+"""Atomic writes: every artefact goes to a temp file in the same folder, then ``os.replace``.
+
+JSON cannot hold NaN or ±inf, and a number that silently turns into ``null`` is lost for good (a reader then
+crashes on it, or worse, skips it). :func:`to_jsonable` therefore writes them as the tagged strings ``"NaN"``,
+``"Infinity"`` and ``"-Infinity"`` and :func:`from_jsonable` / :func:`as_float` turn them back into floats.
+Temporary files carry the writer's process id (``.<name>.pid<pid>.<random>.tmp``) so :func:`clean_stale_tmp` can
+remove those left behind by a killed writer without touching a live one.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,12 +22,14 @@ import numpy as np
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+TMP_SUFFIX = ".tmp"
+NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
 def _atomic(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.close(fd)
     try:
         writer(tmp)
@@ -60,7 +70,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy/torch scalars and arrays, tuples, paths and dataclasses to plain JSON types.
 
-    Non-finite floats become ``None`` so the output is strict JSON.
+    Non-finite floats become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` so the output is strict
+    JSON and the value survives the round trip (:func:`from_jsonable`).
     """
     import dataclasses
 
@@ -78,7 +89,7 @@ def to_jsonable(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, (float, np.floating)):
         f = float(obj)
-        return f if math.isfinite(f) else None
+        return f if math.isfinite(f) else _tag(f)
     if isinstance(obj, np.ndarray):
         return to_jsonable(obj.tolist())
     try:
@@ -91,15 +102,88 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def _tag(f: float) -> str:
+    return "NaN" if math.isnan(f) else ("Infinity" if f > 0 else "-Infinity")
+
+
+def as_float(x: Any) -> float:
+    """A number read from our JSON as a float: the tags ``"NaN"``/``"Infinity"``/``"-Infinity"`` and ``None``
+    (how older files stored a non-finite number) become NaN/±inf; anything else must be a real number."""
+    if x is None:
+        return float("nan")
+    if isinstance(x, str):
+        if x in NONFINITE:
+            return NONFINITE[x]
+        raise ValueError(f"expected a number or one of {sorted(NONFINITE)}, got the string {x!r}")
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise ValueError(f"expected a number, got {type(x).__name__} {x!r}")
+    return float(x)
+
+
+def from_jsonable(obj: Any) -> Any:
+    """Inverse of :func:`to_jsonable` for numbers: every ``"NaN"``/``"Infinity"``/``"-Infinity"`` string in a
+    nested structure becomes the float again (other values are returned unchanged)."""
+    if isinstance(obj, dict):
+        return {k: from_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [from_jsonable(v) for v in obj]
+    if isinstance(obj, str) and obj in NONFINITE:
+        return NONFINITE[obj]
+    return obj
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(
         path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
     )
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, decode: bool = False) -> Any:
+    """Parse a JSON file (UTF-8). ``decode=True`` turns the non-finite tags back into floats."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        obj = json.load(f)
+    return from_jsonable(obj) if decode else obj
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # exists but not ours (or not a pid): leave it alone
+    return True
+
+
+def clean_stale_tmp(folder: str | os.PathLike, recursive: bool = True) -> list[Path]:
+    """Remove temporary files (``.<name>.pid<pid>.*.tmp``) and folders left by writers that no longer run.
+
+    A temp file whose writer process is alive is kept (it may be mid-write); one without a parsable pid is
+    removed only when older than an hour. Returns the removed paths.
+    """
+    import shutil
+    import time
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    paths = folder.rglob(f".*{TMP_SUFFIX}") if recursive else folder.glob(f".*{TMP_SUFFIX}")
+    for p in list(paths):
+        m = re.search(r"\.pid(\d+)\.", p.name)
+        pid = int(m.group(1)) if m else None
+        try:
+            stale = (not _pid_alive(pid)) if pid is not None else time.time() - p.lstat().st_mtime > 3600
+            if not stale or pid == os.getpid():
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p)
+        except OSError:
+            continue
+    return removed
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:

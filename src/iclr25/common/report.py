@@ -15,6 +15,7 @@ import markdown
 
 from .. import registry
 from .claims import Claim
+from .fmt import fmt_num, fmt_seconds, fmt_stat_json
 from .io import atomic_write_text, read_json
 
 CSS = """
@@ -50,20 +51,13 @@ def _embed_images(html_text: str, base: Path) -> str:
 
 
 def _fmt(stat: dict | None) -> str:
-    if stat is None:
-        return "—"
-    m, s = stat.get("mean"), stat.get("std")
-    if m is None:
-        return "n/a"
-    return f"{m:.4g} ± {(s or 0):.2g}"
+    return fmt_stat_json(stat)
 
 
 def _claim_cells(c: dict) -> str:
     measured = c.get("measured")
     every = ", every seed" if c.get("reduce") == "all" else ""
-    shown = "n/a" if measured is None else f"{measured:.4g}"
-    if measured is None and c.get("compare") == "ratio":
-        shown = "∞" if (c.get("baseline") or {}).get("mean") == 0 else shown
+    shown = fmt_num(measured)
     return (
         f"<td>{_fmt(c.get('method'))}</td><td>{_fmt(c.get('baseline'))}</td>"
         f"<td>{html.escape(str(c.get('compare', 'value')))}{every}: {shown}</td>"
@@ -72,7 +66,7 @@ def _claim_cells(c: dict) -> str:
 
 
 def _num(x) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
+    return fmt_num(x)
 
 
 def _demote_headings(body: str, by: int = 2) -> str:
@@ -128,7 +122,7 @@ def render_report(out: str | Path) -> str:
                     f"<td>{html.escape(str(r.get('preset', '')))}</td><td><code>{html.escape(c['id'])}</code></td>"
                     f"<td>{html.escape(c['statement'])}</td>{head}"
                     f"<td class='v'>{'✓' if ok else '✗'}{' (run invalid)' if invalid else ''}</td>"
-                    f"<td>{r.get('runtime_s', 0):.1f} s</td></tr>"
+                    f"<td>{fmt_seconds(r.get('runtime_s'))}</td></tr>"
                 )
                 for p in subs:
                     pok = Claim.from_json(p).holds

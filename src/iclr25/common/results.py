@@ -17,7 +17,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
+import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +31,23 @@ from typing import Any
 import numpy as np
 
 from .claims import Claim, Stat, claims_document
-from .io import atomic_write_json, atomic_write_text, read_json, to_jsonable
+from .fmt import fmt_fixed
+from .io import (
+    as_float,
+    atomic_write_json,
+    clean_stale_tmp,
+    from_jsonable,
+    to_jsonable,
+)
 from .progress import log, progress
 
 PRESET_NAMES = ("smoke", "quick", "full")
+MAX_SEEDS = 1000  # a reproduction averages a handful of seeds; each seed is a separate run, kept in memory
+SEED_LIMIT = 2**32  # seeds feed numpy/torch/CUDA generators that take 32-bit seeds: seed + seeds <= 2**32
+
+
+class RunWarning(UserWarning):
+    """Something in a run folder was wrong and was repaired (e.g. a damaged seed file was recomputed)."""
 
 
 @dataclass(frozen=True)
@@ -42,16 +60,34 @@ class ExperimentConfig:
     threads: int | None = 1  # torch CPU threads (tiny models run fastest single-threaded); None = default
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"seeds must be an int >= 1, got {self.seeds!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
+        if (
+            not isinstance(self.seeds, int)
+            or isinstance(self.seeds, bool)
+            or not 1 <= self.seeds <= MAX_SEEDS
+        ):
+            raise ValueError(
+                f"seeds must be an int in [1, {MAX_SEEDS}], got {self.seeds!r} (each seed is a full run of the "
+                f"experiment kept in memory; run larger sweeps in batches with --seed)"
+            )
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
-        if self.device not in ("cpu", "cuda", "auto") and not str(self.device).startswith("cuda:"):
+        if self.seed + self.seeds > SEED_LIMIT:
+            raise ValueError(
+                f"seed + seeds must be <= 2**32 = {SEED_LIMIT}, got seed={self.seed!r}, seeds={self.seeds!r} "
+                "(seeds are fed to numpy/torch/CUDA generators that take 32-bit seeds)"
+            )
+        if not isinstance(self.device, str) or (
+            self.device not in ("cpu", "cuda", "auto") and not _is_cuda_n(self.device)
+        ):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
 
     @property
     def seed_list(self) -> list[int]:
         return [self.seed + i for i in range(self.seeds)]
+
+
+def _is_cuda_n(d: str) -> bool:
+    return d.startswith("cuda:") and d[5:].isdigit() and d[5:].isascii()
 
 
 def config_hash(cfg: Any, ignore: Sequence[str] = ("seeds", "seed", "device", "threads")) -> str:
@@ -85,12 +121,19 @@ class RunResult:
 
 
 class RunDir:
-    """A system's run folder: per-seed results under ``seeds/seed_<k>.json`` keyed by config hash."""
+    """A system's run folder: per-seed results under ``seeds/seed_<k>.json`` keyed by config hash.
+
+    Opening it removes temporary files left by killed writers. A seed file that cannot be trusted — not
+    UTF-8 JSON, not ``{"config_hash", "seed", "result": {...}}``, a folder, or a copy of another seed's file —
+    is moved to ``seeds/rejected/`` and recomputed with a :class:`RunWarning`; one from another config is
+    recomputed (and overwritten) silently, as a changed config is expected to do.
+    """
 
     def __init__(self, out: str | Path, cfg: Any = None):
         self.path = Path(out)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "figures").mkdir(exist_ok=True)
+        clean_stale_tmp(self.path)
         self.cfg_hash = config_hash(cfg) if cfg is not None else ""
 
     @property
@@ -101,17 +144,56 @@ class RunDir:
         suffix = f"_{part}" if part else ""
         return self.path / "seeds" / f"seed_{int(seed)}{suffix}.json"
 
+    def _problem(self, f: Path, seed: int) -> tuple[dict | None, str]:
+        """``(result, "")`` for a valid file of this config, ``(None, "")`` for another config's file,
+        ``(None, reason)`` for a file that cannot be trusted."""
+        if f.is_dir():
+            return None, "is a folder, not a file"
+        try:
+            d = json.loads(f.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            return None, "is not UTF-8 text"
+        except json.JSONDecodeError as e:
+            return None, f"is not valid JSON ({e.msg} at line {e.lineno})"
+        if not isinstance(d, dict):
+            return None, f"holds a JSON {type(d).__name__}, not an object"
+        missing = [k for k in ("config_hash", "seed", "result") if k not in d]
+        if missing:
+            return None, f"is missing key(s) {', '.join(missing)}"
+        if not isinstance(d["result"], dict):
+            return None, f"has a result of type {type(d['result']).__name__}, not an object"
+        if not isinstance(d["seed"], int) or isinstance(d["seed"], bool) or d["seed"] != int(seed):
+            return None, f"stores seed {d['seed']!r}, not seed {int(seed)} (a copy of another seed's file?)"
+        if not isinstance(d["config_hash"], str):
+            return None, "has a config_hash that is not a string"
+        if d["config_hash"] != self.cfg_hash:
+            return None, ""
+        return from_jsonable(d["result"]), ""
+
     def load_seed(self, seed: int, part: str = "") -> dict | None:
+        """The stored result of ``seed`` (non-finite tags decoded to floats), or ``None`` to recompute it."""
         f = self.seed_file(seed, part)
-        if not f.exists():
+        if not f.exists() and not f.is_symlink():
             return None
         try:
-            d = read_json(f)
-        except (json.JSONDecodeError, OSError):
-            return None
-        if d.get("config_hash") != self.cfg_hash:
-            return None
-        return d["result"]
+            result, problem = self._problem(f, seed)
+        except OSError as e:
+            result, problem = None, f"cannot be read ({e.strerror or e})"
+        if problem:
+            self._reject(f, problem)
+        return result
+
+    def _reject(self, f: Path, problem: str) -> None:
+        dest = f.parent / "rejected" / f"{f.name}.{time.strftime('%Y%m%dT%H%M%S')}.{uuid.uuid4().hex[:6]}"
+        try:
+            dest.parent.mkdir(exist_ok=True)
+            os.replace(f, dest)
+            where = f"moved to {dest}"
+        except OSError as e:
+            where = f"could not be moved aside ({e.strerror or e})"
+            if f.is_dir():
+                raise OSError(f"seed file {f} {problem} and could not be moved aside: {e}") from e
+        warnings.warn(f"seed file {f} {problem}: {where}; recomputing that seed", RunWarning, stacklevel=3)
 
     def save_seed(self, seed: int, result: dict, part: str = "") -> None:
         atomic_write_json(
@@ -126,6 +208,7 @@ class RunDir:
         With :func:`set_jobs` > 1 (the CLI's ``--jobs``), missing seeds are computed in forked worker processes,
         each writing its result file; a seed whose worker failed is then computed here, so errors surface with
         their traceback. Every seed's result depends on its seed alone, so the numbers do not depend on ``jobs``.
+        Results come back exactly as a later run reads them from disk (NaN/inf included).
         """
         seeds = [int(s) for s in seeds]
         missing = [s for s in seeds if self.load_seed(s, part) is None]
@@ -140,30 +223,59 @@ class RunDir:
                 out[s] = cached
                 continue
             r = to_jsonable(fn(s))
+            if not isinstance(r, dict):
+                raise TypeError(
+                    f"the per-seed function must return a dict, got {type(r).__name__} for seed {s}"
+                )
             self.save_seed(s, r, part)
-            out[s] = r
+            out[s] = from_jsonable(r)
         return out
 
     def _compute_forked(self, fn: Callable[[int], dict], seeds: list[int], part: str) -> None:
         import multiprocessing as mp
 
         ctx = mp.get_context("fork")  # the closure ``fn`` is inherited, never pickled
+        parent = os.getpid()
 
         def work(s: int) -> None:
             from .progress import set_quiet
 
+            _die_with_parent(parent)
             set_quiet(True)
             self.save_seed(s, to_jsonable(fn(s)), part)
 
         pending = list(seeds)
         running: list = []
-        while pending or running:
-            while pending and len(running) < _JOBS:
-                p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
-                p.start()
-                running.append(p)
-            running[0].join()
-            running = [p for p in running if p.is_alive()]
+        try:
+            while pending or running:
+                while pending and len(running) < _JOBS:
+                    p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
+                    p.start()
+                    running.append(p)
+                running[0].join()
+                running = [p for p in running if p.is_alive()]
+        finally:  # an exception or Ctrl-C here: no worker keeps writing after we are gone
+            for p in running:
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a forked worker: get SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``), and exit now if it
+    already has."""
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 _JOBS = 1
@@ -172,13 +284,24 @@ _JOBS = 1
 def set_jobs(n: int) -> None:
     """How many seeds :meth:`RunDir.map_seeds` may compute at once (worker processes); 1 = sequential."""
     global _JOBS
-    if not isinstance(n, int) or n < 1:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"jobs must be an int >= 1, got {n!r}")
     _JOBS = n
 
 
+def _is_number(v: Any) -> bool:
+    if isinstance(v, bool) or v is None:
+        return False
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return True
+    return isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity")
+
+
 def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Mean/std/values for every numeric leaf shared by all seeds (nested dicts flattened with '/')."""
+    """Mean/std/values for every numeric leaf shared by all seeds (nested dicts flattened with '/').
+
+    NaN (or its JSON tag) counts as a number: a metric with a NaN seed aggregates to NaN, it is not dropped.
+    """
     flat = [_flatten(d) for d in per_seed.values()]
     if not flat:
         return {}
@@ -186,8 +309,8 @@ def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     agg: dict[str, Any] = {}
     for k in keys:
         vals = [f[k] for f in flat]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None for v in vals):
-            agg[k] = Stat.of(vals).to_json()
+        if all(_is_number(v) for v in vals):
+            agg[k] = Stat.of([as_float(v) for v in vals]).to_json()
     return agg
 
 
@@ -203,47 +326,63 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def values(per_seed: dict[int, dict[str, Any]], key: str) -> list[float]:
-    """Per-seed values of a (possibly nested, '/'-separated) metric, in seed order."""
+    """Per-seed values of a (possibly nested, '/'-separated) metric, in seed order.
+
+    NaN/±inf (also their JSON tags, and ``null`` from files written before the tags existed) come back as
+    floats; a missing key raises ``KeyError`` naming the seed and the available keys.
+    """
     res = []
     for s in sorted(per_seed):
         d: Any = per_seed[s]
         for part in key.split("/"):
+            if not isinstance(d, dict) or part not in d:
+                avail = ", ".join(sorted(d)) if isinstance(d, dict) else type(d).__name__
+                raise KeyError(f"metric {key!r} has no {part!r} for seed {s} (available: {avail})")
             d = d[part]
-        res.append(float(d))
+        if isinstance(d, (bool, np.bool_)):
+            d = float(d)
+        try:
+            res.append(as_float(d))
+        except ValueError as e:
+            raise ValueError(f"metric {key!r} for seed {s}: {e}") from None
     return res
 
 
 def claims_table_md(claims: Sequence[Claim]) -> str:
-    """Markdown table of claims; a compound claim gets its own row followed by one ``↳`` row per part."""
-    rows = [
-        "| claim | statement | method | baseline | compared | threshold | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    """Markdown table of claims (the shared renderer, :mod:`iclr25.common.render`)."""
+    from .render import claims_markdown
 
-    def row(cid: str, c: Claim) -> str:
-        base = c.baseline.fmt() if c.baseline else "—"
-        red = ", every seed" if c.reduce == "all" else ""
-        return (
-            f"| {cid} | {c.statement} | {c.method.fmt()} | {base} | {c.compare}{red}: {c.measured:.4g} | "
-            f"{c.direction} {c.threshold:g} | {'✓' if c.holds else '✗'} |"
-        )
-
-    for c in claims:
-        if c.parts:
-            rows.append(
-                f"| `{c.id}` | {c.statement} | all of {len(c.parts)} parts | | | | {'✓' if c.holds else '✗'} |"
-            )
-            rows += [row(f"↳ `{p.id}`", p) for p in c.parts]
-        else:
-            rows.append(row(f"`{c.id}`", c))
-    notes = [f"- `{c.id}`: {c.note}" for c in claims if c.note]
-    return "\n".join(rows) + ("\n\n" + "\n".join(notes) if notes else "")
+    return claims_markdown(claims)
 
 
-def write_run(result: RunResult, cfg: Any, out: str | Path) -> None:
-    """Write ``config.json, metrics.json, claims.json, report.md`` atomically into ``out``."""
+ARTEFACTS = ("config.json", "metrics.json", "report.md", "claims.json")  # claims.json last: it marks a run
+
+
+def write_run(
+    result: RunResult,
+    cfg: Any,
+    out: str | Path,
+    *,
+    provenance: dict | None = None,
+    overrides: dict | None = None,
+) -> dict:
+    """Write ``config.json, metrics.json, report.md, claims.json`` into ``out`` as one unit; return claims.json.
+
+    All four are written into a temporary folder first (a failure there leaves ``out`` untouched), then moved
+    in with ``claims.json`` — the file that marks a finished run — removed first and moved in last, so a reader
+    never sees a ``claims.json`` beside artefacts of another run. config.json and claims.json's provenance
+    carry the same ``run_id`` (metrics.json stays byte-identical across reruns).
+    """
+    from .render import run_report_md
+
     out = Path(out)
-    atomic_write_json(out / "config.json", {"preset": result.preset, **to_jsonable(dataclasses.asdict(cfg))})
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex
+    prov = {"run_id": run_id, **(provenance or {})}
+    config = {"preset": result.preset, "run_id": run_id, **to_jsonable(dataclasses.asdict(cfg))}
+    if overrides:
+        config["overrides"] = to_jsonable(overrides)
+    config["config_hash"] = config_hash(cfg)
     metrics = {
         "slug": result.slug,
         "preset": result.preset,
@@ -253,18 +392,51 @@ def write_run(result: RunResult, cfg: Any, out: str | Path) -> None:
         "aggregate": result.metrics,
         "per_seed": {str(k): v for k, v in sorted(result.per_seed.items())},
     }
-    atomic_write_json(out / "metrics.json", metrics)
-    doc = claims_document(result.slug, result.preset, result.seeds, result.runtime_s, result.claims)
-    doc["valid"] = result.valid
+    doc = claims_document(result.slug, result.preset, result.seeds, result.runtime_s, result.claims, prov)
+    doc["valid"] = bool(result.valid)
     doc["invalid_reason"] = result.invalid_reason
-    atomic_write_json(out / "claims.json", doc)
-    held = sum(c.holds for c in result.claims)
-    head = f"# {result.slug} — preset `{result.preset}`, seeds {result.seeds}, {result.runtime_s:.1f} s\n\n"
-    if not result.valid:
-        head += f"**RUN INVALID:** {result.invalid_reason}\n\n"
-    head += f"**Claims held: {held}/{len(result.claims)}**\n\n" + claims_table_md(result.claims) + "\n\n"
-    figs = "".join(f"![{p.stem}](figures/{p.name})\n\n" for p in result.figures)
-    atomic_write_text(out / "report.md", head + result.report_md.strip() + "\n\n" + figs)
+    report = run_report_md(doc, result.claims, result.report_md, result.figures)
+    texts = {
+        "config.json": _dumps(config),
+        "metrics.json": _dumps(metrics),
+        "report.md": report,
+        "claims.json": _dumps(doc),
+    }
+    stage = Path(tempfile.mkdtemp(prefix=f".write.pid{os.getpid()}.", suffix=".tmp", dir=out))
+    try:
+        for name in ARTEFACTS:
+            with open(stage / name, "w", encoding="utf-8") as f:
+                f.write(texts[name])
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(stage / name, 0o644)
+        marker = out / "claims.json"
+        if marker.is_dir() and not marker.is_symlink():
+            raise IsADirectoryError(f"{marker} is a folder; remove it to write this run")
+        marker.unlink(missing_ok=True)
+        for name in ARTEFACTS:
+            os.replace(stage / name, out / name)
+        _fsync_dir(out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return json.loads(texts["claims.json"])
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -274,6 +446,6 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def mean_std(x: Sequence[float], digits: int = 3) -> str:
-    """``"mean ± std"`` of per-seed values with ``digits`` decimals (for report tables)."""
-    a = np.asarray(x, dtype=float)
-    return f"{a.mean():.{digits}f} ± {a.std():.{digits}f}"
+    """``"mean ± std"`` of per-seed values with ``digits`` decimals (for report tables); NaN seeds are
+    counted, not dropped (:func:`iclr25.common.fmt.fmt_fixed`)."""
+    return fmt_fixed(x, digits)

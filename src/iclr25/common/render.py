@@ -1,0 +1,116 @@
+"""The one claims renderer: rows built once (:func:`claim_rows`), printed by the CLI (:func:`claims_text`),
+written into each run's ``report.md`` (:func:`claims_markdown`, :func:`run_report_md`) and shown in the HTML
+report (its Jinja2 template iterates over the same rows). Numbers go through :mod:`iclr25.common.fmt`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .claims import Claim
+from .fmt import fmt_num, fmt_seconds, md_cell
+
+MARKS = {"holds": "✓", "fails": "✗", "undefined": "✗"}
+PRESET_NOTES = {
+    "smoke": "smoke preset: a plumbing check at toy size (it tests that the code runs end to end); its numbers "
+    "are not results and its verdicts are not meaningful",
+    "quick": "quick preset: the small-scale CPU reproduction",
+    "full": "full preset: the paper-scale run",
+}
+
+
+def claim_rows(claims: Sequence[Claim], depth: int = 0) -> list[dict[str, Any]]:
+    """One row per claim and, under a compound claim, one indented row per part (recursively)."""
+    rows: list[dict[str, Any]] = []
+    for c in claims:
+        verdict = c.verdict
+        row = {
+            "id": c.id,
+            "depth": depth,
+            "statement": c.statement,
+            "metric": c.metric,
+            "n_parts": len(c.parts),
+            "method": c.method.fmt() if not c.parts else "",
+            "baseline": (c.baseline.fmt() if c.baseline else "—") if not c.parts else "",
+            "compared": f"{c.compare}{', every seed' if c.reduce == 'all' else ''}: {fmt_num(c.measured)}"
+            if not c.parts
+            else f"all of {len(c.parts)} parts",
+            "threshold": f"{c.direction} {fmt_num(c.threshold)}" if not c.parts else "",
+            "verdict": verdict,
+            "mark": MARKS[verdict],
+            "holds": c.holds,
+            "why": c.undefined_reason if verdict == "undefined" else "",
+            "note": c.note,
+        }
+        rows.append(row)
+        rows += claim_rows(c.parts, depth + 1)
+    return rows
+
+
+def verdict_label(row: dict[str, Any]) -> str:
+    if row["verdict"] == "undefined":
+        return f"{row['mark']} undefined ({row['why']})"
+    return row["mark"]
+
+
+def claims_text(claims: Sequence[Claim]) -> list[str]:
+    """Indented terminal lines: ``✓ id: compared direction threshold``."""
+    lines = []
+    for r in claim_rows(claims):
+        indent = "  " + "    " * r["depth"]
+        if r["n_parts"]:
+            lines.append(f"{indent}{r['mark']} {r['id']}: all of {r['n_parts']} parts")
+        else:
+            tail = f" — undefined: {r['why']}" if r["why"] else ""
+            lines.append(f"{indent}{r['mark']} {r['id']}: {r['compared']} {r['threshold']}{tail}")
+    return lines
+
+
+def claims_markdown(claims: Sequence[Claim]) -> str:
+    """Markdown table (every cell escaped: a ``|`` in a statement cannot break a row), then the notes."""
+    out = [
+        "| claim | statement | method | baseline | compared | threshold | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in claim_rows(claims):
+        cid = ("↳ " * min(r["depth"], 1)) + f"`{md_cell(r['id'])}`"
+        out.append(
+            "| "
+            + " | ".join(
+                md_cell(x) if i else x
+                for i, x in enumerate(
+                    [
+                        cid,
+                        r["statement"],
+                        r["method"],
+                        r["baseline"],
+                        r["compared"],
+                        r["threshold"],
+                        verdict_label(r),
+                    ]
+                )
+            )
+            + " |"
+        )
+    notes = [f"- `{md_cell(c.id)}`: {md_cell(c.note)}" for c in claims if c.note]
+    return "\n".join(out) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def run_report_md(
+    doc: dict[str, Any], claims: Sequence[Claim], body: str = "", figures: Sequence[Path] = ()
+) -> str:
+    """A run's ``report.md``: header (preset, seeds, wall time), validity, the claims table, the experiment's
+    own section and its figures."""
+    slug = doc.get("slug") or "run"
+    preset = doc.get("preset") or "?"
+    held = sum(c.holds for c in claims)
+    head = f"# {slug} — preset `{preset}`, seeds {doc.get('seeds')}, {fmt_seconds(doc.get('runtime_s'))}\n\n"
+    if preset in PRESET_NOTES and preset == "smoke":
+        head += f"*{PRESET_NOTES[preset]}.*\n\n"
+    if doc.get("valid") is False:
+        head += f"**RUN INVALID:** {md_cell(doc.get('invalid_reason', ''))}\n\n"
+    head += f"**Claims held: {held}/{len(claims)}**\n\n" + claims_markdown(claims) + "\n\n"
+    figs = "".join(f"![{Path(p).stem}](figures/{Path(p).name})\n\n" for p in figures)
+    return head + (body or "").strip() + "\n\n" + figs

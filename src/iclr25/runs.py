@@ -1,0 +1,338 @@
+"""The run path: one function runs a system's reproduction into a folder and returns its claims document.
+
+>>> import iclr25
+>>> doc = iclr25.run("certainty_calibration", preset="smoke", out="runs")     # doctest: +SKIP
+>>> [(c["id"], c["holds"]) for c in doc["claims"]]                            # doctest: +SKIP
+
+The CLI (``iclr25 run``) is a thin shell around :func:`run`. Steps: build the effective config (preset,
+then ``overrides``, then ``seeds``/``seed``/``device``; every value validated by the config dataclass), check
+the output folder, call the experiment's ``run(cfg, out/<slug>)``, and :func:`finish_run` — fill in slug,
+preset and wall time, attach provenance, write the artefacts as one unit.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import time
+import types
+import typing
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import registry
+from .common.results import PRESET_NAMES, RunResult, write_run
+
+
+class UsageError(ValueError):
+    """Bad input from the caller (unknown system/preset/field, a value out of range): CLI exit status 2."""
+
+
+class RunPathError(OSError):
+    """The output folder cannot be used (a file in the way, no permission): CLI exit status 1, one line."""
+
+
+def experiment_module(slug: str) -> ModuleType:
+    """The experiment module of an implemented system (``UsageError`` with suggestions otherwise)."""
+    return registry.runnable(slug).experiment()
+
+
+def resolve_device(device: str | None, preset_device: str) -> str:
+    """``None`` → the preset's device; ``auto`` → ``cuda`` when CUDA is present, else ``cpu``; validated."""
+    from .common.device import get_device
+
+    name = preset_device if device is None else device
+    if name == "auto":
+        return get_device("auto").type
+    try:
+        return str(get_device(name))
+    except ValueError as e:
+        if device is None:
+            raise UsageError(f"{e} (the preset asks for {name!r}; pass --device cpu or auto)") from None
+        raise UsageError(str(e)) from None
+
+
+# -- config overrides -------------------------------------------------------------------------------------
+
+
+def config_fields(cfg_cls: type) -> dict[str, Any]:
+    """``{field name: type}`` of an experiment's config dataclass (annotations resolved)."""
+    try:
+        hints = typing.get_type_hints(cfg_cls)
+    except Exception:  # unresolvable annotations: fall back to the declared (string) types
+        hints = {}
+    return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(cfg_cls) if f.init}
+
+
+def _type_name(t: Any) -> str:
+    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+
+
+def _coerce(name: str, raw: Any, t: Any, default: Any) -> Any:
+    """``raw`` (a string from the command line, or any value) as type ``t``; ``UsageError`` otherwise."""
+    bad = UsageError(f"--set {name}: expected {_type_name(t)}, got {raw!r}")
+    if isinstance(t, str):  # annotation we could not resolve: follow the default's type
+        t = type(default) if default is not None else Any
+    origin = typing.get_origin(t)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(t)
+        if type(None) in args and (raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null"))):
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(name, raw, a, default)
+            except UsageError:
+                continue
+        raise bad
+    if t is Any:
+        return _literal(raw)
+    if t is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return raw.lower() in ("true", "1", "yes")
+        raise bad
+    if t is int:
+        v = _literal(raw)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        raise bad
+    if t is float:
+        v = _literal(raw)
+        if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+            return float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        raise bad
+    if t is str:
+        return raw if isinstance(raw, str) else str(raw)
+    if origin in (tuple, list) or t in (tuple, list):
+        v = _literal(raw)
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            v = [v]
+        if not isinstance(v, (list, tuple)):
+            raise bad
+        args = typing.get_args(t)
+        if origin is tuple and args and args[-1] is not Ellipsis and len(args) != len(v):
+            raise bad
+        item_t = args[0] if args else Any
+        items = [
+            _coerce(
+                name, x, args[i] if origin is tuple and args and args[-1] is not Ellipsis else item_t, None
+            )
+            for i, x in enumerate(v)
+        ]
+        return tuple(items) if (origin or t) is tuple else list(items)
+    if typing.get_origin(t) is typing.Literal:
+        v = _literal(raw)
+        if v in typing.get_args(t):
+            return v
+        raise UsageError(f"--set {name}: expected one of {list(typing.get_args(t))}, got {raw!r}")
+    v = _literal(raw)
+    if isinstance(t, type) and not isinstance(v, t):
+        raise bad
+    return v
+
+
+def _literal(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return raw
+
+
+def parse_overrides(cfg_cls: type, items: list[str] | dict[str, Any] | None) -> dict[str, Any]:
+    """``["field=value", ...]`` (or a dict) → ``{field: typed value}``, checked against the config dataclass.
+
+    Unknown fields and values of the wrong type raise :class:`UsageError` listing the valid fields.
+    """
+    if not items:
+        return {}
+    fields = config_fields(cfg_cls)
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg_cls)}
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(items, dict):
+        pairs = list(items.items())
+    else:
+        for it in items:
+            if not isinstance(it, str) or "=" not in it:
+                raise UsageError(f"--set takes field=value, got {it!r}")
+            k, v = it.split("=", 1)
+            pairs.append((k.strip(), v))
+    listing = ", ".join(f"{k} ({_type_name(t)})" for k, t in fields.items())
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k not in fields:
+            raise UsageError(f"unknown config field {k!r}; fields of {cfg_cls.__name__}: {listing}")
+        d = defaults.get(k)
+        out[k] = _coerce(k, v, fields[k], None if d is dataclasses.MISSING else d)
+    return out
+
+
+def effective_config(
+    exp: ModuleType,
+    preset: str = "quick",
+    *,
+    seeds: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    overrides: list[str] | dict[str, Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The config a run would use, and the overrides applied. ``UsageError`` for anything invalid."""
+    presets = getattr(exp, "PRESETS", None)
+    if not isinstance(presets, dict):
+        raise UsageError(f"experiment module {exp.__name__} has no PRESETS dict")
+    if preset not in presets:
+        raise UsageError(
+            f"unknown preset {preset!r}; valid: {', '.join(p for p in PRESET_NAMES if p in presets)}"
+        )
+    base = presets[preset]
+    user = parse_overrides(type(base), overrides)
+    changes = dict(user)
+    for name, v in (("seeds", seeds), ("seed", seed)):
+        if v is not None:
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise UsageError(f"{name} must be an int, got {v!r}")
+            changes[name] = v
+    dev_field = changes.get("device", device)
+    changes["device"] = resolve_device(dev_field, base.device)
+    try:
+        cfg = dataclasses.replace(base, **changes)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    return cfg, user
+
+
+# -- the output folder --------------------------------------------------------------------------------------
+
+
+def check_out(out: str | os.PathLike, slug: str | None = None) -> Path:
+    """Create ``out`` (and ``out/<slug>``) or raise :class:`RunPathError` / :class:`UsageError` in one line."""
+    if out is None or str(out).strip() == "":
+        raise UsageError("--out must name a folder, got an empty string")
+    out = Path(out)
+    targets = [out] + ([out / slug, out / slug / "seeds", out / slug / "figures"] if slug else [])
+    for t in targets:
+        if t.exists() and not t.is_dir():
+            raise RunPathError(f"{t} exists and is a file, not a folder")
+    try:
+        for t in targets[:2]:
+            t.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:
+        raise RunPathError(f"cannot create folder {e.filename}: a file is in the way") from None
+    except NotADirectoryError as e:
+        raise RunPathError(f"cannot create folder {e.filename}: a parent is a file, not a folder") from None
+    except PermissionError as e:
+        raise RunPathError(f"cannot create folder {e.filename or out}: permission denied") from None
+    except OSError as e:
+        raise RunPathError(f"cannot create folder {e.filename or out}: {e.strerror or e}") from None
+    last = targets[1] if slug else out
+    if not os.access(last, os.W_OK | os.X_OK):
+        raise RunPathError(f"folder {last} is not writable")
+    return last
+
+
+# -- running ------------------------------------------------------------------------------------------------
+
+
+def _cpu_seconds() -> float | None:
+    try:
+        import resource
+
+        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+    except (ImportError, OSError):
+        return None
+
+
+def finish_run(
+    result: RunResult,
+    cfg: Any,
+    dest: str | Path,
+    *,
+    slug: str,
+    preset: str,
+    started: float,
+    load_start: list[float] | None = None,
+    cpu_start: float | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict:
+    """Fill in what the experiment does not know (slug, preset, wall time), attach provenance and write the
+    run's artefacts as one unit. Returns the claims document."""
+    from .common import provenance
+
+    if not isinstance(result, RunResult):
+        raise TypeError(f"{slug}: run() must return a RunResult, got {type(result).__name__}")
+    wall = time.perf_counter() - started
+    cpu_now = _cpu_seconds()
+    result.slug, result.preset, result.runtime_s = slug, preset, wall
+    prov = provenance.collect(
+        preset=preset,
+        wall_s=wall,
+        device=str(getattr(cfg, "device", "cpu")),
+        load_start=load_start,
+        cpu_s=None if cpu_now is None or cpu_start is None else cpu_now - cpu_start,
+        overrides=overrides or {},
+    )
+    return write_run(result, cfg, dest, provenance=prov, overrides=overrides)
+
+
+def run_experiment(
+    exp: ModuleType,
+    slug: str,
+    preset: str = "quick",
+    out: str | os.PathLike = "runs",
+    seeds: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    overrides: list[str] | dict[str, Any] | None = None,
+) -> dict:
+    """Run an experiment module (``PRESETS``, ``run(cfg, out)``) into ``out/<slug>``; return its claims.json."""
+    from .common import provenance
+    from .common.device import set_cpu_threads
+
+    cfg, applied = effective_config(exp, preset, seeds=seeds, seed=seed, device=device, overrides=overrides)
+    dest = check_out(out, slug)
+    set_cpu_threads(getattr(cfg, "threads", None))
+    load_start, cpu_start = provenance.load_average(), _cpu_seconds()
+    t0 = time.perf_counter()
+    result = exp.run(cfg, dest)
+    return finish_run(
+        result,
+        cfg,
+        dest,
+        slug=slug,
+        preset=preset,
+        started=t0,
+        load_start=load_start,
+        cpu_start=cpu_start,
+        overrides=applied,
+    )
+
+
+def run(
+    slug: str,
+    preset: str = "quick",
+    out: str | os.PathLike = "runs",
+    *,
+    seeds: int | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    overrides: list[str] | dict[str, Any] | None = None,
+) -> dict:
+    """Run system ``slug``'s reproduction with ``preset`` into ``out/<slug>`` and return its claims document.
+
+    ``device=None`` uses the preset's device (``full`` presets ask for CUDA); ``"auto"`` picks CUDA when
+    present. ``overrides`` (``{"field": value}`` or ``["field=value"]``) change config fields, validated by the
+    config dataclass and recorded in config.json (and in the config hash that guards cached seeds).
+    Raises :class:`UsageError` for bad arguments and :class:`RunPathError` for an unusable ``out``.
+    """
+    if preset not in PRESET_NAMES:
+        raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(PRESET_NAMES)}")
+    return run_experiment(experiment_module(slug), slug, preset, out, seeds, seed, device, overrides)
