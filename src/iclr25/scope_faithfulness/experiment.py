@@ -1,0 +1,513 @@
+"""Reproduction: SCOPE preference tuning cuts hallucinations of an SFT data-to-text model (synthetic biographies).
+
+Pipeline (paper §3, at toy scale): pre-train the base LM p_LM on prior-driven biographies (once per run, shared
+by the seeds: it is not what is compared) → per seed, draw D (records with divergent references) and split it in
+halves D₁/D₂ → SFT p_LM on D₁ (p_θ₀) → noisy samples y⁻ on D₂ (α ∈ ``alphas``, T = 0.6, top-p 0.9, first 2
+tokens untouched) → DPO with TRL (β = 0.1, π_ref = p_θ₀) → greedy decoding on faithful test records.
+Baselines: p_θ₀ (SFT), p_θ₀ + continued SFT on D₂ (same data and optimiser steps as DPO, no negatives) and
+context-aware decoding (CAD) on p_θ₀. Metrics are exact: hallucination rate and field recall; SacreBLEU.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from iclr25.common.claims import make_claim  # noqa: E402
+from iclr25.common.io import atomic_savefig, atomic_write_json, read_json  # noqa: E402
+from iclr25.common.lm import tiny_causal_lm  # noqa: E402
+from iclr25.common.progress import log  # noqa: E402
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
+from iclr25.common.seeding import derive_seed, seed_everything  # noqa: E402
+from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
+
+from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer  # noqa: E402
+from .metrics import corpus_bleu  # noqa: E402
+from .noisy_generation import context_aware_generate  # noqa: E402
+from .preference import build_preference_pairs, scope_dpo, split_halves  # noqa: E402
+
+ARCHS = ("gpt2", "llama")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    # synthetic world and data
+    n_pretrain: int = 6000  # p_LM corpus: city/year follow the occupation prior with prob. prior_strength
+    prior_strength: float = 0.9
+    n_data: int = 3000  # D, split in halves D₁ (SFT) / D₂ (SCOPE)
+    n_test: int = 300  # faithful test records
+    year_absent: float = 0.4
+    divergent: float = 0.5  # P(reference states the prior year | year absent)
+    # model (word-level vocabulary of 79 tokens)
+    arch: str = "gpt2"
+    hidden: int = 96
+    layers: int = 2
+    heads: int = 4
+    # p_LM pre-training and SFT (stage 1)
+    pretrain_steps: int = 600
+    pretrain_batch: int = 64
+    pretrain_lr: float = 3e-3
+    sft_steps: int = 700
+    sft_batch: int = 64
+    sft_lr: float = 1e-3
+    # noisy generation (paper: α = 0.5, T = 0.6, top-p 0.9, first 2 tokens from p_θ₀)
+    alpha: float = 0.5
+    alphas: tuple[float, ...] = (0.1, 0.5, 0.9)
+    temperature: float = 0.6
+    top_p: float = 0.9
+    n_untouched: int = 2
+    max_new_tokens: int = 16  # paper: 90 (ToTTo); every biography here fits in 12 tokens
+    gen_batch: int = 512
+    # preference stage (paper: β = 0.1, sigmoid loss, lr 1e-6, 1 epoch for 7B models)
+    beta: float = 0.1
+    tune_lr: float = 1e-4  # same for DPO and continued SFT
+    tune_epochs: int = 2
+    tune_batch: int = 32
+    warmup_ratio: float = 0.1
+    cad_alpha: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in (
+            "n_pretrain", "n_data", "n_test", "hidden", "layers", "heads", "pretrain_steps", "pretrain_batch",
+            "sft_steps", "sft_batch", "max_new_tokens", "gen_batch", "tune_epochs", "tune_batch",
+        ):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.n_untouched < 0:
+            raise ValueError(f"n_untouched must be >= 0, got {self.n_untouched!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        for name in ("prior_strength", "year_absent", "divergent", "alpha", "warmup_ratio"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+        if not self.alphas or any(not (0.0 < a <= 1.0) for a in self.alphas):
+            raise ValueError(f"alphas must be a non-empty tuple of values in (0, 1], got {self.alphas!r}")
+        for a in (0.1, self.alpha):
+            if a not in self.alphas:
+                raise ValueError(
+                    f"alphas must contain 0.1 and alpha={self.alpha} (claims use them), got {self.alphas}"
+                )
+        for name in ("pretrain_lr", "sft_lr", "tune_lr", "beta", "temperature", "top_p", "cad_alpha"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a finite float > 0, got {v!r}")
+        if self.top_p > 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.n_data < 4 or self.n_test < 1:
+            raise ValueError(f"n_data must be >= 4, got {self.n_data!r}")
+
+
+PRESETS = {
+    "smoke": Config(
+        seeds=1,
+        n_pretrain=1500,
+        n_data=400,
+        n_test=60,
+        hidden=48,
+        pretrain_steps=80,
+        sft_steps=80,
+        alphas=(0.1, 0.5),
+        tune_epochs=1,
+    ),
+    "quick": Config(),
+    # GPU: a wider/deeper Llama on 10× the data; same protocol and claims.
+    "full": Config(
+        seeds=3,
+        n_pretrain=60000,
+        n_data=30000,
+        n_test=3000,
+        arch="llama",
+        hidden=256,
+        layers=4,
+        heads=8,
+        pretrain_steps=4000,
+        pretrain_batch=128,
+        pretrain_lr=1e-3,
+        sft_steps=4000,
+        sft_batch=128,
+        sft_lr=5e-4,
+        tune_lr=2e-5,
+        device="auto",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def _device(cfg: Config) -> torch.device:
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device)
+
+
+def build_model(cfg: Config, vocab_size: int, seed: int):
+    """A randomly initialised tiny GPT-2 or Llama over the word vocabulary (pad 0, bos 1, eos 2)."""
+    if cfg.arch == "llama":
+        return tiny_causal_lm(
+            "llama", seed=seed, vocab_size=vocab_size, hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads,
+            max_positions=128, attn_implementation="sdpa",
+        )  # fmt: skip
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gcfg = GPT2Config(
+        vocab_size=vocab_size, n_embd=cfg.hidden, n_layer=cfg.layers, n_head=cfg.heads, n_positions=128,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return GPT2LMHeadModel(gcfg)
+
+
+def _padded(
+    tok, prompts: list[str], targets: list[str], mask_prompt: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``(input_ids, labels)``: prompt + target + EOS, labels −100 on pads (and prompts)."""
+    full = tok([p + t for p, t in zip(prompts, targets, strict=True)], add_special_tokens=True)["input_ids"]
+    plen = (
+        [len(x) for x in tok(prompts, add_special_tokens=True)["input_ids"]]
+        if mask_prompt
+        else [1] * len(full)
+    )
+    seqs = [f + [tok.eos_token_id] for f in full]
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), tok.pad_token_id, dtype=torch.long)
+    lab = torch.full((len(seqs), width), IGNORE, dtype=torch.long)
+    for i, (s, k) in enumerate(zip(seqs, plen, strict=True)):
+        ids[i, : len(s)] = torch.tensor(s)
+        lab[i, k : len(s)] = ids[i, k : len(s)]
+    return ids, lab
+
+
+def _train(model, ids, lab, steps, batch, lr, seed, device, desc, warmup=None, optim="lm"):
+    def batch_fn(step: int, g: torch.Generator):
+        idx = torch.randint(0, ids.shape[0], (batch,), generator=g)
+        return ids[idx], lab[idx]
+
+    if optim == "lm":
+        tc = LMTrainConfig(
+            steps=steps, batch_size=batch, lr=lr, warmup_steps=min(50, steps // 10), eval_every=0, seed=seed
+        )
+    else:  # the same optimiser as TRL's DPO run: AdamW(0.9, 0.999), no weight decay, 10% warm-up, decay to 0
+        tc = LMTrainConfig(
+            steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=0, seed=seed, beta2=0.999,
+            weight_decay=0.0, min_lr_ratio=0.0,
+        )  # fmt: skip
+    hist = train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc=desc)
+    model.eval()
+    return float(hist["final_train_loss"])
+
+
+@torch.no_grad()
+def _greedy(model, tok, prompts: list[str], cfg: Config, device, cad: bool = False) -> list[str]:
+    tok.padding_side = "left"
+    outs: list[str] = []
+    for b0 in range(0, len(prompts), cfg.gen_batch):
+        enc = tok(prompts[b0 : b0 + cfg.gen_batch], return_tensors="pt", padding=True).to(device)
+        kw = dict(do_sample=False, max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id)
+        if cad:
+            new = context_aware_generate(model, enc, cfg.cad_alpha, **kw)
+        else:
+            model.eval()
+            new = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1] :]
+        outs.extend(_cut(tok, new))
+    return outs
+
+
+def _cut(tok, new: torch.Tensor) -> list[str]:
+    ids = new.cpu()
+    is_eos = ids == tok.eos_token_id
+    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), torch.full((ids.shape[0],), ids.shape[1]))
+    return tok.batch_decode(
+        [r[: int(k)].tolist() for r, k in zip(ids, first, strict=True)], skip_special_tokens=True
+    )
+
+
+def _scores(outputs: list[str], records: list[dict], world: World) -> dict:
+    m = hallucination_and_recall(outputs, records, world)
+    refs = [r["reference"].strip() for r in records]
+    return {
+        "halluc": float(m["hallucinated"].mean()),
+        "recall": float(m["recall"].mean()),
+        "bleu": corpus_bleu([o.strip() for o in outputs], refs),
+    }
+
+
+def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
+    """p_LM: pre-trained once per run on prior-driven sentences, cached in ``out/p_lm`` (safetensors)."""
+    from transformers import AutoModelForCausalLM
+
+    from iclr25.common.results import config_hash
+
+    key = config_hash(
+        {k: getattr(cfg, k) for k in ("n_pretrain", "prior_strength", "arch", "hidden", "layers", "heads",
+                                      "pretrain_steps", "pretrain_batch", "pretrain_lr", "seed")}
+    )  # fmt: skip
+    path = out / "p_lm"
+    if (path / "done.json").exists() and read_json(path / "done.json").get("key") == key:
+        return AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
+    corpus = pretraining_corpus(world, cfg.n_pretrain, derive_seed(cfg.seed, "pretrain"), cfg.prior_strength)
+    ids, lab = _padded(tok, [""] * len(corpus), corpus, mask_prompt=False)
+    lm = build_model(cfg, len(tok), derive_seed(cfg.seed, "init"))
+    _train(
+        lm,
+        ids,
+        lab,
+        cfg.pretrain_steps,
+        cfg.pretrain_batch,
+        cfg.pretrain_lr,
+        cfg.seed,
+        device,
+        "pretrain p_LM",
+    )
+    lm.save_pretrained(path)
+    atomic_write_json(path / "done.json", {"key": key})
+    return lm.eval()
+
+
+def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
+    t0 = time.perf_counter()
+    seed_everything(seed)
+    data = records_dataset(world, cfg.n_data, derive_seed(seed, "data"), cfg.year_absent, cfg.divergent)
+    test = records_dataset(world, cfg.n_test, derive_seed(seed, "test"), cfg.year_absent, faithful=True)
+    d1, d2 = split_halves(data, seed=seed)
+    test_prompts = [r["prompt"] for r in test]
+    res: dict = {"n_d1": len(d1), "n_d2": len(d2)}
+    # stage 1: SFT p_θ₀ on D₁ (initialised from p_LM, as in the paper)
+    sft = copy.deepcopy(p_lm)
+    ids, lab = _padded(tok, [r["prompt"] for r in d1], [r["reference"] for r in d1], mask_prompt=True)
+    _train(
+        sft, ids, lab, cfg.sft_steps, cfg.sft_batch, cfg.sft_lr, derive_seed(seed, "sft"), device, "SFT D1"
+    )
+    res["sft"] = _scores(_greedy(sft, tok, test_prompts, cfg, device), test, world)
+    res["cad"] = _scores(_greedy(sft, tok, test_prompts, cfg, device, cad=True), test, world)
+    # continued SFT on D₂: the same pairs' references, the same number of optimiser steps as DPO, no negatives
+    tune_steps = cfg.tune_epochs * math.ceil(len(d2) / cfg.tune_batch)
+    cont = copy.deepcopy(sft)
+    ids2, lab2 = _padded(tok, [r["prompt"] for r in d2], [r["reference"] for r in d2], mask_prompt=True)
+    _train(
+        cont, ids2, lab2, tune_steps, cfg.tune_batch, cfg.tune_lr, derive_seed(seed, "cont"), device, "SFT D2",
+        warmup=math.ceil(cfg.warmup_ratio * tune_steps), optim="trl",
+    )  # fmt: skip
+    res["cont_sft"] = _scores(_greedy(cont, tok, test_prompts, cfg, device), test, world)
+    res["tune_steps"] = tune_steps
+    # α = 0 control: p_θ₀'s own samples on D₂ at the same temperature / top-p
+    gen_kw = dict(
+        tokenizer=tok, batch_size=cfg.gen_batch, n_untouched=cfg.n_untouched, temperature=cfg.temperature,
+        top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+    )  # fmt: skip
+    ctrl = build_preference_pairs(sft, p_lm, d2, 0.0, seed=derive_seed(seed, "neg", 0), **gen_kw)
+    res["neg_halluc_alpha0"] = float(
+        hallucination_and_recall(ctrl["rejected"], d2, world)["hallucinated"].mean()
+    )
+    for a in cfg.alphas:
+        pairs = build_preference_pairs(sft, p_lm, d2, a, seed=derive_seed(seed, "neg", str(a)), **gen_kw)
+        neg = hallucination_and_recall(pairs["rejected"], d2, world)
+        differs = float(
+            np.mean([c.strip() != r.strip() for c, r in zip(pairs["chosen"], pairs["rejected"], strict=True)])
+        )
+        pol = copy.deepcopy(sft)
+        _, hist = scope_dpo(
+            pol, pairs, tok, ref_model=sft, beta=cfg.beta, learning_rate=cfg.tune_lr, num_train_epochs=cfg.tune_epochs,
+            per_device_train_batch_size=cfg.tune_batch, warmup_steps=cfg.warmup_ratio,
+            seed=derive_seed(seed, "dpo", str(a)) % (2**31), logging_steps=max(1, tune_steps // 4),
+            use_cpu=device.type == "cpu", bf16=False,
+        )  # fmt: skip
+        logs = [h for h in hist if "loss" in h]
+        res[f"scope@{a:g}"] = {
+            **_scores(_greedy(pol, tok, test_prompts, cfg, device), test, world),
+            "neg_halluc": float(neg["hallucinated"].mean()),
+            "neg_recall": float(neg["recall"].mean()),
+            "rejected_differs": differs,
+            "dpo_last_loss": float(logs[-1]["loss"]) if logs else float("nan"),
+            "dpo_last_reward_acc": float(logs[-1].get("rewards/accuracies", float("nan")))
+            if logs
+            else float("nan"),
+        }
+        if a == cfg.alpha:
+            res["example_pair"] = {k: pairs[0][k] for k in ("prompt", "chosen", "rejected")}
+    res["runtime_s"] = time.perf_counter() - t0
+    return res
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    out = Path(out)
+    device = _device(cfg)
+    try:
+        from datasets.utils.logging import disable_progress_bar
+
+        disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+    world = World()
+    tok = word_tokenizer(world)
+    rd = RunDir(out, cfg)
+    p_lm = pretrain_lm(cfg, out, world, tok, device)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, p_lm, world, tok, device), cfg.seed_list)
+    a = f"scope@{cfg.alpha:g}"
+    sft_h, cont_h = values(per_seed, "sft/halluc"), values(per_seed, "cont_sft/halluc")
+    best_name, best = ("SFT", sft_h) if np.mean(sft_h) <= np.mean(cont_h) else ("continued SFT", cont_h)
+    scope_h = values(per_seed, f"{a}/halluc")
+    small = cfg.n_data < 3000 or cfg.sft_steps < 700
+    note_small = " Smoke-scale run: too small for the claim." if small else ""
+    hi = f"scope@{max(cfg.alphas):g}"
+    recall_cost = np.mean(values(per_seed, "cont_sft/recall")) - np.mean(values(per_seed, f"{hi}/recall"))
+    claims = [
+        make_claim(
+            "halluc_halved",
+            "SCOPE (α = 0.5) at least halves the hallucination rate of the better SFT baseline",
+            f"mean hallucination(SCOPE) / min(mean SFT, mean continued SFT) [better: {best_name}]",
+            method=scope_h,
+            baseline=best,
+            threshold=0.5,
+            direction="<=",
+            compare="ratio",
+            note="ratio of means over seeds; undefined (fails) if the better baseline never hallucinates."
+            + note_small,
+        ),
+        make_claim(
+            "recall_kept",
+            "SCOPE keeps field recall within 0.03 of continued SFT",
+            "mean recall(SCOPE) − mean recall(continued SFT)",
+            method=values(per_seed, f"{a}/recall"),
+            baseline=values(per_seed, "cont_sft/recall"),
+            threshold=-0.03,
+            direction=">=",
+            compare="difference",
+            note=note_small.strip(),
+        ),
+        make_claim(
+            "negatives_unfaithful",
+            "Noisy samples y⁻ (α = 0.5) contradict or add to the record more often than p_θ₀'s own samples (α = 0)",
+            "share of unfaithful y⁻ on D₂, α = 0.5 − α = 0 (every seed)",
+            method=values(per_seed, f"{a}/neg_halluc"),
+            baseline=values(per_seed, "neg_halluc_alpha0"),
+            threshold=1e-9,
+            direction=">=",
+            compare="difference",
+            reduce="all",
+            note="strict '>' tested as a difference ≥ 1e-9 on every seed (pipeline sanity check)."
+            + note_small,
+        ),
+        make_claim(
+            "alpha_trend",
+            "Stronger noise gives more useful negatives: hallucination at α = 0.5 is below that at α = 0.1",
+            "mean hallucination(SCOPE α=0.5) − mean hallucination(SCOPE α=0.1)",
+            method=scope_h,
+            baseline=values(per_seed, "scope@0.1/halluc"),
+            threshold=-1e-9,
+            direction="<=",
+            compare="difference",
+            note=(
+                f"strict '<' tested as a difference ≤ −1e-9 (equal rates, e.g. both 0, fail). Recall cost at "
+                f"α = {max(cfg.alphas):g} vs continued SFT: {recall_cost:+.3f}." + note_small
+            ),
+        ),
+    ]
+    valid, reason = True, ""
+    if max(np.mean(sft_h), np.mean(cont_h)) == 0:
+        valid, reason = False, "neither SFT baseline hallucinates: the task gives SCOPE nothing to fix"
+    fig = _figure(per_seed, cfg, rd.figures / "scope_faithfulness.png")
+    log(
+        f"scope_faithfulness: hallucination SFT {np.mean(sft_h):.3f} / cont {np.mean(cont_h):.3f} / SCOPE {np.mean(scope_h):.3f}"
+    )
+    return RunResult(
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=claims,
+        per_seed=per_seed,
+        figures=[fig],
+        report_md=_report(per_seed, cfg),
+        valid=valid,
+        invalid_reason=reason,
+    )
+
+
+def _arms(cfg: Config) -> list[tuple[str, str]]:
+    return [
+        ("sft", "SFT on D₁ (p_θ₀)"),
+        ("cont_sft", "p_θ₀ + continued SFT on D₂"),
+        ("cad", f"CAD on p_θ₀ (α = {cfg.cad_alpha:g})"),
+    ] + [(f"scope@{a:g}", f"SCOPE α = {a:g}") for a in cfg.alphas]
+
+
+def _report(per_seed: dict, cfg: Config) -> str:
+    seeds = sorted(per_seed)
+    rows = [
+        f"Greedy decoding on {cfg.n_test} faithful test records; mean ± std over seeds {seeds}.",
+        "",
+        "| model | hallucination rate ↓ | field recall ↑ | SacreBLEU ↑ | unfaithful y⁻ on D₂ | DPO final loss |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, name in _arms(cfg):
+        v = lambda k, key=key: values(per_seed, f"{key}/{k}")  # noqa: E731
+        neg = mean_std(v("neg_halluc"), digits=3) if key.startswith("scope") else (
+            mean_std(values(per_seed, "neg_halluc_alpha0"), digits=3) + " (α = 0)" if key == "sft" else "—"
+        )  # fmt: skip
+        loss = mean_std(v("dpo_last_loss"), digits=3) if key.startswith("scope") else "—"
+        rows.append(
+            f"| {name} | {mean_std(v('halluc'), digits=3)} | {mean_std(v('recall'), digits=3)} | "
+            f"{mean_std(v('bleu'), digits=1)} | {neg} | {loss} |"
+        )
+    ex = per_seed[seeds[0]].get("example_pair")
+    if ex:
+        rows += ["", f"Example pair (seed {seeds[0]}, α = {cfg.alpha:g}): prompt `{ex['prompt']}` — chosen "
+                 f"`{ex['chosen'].strip()}` — rejected `{ex['rejected'].strip()}`"]  # fmt: skip
+    rows += [
+        "",
+        "Deviations from the paper (toy scale): word-level synthetic biographies instead of ToTTo/WebNLG/XSum; "
+        f"a {cfg.layers}-layer {cfg.arch} of width {cfg.hidden} instead of Llama-2-7B; DPO lr {cfg.tune_lr:g} and "
+        f"{cfg.tune_epochs} epochs (paper: 1e-6, 1 epoch — a 7B model's setting, which does not move a random-init "
+        f"toy model); max {cfg.max_new_tokens} new tokens (paper 90); exact hallucination/recall instead of "
+        "PARENT/AlignScore/NLI. Continued SFT gets the same data, steps, batch, lr and warm-up as DPO (cosine "
+        "decay to 0 instead of TRL's linear decay).",
+    ]
+    return "\n".join(rows)
+
+
+def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    labels, means, stds = [], [], []
+    for key, name in _arms(cfg):
+        v = values(per_seed, f"{key}/halluc")
+        labels.append(name.replace(" on ", "\non ").replace("SCOPE ", "SCOPE\n"))
+        means.append(np.mean(v))
+        stds.append(np.std(v))
+    axes[0].bar(
+        range(len(labels)), means, yerr=stds, color=["#999"] * 3 + ["#1f77b4"] * len(cfg.alphas), capsize=3
+    )
+    axes[0].set_xticks(range(len(labels)), labels, fontsize=7)
+    axes[0].set_ylabel("hallucination rate (test)")
+    axes[0].set_title("Hallucination by model")
+    al = list(cfg.alphas)
+    for k, name, c in (("halluc", "hallucination", "#d62728"), ("recall", "field recall", "#2ca02c")):
+        m = [np.mean(values(per_seed, f"scope@{a:g}/{k}")) for a in al]
+        s = [np.std(values(per_seed, f"scope@{a:g}/{k}")) for a in al]
+        axes[1].errorbar(al, m, yerr=s, marker="o", label=f"SCOPE {name}", color=c, capsize=3)
+    axes[1].axhline(
+        np.mean(values(per_seed, "cont_sft/halluc")),
+        ls="--",
+        color="#d62728",
+        lw=1,
+        label="cont. SFT halluc.",
+    )
+    axes[1].set_xlabel("noise level α")
+    axes[1].set_title("α sweep")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    atomic_savefig(fig, path)
+    plt.close(fig)
+    return path

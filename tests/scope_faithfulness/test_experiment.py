@@ -1,0 +1,60 @@
+"""Smoke run of the reproduction: the fixed claim ids with finite numbers, resume, config validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from iclr25.common.claims import validate_claims_document
+from iclr25.common.results import write_run
+from iclr25.scope_faithfulness.experiment import PRESETS, Config, run
+
+CLAIM_IDS = {"halluc_halved", "recall_kept", "negatives_unfaithful", "alpha_trend"}
+
+
+@pytest.mark.slow
+def test_smoke_run_claims_and_resume(tmp_path):
+    cfg = PRESETS["smoke"]
+    res = run(cfg, tmp_path)
+    res.preset = "smoke"
+    write_run(res, cfg, tmp_path)
+    doc = json.loads((tmp_path / "claims.json").read_text())
+    validate_claims_document(doc)
+    assert {c["id"] for c in doc["claims"]} == CLAIM_IDS
+    for c in doc["claims"]:
+        assert all(v is not None and math.isfinite(v) for v in c["method"]["values"])
+    seed = res.per_seed[0]
+    assert {"sft", "cont_sft", "cad", "scope@0.1", "scope@0.5"} <= set(seed)
+    assert seed["n_d1"] == 200 and seed["n_d2"] == 200
+    assert seed["scope@0.5"]["rejected_differs"] >= 0.5
+    assert (tmp_path / "figures" / "scope_faithfulness.png").exists()
+    again = run(cfg, tmp_path)  # finished seeds and p_LM are read back from disk
+    assert again.per_seed == res.per_seed
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("alpha", 1.5),
+        ("alphas", (0.5, 0.9)),
+        ("arch", "bert"),
+        ("beta", 0.0),
+        ("tune_lr", float("nan")),
+        ("heads", 5),
+    ],
+)
+def test_config_validation(field, value):
+    with pytest.raises(ValueError, match=field if field != "heads" else "divisible"):
+        dataclasses.replace(PRESETS["smoke"], **{field: value})
+
+
+def test_presets_are_configs():
+    assert set(PRESETS) == {"smoke", "quick", "full"} and all(isinstance(c, Config) for c in PRESETS.values())
+    q = PRESETS["quick"]
+    assert (
+        q.seeds == 3 and q.alpha == 0.5 and q.beta == 0.1 and q.n_test == 300 and q.alphas == (0.1, 0.5, 0.9)
+    )
+    assert q.temperature == 0.6 and q.top_p == 0.9 and q.n_untouched == 2
