@@ -176,7 +176,7 @@ class SyntheticSpec:
 def _profile(length: int, apex_frac: float) -> np.ndarray:
     """sin(π/2 · ramp) rising to 1 at the apex and falling back: ``(length,)`` in (0, 1]."""
     t = np.arange(length, dtype=np.float64)
-    a = apex_frac * (length - 1)
+    a = round(apex_frac * (length - 1))  # the apex frame (intensity exactly 1)
     up = np.clip((t + 1) / (a + 1), 0, 1)
     down = np.clip((length - t) / (length - a), 0, 1)
     return np.sin(np.pi / 2 * np.where(t <= a, up, down))

@@ -122,7 +122,7 @@ PRESETS = {
         loso_videos_per_subject=1,
         loso_epochs=1,
     ),
-    "quick": Config(seeds=5, ablation_seeds=3, hard_seeds=5),
+    "quick": Config(seeds=5, n_train=24, ablation_seeds=3, hard_seeds=5),
     "full": Config(
         seeds=5,
         n_train=60,

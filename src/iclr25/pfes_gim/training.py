@@ -145,7 +145,8 @@ def evaluate_loso(
     prof = get_profile(profile)
     fixed = SpottingCounts()
     best = SpottingCounts()
-    per_subject = {}
+    per_subject: dict[str, dict] = {}
+    per_subject_best: dict[str, dict] = {}
     for k, (s, tr, te) in enumerate(loso_splits(subj)):
         torch.manual_seed(seed * 1000 + k)
         model = make_model()
@@ -162,8 +163,11 @@ def evaluate_loso(
         per_subject[s] = c.summary()
         if track_epochs:
             f1s = [e.f1() if e.f1() == e.f1() else -1.0 for e in epoch_counts]
-            best = best + epoch_counts[int(np.argmax(f1s))]
+            chosen = epoch_counts[int(np.argmax(f1s))]
+            best = best + chosen
+            per_subject_best[s] = chosen.summary()
     out = {"fixed_epoch": fixed.summary(), "per_subject": per_subject}
     if track_epochs:
         out["best_epoch"] = best.summary()
+        out["per_subject_best_epoch"] = per_subject_best
     return out
