@@ -1,4 +1,4 @@
-"""CascadingKVCache inside HF models: exactness in the window, generate parity, EMA scores (spec §7 checks 1, 6, 7)."""
+"""CascadingKVCache inside HF models: exactness in the window, generate parity, EMA scores, robust prefill timing."""
 
 import pytest
 import torch
@@ -147,3 +147,27 @@ def test_cache_validation():
     cache = CascadingKVCache(model, cache_size=32, sink_tokens=4)
     with pytest.raises(ValueError, match="stride"):
         strided_prefill(model, torch.zeros(1, 5, dtype=torch.long), cache, stride=0)
+
+
+def test_time_prefills_interleaves_rounds_and_keeps_the_best(monkeypatch):
+    """Timing ratios on a loaded machine: rounds alternate direction, each configuration keeps its minimum,
+    and on CPU the clock is the process CPU time (other processes' load does not count)."""
+    import time
+
+    from iclr25.cascading_kv import profiling
+
+    assert profiling.default_clock(torch.device("cpu")) is time.process_time
+    calls: list[str] = []
+    fake_times = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 9.0, 4.0])}
+
+    def fake_prefill(model, ids, method, *args, **kw):
+        calls.append(method)
+        return next(fake_times[method]), None
+
+    monkeypatch.setattr(profiling, "prefill_once", fake_prefill)
+    runs = [("a", torch.zeros(1, 4, dtype=torch.long)), ("b", torch.zeros(1, 16, dtype=torch.long))]
+    best = profiling.time_prefills(None, runs, 8, 1, 2, 4, repeats=3, clock=time.process_time, warmup=False)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert best == [1.0, 4.0]
+    with pytest.raises(ValueError, match="repeats"):
+        profiling.time_prefills(None, runs, 8, 1, 2, 4, repeats=0, clock=time.process_time)

@@ -1,4 +1,4 @@
-"""CascadeState bookkeeping: spec §7 checks 2–5 (no model)."""
+"""CascadeState bookkeeping: StreamingLLM equivalence, structural invariants, 2^i spacing, the score rule of Algorithm 2 (no model)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Cascade attention, registered in ``transformers``' attention interface as ``"cascade"`` (spec §3.4, §8).
+"""Cascade attention, registered in ``transformers``' attention interface as ``"cascade"`` (the paper's EMA attention scores; ``transformers.AttentionInterface``).
 
 The model's attention module computes q/k/v, applies RoPE at whatever ``position_ids`` it was given and calls
 ``cache.update`` then the attention function. For a :class:`~iclr25.cascading_kv.cache.CascadingKVCache` this

@@ -1,4 +1,4 @@
-"""Cascade bookkeeping (§3.1–3.3 of the spec; Algorithm 2 of the paper), model-free.
+"""Cascade bookkeeping (Algorithm 2 of the paper, as the official Triton kernel implements it), model-free.
 
 One :class:`CascadeState` holds, for a batch of streams (``rows`` = batch × KV heads), the ``S`` sink slots and
 ``C`` cascades ("sub-caches") of ``W`` slots each (``N = C·W``). Cascade ``i`` accepts a token only every
@@ -172,7 +172,7 @@ class CascadeState:
     def push(self, scores: torch.Tensor | np.ndarray) -> PushResult:
         """Insert ``q`` new tokens, one after another, with initial scores ``scores`` ``(*rows, q)`` (Algorithm 2).
 
-        Exact semantics of the official Triton kernel (spec §3.2)::
+        Exact semantics of the official Triton kernel (Algorithm 2)::
 
             sink if fewer than S sinks; else carry = new token, for i = 0..C-1:
               accept: room → append after the newest, stop; full → replace the oldest, carry the evicted one on
@@ -242,7 +242,10 @@ class CascadeState:
         self.rows = tuple(int(r) for r in rows)
 
     def check_invariants(self) -> None:
-        """Raise ``AssertionError`` when a structural invariant of spec §7.3 is broken."""
+        """Raise ``AssertionError`` when a structural invariant is broken.
+
+        Σ stored ≤ N, stored[i] ≤ W, cache positions a permutation of S..S+n−1 in original-index order, sinks first.
+        """
         assert all(0 <= st <= self.W for st in self.stored), self.stored
         assert self.n_cached <= self.N
         assert self.n_sinks <= self.S

@@ -1,13 +1,17 @@
 """Prefill / decode timing of the cascading cache against StreamingLLM (C = 1) and full attention.
 
-Used by the experiment's ``prefill_linear`` claim and by ``benchmarks/bench_cascading_kv.py``. Times are the
-minimum over ``repeats`` runs (robust to a shared machine); full attention is one forward over the whole prompt
-with a ``DynamicCache`` (quadratic), the cascading caches use the strided prefill (linear).
+Used by the experiment's ``prefill_linear`` claim and by ``benchmarks/bench_cascading_kv.py``. Full attention is
+one forward over the whole prompt with a ``DynamicCache`` (quadratic), the cascading caches use the strided prefill
+(linear). Timing ratios must survive a shared machine, so :func:`time_prefills` measures every configuration
+``repeats`` times in interleaved rounds (a slow spell of the machine hits all configurations alike, not one), keeps
+the best (minimum) time of each, and on CPU reads the process CPU clock (``time.process_time``: time other
+processes take from this one does not count) instead of the wall clock.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -38,6 +42,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def default_clock(device: torch.device) -> Callable[[], float]:
+    """Process CPU time on CPU (robust to other processes' load), wall time (after a sync) on an accelerator."""
+    return time.process_time if torch.device(device).type == "cpu" else time.perf_counter
+
+
 def make_cache(model, method: str, cache_size: int, sink_tokens: int, cascades: int, beta: float = 0.9999):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -49,33 +58,66 @@ def make_cache(model, method: str, cache_size: int, sink_tokens: int, cascades: 
 
 @torch.no_grad()
 def prefill_once(model, input_ids: torch.Tensor, method: str, cache_size: int, sink_tokens: int, cascades: int,
-                 stride: int, full_impl: str = "eager"):  # fmt: skip
-    """Run one prefill of ``input_ids`` and return ``(seconds, cache)``."""
+                 stride: int, full_impl: str = "eager", clock: Callable[[], float] | None = None):  # fmt: skip
+    """Run one prefill of ``input_ids`` and return ``(seconds, cache)``; ``clock`` defaults to wall time."""
     dev = next(model.parameters()).device
+    clock = clock or time.perf_counter
     ids = input_ids.to(dev)
     cache = make_cache(model, method, cache_size, sink_tokens, cascades)
     if method == "full":
         with attn_implementation(model, full_impl):
             _sync(dev)
-            t = time.perf_counter()
+            t = clock()
             model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
             _sync(dev)
-            return time.perf_counter() - t, cache
+            return clock() - t, cache
     enable_cascade_attention(model)
     _sync(dev)
-    t = time.perf_counter()
+    t = clock()
     strided_prefill(model, ids, cache, stride=stride)
     _sync(dev)
-    return time.perf_counter() - t, cache
+    return clock() - t, cache
 
 
 def time_prefill(model, input_ids, method, cache_size, sink_tokens, cascades, stride, repeats: int = 3,
-                 full_impl: str = "eager") -> float:  # fmt: skip
-    """Minimum wall time of ``repeats`` prefills (seconds)."""
+                 full_impl: str = "eager", clock: Callable[[], float] | None = None) -> float:  # fmt: skip
+    """Minimum time of ``repeats`` prefills (seconds; ``clock`` defaults to :func:`default_clock`)."""
+    clock = clock or default_clock(next(model.parameters()).device)
     return min(
-        prefill_once(model, input_ids, method, cache_size, sink_tokens, cascades, stride, full_impl)[0]
+        prefill_once(model, input_ids, method, cache_size, sink_tokens, cascades, stride, full_impl, clock)[0]
         for _ in range(max(1, repeats))
     )
+
+
+def time_prefills(model, runs: Sequence[tuple[str, torch.Tensor]], cache_size: int, sink_tokens: int,
+                  cascades: int, stride: int, repeats: int = 5, full_impl: str = "eager",
+                  clock: Callable[[], float] | None = None, warmup: bool = True) -> list[float]:  # fmt: skip
+    """Best time (seconds) of each ``(method, input_ids)`` in ``runs`` over ``repeats`` interleaved rounds.
+
+    Each round runs every configuration once, alternating the order between rounds (forward, then reversed), so
+    drifts and load spikes of a shared machine are spread over all configurations instead of landing on one;
+    the minimum of each configuration is its least-disturbed run. ``warmup`` first runs each method once on a short
+    prompt (one-off allocations and dispatch caches are not timed).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not runs:
+        raise ValueError("runs must list at least one (method, input_ids) pair")
+    clock = clock or default_clock(next(model.parameters()).device)
+    if warmup:
+        for method in dict.fromkeys(m for m, _ in runs):
+            ids = runs[0][1][:, : min(runs[0][1].shape[1], 2 * stride)]
+            prefill_once(model, ids, method, cache_size, sink_tokens, cascades, stride, full_impl, clock)
+    best = [float("inf")] * len(runs)
+    order = list(range(len(runs)))
+    for r in range(repeats):
+        for i in order if r % 2 == 0 else order[::-1]:
+            method, ids = runs[i]
+            s = prefill_once(model, ids, method, cache_size, sink_tokens, cascades, stride, full_impl, clock)[
+                0
+            ]
+            best[i] = min(best[i], s)
+    return best
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""EMA attention scores (spec §3.4): how much attention each cached token keeps receiving.
+"""EMA attention scores (the paper's token-importance score, Algorithm 2): how much attention each cached token keeps receiving.
 
 For a chunk of ``q`` queries with attention probabilities ``A`` (softmax rows):
 

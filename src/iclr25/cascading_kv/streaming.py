@@ -1,4 +1,4 @@
-"""Strided ("linear") prefill (Algorithm 1, spec §3.5) and streaming generation.
+"""Strided ("linear") prefill (Algorithm 1 of the paper) and streaming generation.
 
 The prompt is cut into chunks of ``stride`` tokens; each chunk runs through the whole model against the current
 cache and is then inserted. Per chunk the cost is O(stride·(S + N + stride)), so a prompt of length L costs
