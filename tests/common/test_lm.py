@@ -166,3 +166,41 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     assert two["train"] == pytest.approx(one["train"], abs=1e-5)
     assert two["val"] == pytest.approx(one["val"], abs=1e-6)
     assert one["train"][-1] < one["train"][0] - 0.5  # it learned something
+
+
+def _old_lr_at(step, cfg):  # the hand-written schedule replaced by transformers' (kept here as the reference)
+    import math
+
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    t = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+@pytest.mark.parametrize("steps,warmup,ratio", [(100, 10, 0.1), (7, 0, 0.0), (50, 49, 0.5), (3, 1, 1.0)])
+def test_transformers_schedule_gives_the_same_numbers(steps, warmup, ratio):
+    from iclr25.common.train import warmup_cosine_schedule
+
+    cfg = LMTrainConfig(steps=steps, lr=0.3, warmup_steps=warmup, min_lr_ratio=ratio)
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=cfg.lr)
+    sched = warmup_cosine_schedule(opt, warmup, steps, ratio)
+    for s in range(steps + 1):
+        assert lr_at(s, cfg) == pytest.approx(_old_lr_at(s, cfg), abs=1e-12)
+        assert opt.param_groups[0]["lr"] == pytest.approx(_old_lr_at(s, cfg), abs=1e-12)
+        opt.step()
+        sched.step()
+
+
+def test_checkpoint_is_loaded_without_unpickling_objects(tmp_path):
+    """A checkpoint holding an arbitrary Python object is refused (weights_only=True), never executed."""
+    import fractions
+    import pickle
+
+    tokens = torch.randint(0, 50, (500,))
+    m = tiny_causal_lm("llama", seed=0, vocab_size=50, hidden=16, layers=1, heads=2, kv_heads=1)
+    cfg = LMTrainConfig(steps=2, batch_size=2, seq_len=8, warmup_steps=0, eval_every=0)
+
+    torch.save({"config": {}, "payload": fractions.Fraction(1, 3)}, tmp_path / "checkpoint.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        train_lm(m, tokens, cfg=cfg, checkpoint_dir=tmp_path)

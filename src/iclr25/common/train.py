@@ -1,4 +1,4 @@
-"""A compact causal-LM training loop: AdamW, linear warm-up + cosine decay, gradient clipping, periodic
+"""A compact causal-LM training loop: AdamW, linear warm-up + cosine decay (transformers' scheduler), gradient clipping, periodic
 evaluation, atomic checkpoints with exact resume — and the same code under ``torchrun`` (DDP).
 
 Batches are drawn for the *global* batch from a generator seeded by ``(seed, step)``; each rank takes its
@@ -8,7 +8,6 @@ slice. The loss is the sum over the global batch's target tokens divided by thei
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -58,13 +57,41 @@ class LMTrainConfig:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
 
 
+def warmup_cosine_factor(
+    warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
+) -> Callable[[int], float]:
+    """The learning-rate multiplier of transformers' ``get_cosine_with_min_lr_schedule_with_warmup``, with the
+    warm-up counting the current step: ``(s + 1) / W`` for ``s < W`` (step 0 already trains), then cosine from 1
+    at ``s = W`` to ``min_lr_ratio`` at ``s = total_steps``."""
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+
+    probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    hf = get_cosine_with_min_lr_schedule_with_warmup(
+        probe, warmup_steps, total_steps, min_lr_rate=min_lr_ratio
+    ).lr_lambdas[0]
+    return lambda s: float(hf(s + 1) if s < warmup_steps else hf(min(s, total_steps)))
+
+
+def warmup_cosine_schedule(
+    optimizer: torch.optim.Optimizer,
+    warmup_steps: int,
+    total_steps: int,
+    min_lr_ratio: float = 0.0,
+    start_step: int = 0,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` following :func:`warmup_cosine_factor` (call ``.step()`` after each optimiser step);
+    ``start_step`` resumes it (the optimiser's learning rate becomes that of ``start_step``)."""
+    if start_step:
+        for g in optimizer.param_groups:
+            g.setdefault("initial_lr", g["lr"])
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, warmup_cosine_factor(warmup_steps, total_steps, min_lr_ratio), last_epoch=start_step - 1
+    )
+
+
 def lr_at(step: int, cfg: LMTrainConfig) -> float:
     """Linear warm-up to ``lr`` over ``warmup_steps``, then cosine to ``lr * min_lr_ratio`` at ``steps``."""
-    if cfg.warmup_steps and step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    span = max(1, cfg.steps - cfg.warmup_steps)
-    t = min(1.0, (step - cfg.warmup_steps) / span)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+    return cfg.lr * warmup_cosine_factor(cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)(step)
 
 
 def stream_batch(tokens: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator):
@@ -162,11 +189,14 @@ def train_lm(
     start = 0
     ckpt = Path(checkpoint_dir) / "checkpoint.pt" if checkpoint_dir is not None else None
     if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
+        state = torch.load(ckpt, map_location=device, weights_only=True)  # tensors and plain data only
         if state.get("config") == asdict(cfg):
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start, history = state["step"], state["history"]
+    for group in opt.param_groups:
+        group["initial_lr"] = cfg.lr
+    sched = warmup_cosine_schedule(opt, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio, start_step=start)
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(
@@ -197,8 +227,7 @@ def train_lm(
             x, y = stream_batch(train_tokens, cfg.batch_size, cfg.seq_len, g)
         n_global = (y[:, 1:] != IGNORE).sum().clamp_min(1)
         x, y = x[rank * per : (rank + 1) * per].to(device), y[rank * per : (rank + 1) * per].to(device)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
+        lr = sched.get_last_lr()[0]
         loss_sum, _ = causal_lm_loss_sum(net, x, y)
         # DDP averages gradients over ranks, hence the factor `world`: the result is d(global mean)/dθ.
         (loss_sum * world / n_global).backward()
@@ -206,13 +235,14 @@ def train_lm(
             model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
         )
         opt.step()
+        sched.step()
         opt.zero_grad(set_to_none=True)
         train_loss = loss_sum.detach() / n_global
         if world > 1:
             dist.all_reduce(train_loss)
         rec = {
             "step": step + 1,
-            "lr": lr_at(step, cfg),
+            "lr": lr,
             "train_loss": float(train_loss),
             "grad_norm": float(gnorm),
         }
