@@ -1,0 +1,294 @@
+"""MEMIT towards EOS (paper §3 initialisation and the MEMIT baseline): target vectors z that make the model emit
+EOS, and the closed-form least-squares update ``Δ = R Kᵀ (λC + KKᵀ)⁻¹`` spread over the edited layers."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .covariance import check_covariance
+from .facts import Fact, check_facts
+from .memories import (
+    MemoryLayer,
+    add_to_block_output,
+    block_outputs,
+    encode_for,
+    fact_keys,
+    resolve_layers,
+)
+
+
+def _check_lam(lam: float) -> float:
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
+    return float(lam)
+
+
+def memit_closed_form(R: torch.Tensor, K: torch.Tensor, C: torch.Tensor, lam: float) -> torch.Tensor:
+    """``Δ = R Kᵀ (λC + KKᵀ)⁻¹`` in float64 — the minimiser of ``λ·tr(ΔCΔᵀ) + ‖ΔK − R‖²_F``.
+
+    R: (d, n) residuals, K: (d_k, n) keys, C: (d_k, d_k). Solved with a Cholesky factorisation (never an explicit
+    inverse). If ``λC + KKᵀ`` is singular a ridge ``ε·tr/d_k·I`` is added with a warning naming ``lam``.
+    """
+    lam = _check_lam(lam)
+    R, K, C = R.double(), K.double(), C.double()
+    if K.ndim != 2 or R.ndim != 2 or R.shape[1] != K.shape[1] or C.shape != (K.shape[0], K.shape[0]):
+        raise ValueError(
+            f"shapes must be R (d, n), K (d_k, n), C (d_k, d_k); got R {tuple(R.shape)}, K {tuple(K.shape)}, "
+            f"C {tuple(C.shape)}"
+        )
+    for name, x in (("R", R), ("K", K), ("cov", C)):
+        if not torch.isfinite(x).all():
+            raise ValueError(f"{name} contains NaN or inf")
+    A = lam * C + K @ K.t()
+    A = 0.5 * (A + A.t())
+    L, info = torch.linalg.cholesky_ex(A)
+    if info != 0:
+        eps = 1e-10 * float(torch.diagonal(A).mean().clamp_min(1e-30))
+        for _ in range(8):
+            L, info = torch.linalg.cholesky_ex(
+                A + eps * torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+            )
+            if info == 0:
+                break
+            eps *= 100
+        if info != 0:
+            raise ValueError(f"lam·C + KKᵀ is not positive definite even with a ridge (lam={lam}); check cov")
+        warnings.warn(
+            f"lam·C + KKᵀ is singular (lam={lam}); added a ridge {eps:.3g}·I — raise lam or use a covariance "
+            "estimated on more text",
+            stacklevel=2,
+        )
+    X = torch.cholesky_solve(K @ R.t(), L)  # (d_k, d) = A⁻¹ K Rᵀ
+    return X.t()
+
+
+@dataclass(frozen=True)
+class ZConfig:
+    """Target-vector optimisation (MEMIT ``compute_z``), defaults of the official GPT2-XL hyper-parameters."""
+
+    steps: int = 20
+    lr: float = 0.5
+    clamp: float = 0.75  # ‖δ‖ ≤ clamp·‖h₀‖ after every step
+    weight_decay: float = 0.5  # + weight_decay·‖δ‖/‖h₀‖²
+    kl_factor: float = 0.0625  # + kl_factor·KL(p₀ ‖ p) on kl_template (skipped for facts without a subject)
+    kl_template: str | None = "{} is a"
+    early_stop: float = 0.05  # a fact stops once its NLL < early_stop
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be an int >= 0, got {self.steps!r}")
+        for n in ("lr", "clamp", "weight_decay", "kl_factor", "early_stop"):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
+
+
+def _target_ids(tokenizer, edit_target) -> list[int]:
+    if edit_target is None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no eos_token_id; pass edit_target explicitly")
+        return [int(tokenizer.eos_token_id)]
+    if isinstance(edit_target, str):
+        ids = tokenizer(edit_target, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ValueError(f"edit_target {edit_target!r} tokenises to no tokens")
+        return list(ids)
+    return [int(i) for i in edit_target]
+
+
+def _seq_nll(logits: torch.Tensor, ids: torch.Tensor, tmask: torch.Tensor) -> torch.Tensor:
+    """Mean NLL of the target tokens per row: (R,)."""
+    lp = F.log_softmax(logits[:, :-1].float(), -1)
+    tok_lp = lp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (R, L-1)
+    m = tmask[:, 1:].float()
+    return -(tok_lp * m).sum(1) / m.sum(1).clamp_min(1)
+
+
+def compute_z(
+    model,
+    tokenizer,
+    facts: Sequence[Fact],
+    layer: MemoryLayer,
+    z: ZConfig = ZConfig(),
+    edit_target=None,
+    templates: Sequence[str] = ("{}",),
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Target hidden states ``z_i = h₀_i + δ_i`` at the output of ``layer``'s block, subject's last token.
+
+    All facts are optimised at once (each δ_i only sees its own fact's loss). Returns ``(Z, H0, nll)`` with
+    Z, H0: (N, d) float64 and the final per-fact NLL of the edit target.
+    """
+    facts = check_facts(facts)
+    tids = _target_ids(tokenizer, edit_target)
+    batch = encode_for(model, tokenizer, facts, templates, target=tids)
+    T = batch.n_templates
+    plain = encode_for(model, tokenizer, facts, ("{}",), target=None)
+    H0 = block_outputs(model, plain, layer)  # (N, d)
+    N, d = H0.shape
+    dev = batch.input_ids.device
+    p = next(model.parameters())
+    delta = torch.zeros(N, d, device=dev, dtype=p.dtype, requires_grad=True)
+    h0n = H0.norm(dim=1).to(p.dtype)  # (N,)
+    kl_rows = (
+        [i for i, f in enumerate(facts) if f.subject is not None] if z.kl_factor > 0 and z.kl_template else []
+    )
+    kl_batch = None
+    if kl_rows:
+        kl_facts = [Fact(z.kl_template.format(facts[i].subject), "x", facts[i].subject) for i in kl_rows]
+        kl_batch = encode_for(model, tokenizer, kl_facts, ("{}",), target=None)
+        kl_idx = torch.tensor(kl_rows, device=dev)
+        last = kl_batch.prompt_len - 1
+        with torch.no_grad():
+            lg = model(input_ids=kl_batch.input_ids, attention_mask=kl_batch.attention_mask).logits
+            kl_p0 = F.log_softmax(lg[torch.arange(len(kl_rows)), last].float(), -1)
+    opt = torch.optim.Adam([delta], lr=z.lr)
+    active = torch.ones(N, dtype=torch.bool, device=dev)
+    params = [q for q in model.parameters() if q.requires_grad]
+    for q in params:
+        q.requires_grad_(False)
+    fact_of_row = torch.arange(N, device=dev).repeat_interleave(T)
+    try:
+        nll = torch.zeros(N, device=dev)
+        for _ in range(z.steps + 1):
+            with add_to_block_output(layer.block, batch.subject_pos, delta[fact_of_row]):
+                lg = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            nll = _seq_nll(lg, batch.input_ids, batch.target_mask).reshape(N, T).mean(1)
+            loss_f = nll + z.weight_decay * delta.norm(dim=1) / h0n**2
+            if kl_batch is not None:
+                with add_to_block_output(layer.block, kl_batch.subject_pos, delta[kl_idx]):
+                    lg2 = model(input_ids=kl_batch.input_ids, attention_mask=kl_batch.attention_mask).logits
+                lp = F.log_softmax(lg2[torch.arange(len(kl_rows)), last].float(), -1)
+                kl = (kl_p0.exp() * (kl_p0 - lp)).sum(-1)
+                loss_f = loss_f.index_add(0, kl_idx, z.kl_factor * kl)
+            active = active & (nll.detach() >= z.early_stop)
+            if _ == z.steps or not active.any():
+                break
+            opt.zero_grad()
+            (loss_f * active).sum().backward()
+            before = delta.detach().clone()
+            opt.step()
+            with torch.no_grad():
+                delta[~active] = before[~active]
+                n = delta.norm(dim=1)
+                mx = z.clamp * h0n
+                scale = torch.where(n > mx, mx / n.clamp_min(1e-30), torch.ones_like(n))
+                delta.mul_(scale[:, None])
+    finally:
+        for q in params:
+            q.requires_grad_(True)
+    return H0 + delta.detach().double(), H0, nll.detach()
+
+
+@dataclass(frozen=True)
+class LamSearch:
+    """The official λ band search: while ‖Δ‖_F > high·‖W‖_F add ``step`` to λ; while < low·‖W‖_F multiply λ
+    by ``decay``. Tuned for GPT2-XL / GPT-J; on small models it can drive λ so high that nothing is washed."""
+
+    low: float = 1 / 3
+    high: float = 3 / 4
+    step: float = 100_000.0
+    decay: float = 0.75
+    max_iter: int = 200
+
+
+@dataclass
+class MemitResult:
+    deltas: dict[int, torch.Tensor]  # layer -> Δ (d, d_k), float64
+    lams: dict[int, float]
+    Z: torch.Tensor
+    z_nll: torch.Tensor  # final NLL of the edit target under the optimised δ
+    layers: list[MemoryLayer] = field(default_factory=list)
+
+
+def _solve_with_search(R, K, C, lam, W_norm, search: LamSearch | None):
+    D = memit_closed_form(R, K, C, lam)
+    if search is None:
+        return D, lam
+    for _ in range(search.max_iter):
+        n = float(D.norm())
+        if n > search.high * W_norm:
+            lam += search.step
+        elif n < search.low * W_norm and lam > 0:
+            lam *= search.decay
+        else:
+            return D, lam
+        D = memit_closed_form(R, K, C, lam)
+    warnings.warn(
+        f"lam search did not reach the band after {search.max_iter} steps (lam={lam:.4g})", stacklevel=3
+    )
+    return D, lam
+
+
+@torch.no_grad()
+def _memit(
+    model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, keep
+) -> MemitResult:
+    zl = mls[-1]
+    with torch.enable_grad():
+        Z, _, znll = compute_z(model, tokenizer, facts, zl, z, edit_target, templates)
+    kb = encode_for(model, tokenizer, facts, templates, target=None)
+    plain = encode_for(model, tokenizer, facts, ("{}",), target=None)
+    m = len(mls)
+    deltas, lams = {}, {}
+    applied = []
+    try:
+        for i, ml in enumerate(mls):
+            C = cov[ml.index]
+            K = fact_keys(model, kb, [ml])[ml.index].t()  # (d_k, N)
+            cur = block_outputs(model, plain, zl).t()  # (d, N)
+            R = (Z.t() - cur) / (m - i)
+            D, lam_i = _solve_with_search(R, K, C, lam, float(ml.W.double().norm()), lam_search)
+            deltas[ml.index], lams[ml.index] = D, lam_i
+            ml.add_(D)
+            applied.append(ml)
+    finally:
+        if not keep:
+            for ml in applied:
+                ml.add_(-deltas[ml.index])
+    return MemitResult(deltas, lams, Z, znll, mls)
+
+
+def memit_to_eos(
+    model,
+    tokenizer,
+    facts: Sequence[Fact],
+    layers: Sequence[int | str],
+    cov: dict[int, torch.Tensor],
+    lam: float = 20_000.0,
+    z: ZConfig = ZConfig(),
+    edit_target=None,
+    templates: Sequence[str] = ("{}",),
+    lam_search: LamSearch | None = None,
+    apply: bool = True,
+) -> MemitResult:
+    """MEMIT editing every fact's prompt to EOS (the paper's MEMIT baseline and LaW's initialisation).
+
+    For layer i of m (in order): K = keys of all facts on the current model, R = (Z − h_{l_m}) / (m − i),
+    ``Δ_i = R Kᵀ(λC_i + KKᵀ)⁻¹`` (float64). ``apply=False`` restores the weights afterwards (LaW computes the
+    initialisation on temporarily edited weights). ``lam`` default = the official GPT2-XL zsRE/CounterFact λ₀;
+    ``lam_search=LamSearch()`` turns on the official band search.
+    """
+    facts = check_facts(facts)
+    if not facts:
+        raise ValueError("facts must hold at least one Fact, got an empty list")
+    _check_lam(lam)
+    mls = resolve_layers(model, layers)
+    cov = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
+    return _memit(model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, apply)
+
+
+def _cov_for(cov, ml: MemoryLayer) -> torch.Tensor:
+    if not isinstance(cov, dict):
+        raise ValueError(f"cov must be a dict {{layer index: (d_k, d_k) tensor}}, got {type(cov).__name__}")
+    C = cov.get(ml.index, cov.get(ml.name))
+    if C is None:
+        raise ValueError(f"cov has no covariance for layer {ml.index} ({ml.name}); keys: {list(cov)}")
+    if tuple(C.shape) != (ml.d_in, ml.d_in):
+        raise ValueError(f"cov[{ml.index}] must be ({ml.d_in}, {ml.d_in}), got {tuple(C.shape)}")
+    return C

@@ -1,0 +1,328 @@
+"""LaW — Large Scale Knowledge Washing (paper §5, Algorithm 1; official ``execute_law`` / ``update_upd_matrix``).
+
+Per edited layer l (in order), with keys K of the facts still to wash and the generic-text covariance C::
+
+    max_Δ ‖Δ K‖²_F   subject to   tr(Δ C Δᵀ) / tr(C) ≤ β
+
+solved by Adam from the MEMIT→EOS initialisation Δ⁰ with β = beta_ratio · tr(Δ⁰CΔ⁰ᵀ)/tr(C), rescaling Δ back onto
+the constraint after every step and keeping the best iterate; after each layer the facts the edited model still
+answers are re-tested (successive elimination) and only their keys are used at the next layer.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .covariance import check_covariance
+from .evaluation import fact_known
+from .facts import Fact, check_facts
+from .memit import LamSearch, ZConfig, _cov_for, _memit
+from .memories import MemoryLayer, encode_for, fact_keys, resolve_layers
+
+BEST_ITERATE = ("paper", "official")
+INITS = ("memit", "random", "zero")
+
+
+def c_ratio(delta: torch.Tensor, C: torch.Tensor) -> float:
+    """``tr(Δ C Δᵀ) / tr(C)``."""
+    return float(((delta @ C) * delta).sum() / torch.trace(C))
+
+
+def wash_objective(delta: torch.Tensor, K: torch.Tensor) -> float:
+    """``‖Δ K‖²_F`` with K (d_k, n)."""
+    return float((delta @ K).pow(2).sum())
+
+
+def objective_upper_bound(K: torch.Tensor, C: torch.Tensor, beta: float) -> float:
+    """``β·tr(C)·λ_max(C^{-1/2} K Kᵀ C^{-1/2})`` — the constrained maximum of ‖ΔK‖² (paper §5); C must be
+    positive definite."""
+    C = C.double()
+    ev, U = torch.linalg.eigh(C)
+    if ev[0] <= 0:
+        raise ValueError("objective_upper_bound needs a positive-definite covariance C")
+    Cih = (U / ev.sqrt()) @ U.t()
+    M = Cih @ K.double() @ K.double().t() @ Cih
+    return float(beta * torch.trace(C) * torch.linalg.eigvalsh(0.5 * (M + M.t()))[-1])
+
+
+@dataclass
+class AscentResult:
+    delta: torch.Tensor  # (d, d_k) float64: the returned update
+    objective: float  # ‖ΔK‖² of the returned update
+    init_objective: float
+    ratio: float  # tr(ΔCΔᵀ)/tr(C) of the returned update
+    ratios: list[float]  # after every step (post-rescale)
+    objectives: list[float]  # after every step (post-rescale)
+    hit_boundary_at: int | None
+
+
+def constrained_ascent(
+    delta0: torch.Tensor,
+    K: torch.Tensor,
+    C: torch.Tensor,
+    beta: float,
+    steps: int = 1000,
+    lr: float = 1e-7,
+    lr_after_boundary: float | None = None,
+    best_iterate: str = "paper",
+) -> AscentResult:
+    """Adam on ``−‖ΔK‖²`` from ``delta0`` (d, d_k) under ``tr(ΔCΔᵀ)/tr(C) ≤ β`` (official ``update_upd_matrix``).
+
+    After every step, if the ratio exceeds β, Δ ← Δ·√(β/ratio) (exact: the constraint is quadratic). When the
+    boundary is first hit Adam's lr becomes ``lr_after_boundary`` (if given).
+    ``best_iterate="paper"``: return the iterate (start point included) with the largest objective, measured after
+    the rescale — always feasible. ``"official"``: the released bookkeeping, which stores ``Δ.detach()`` (an alias of
+    the live parameter that Adam's in-place step keeps changing, broken only by a rescale) when the objective
+    measured *before* a step is the best so far; in effect a late iterate, possibly the un-rescaled one.
+    """
+    if best_iterate not in BEST_ITERATE:
+        raise ValueError(f"best_iterate must be one of {BEST_ITERATE}, got {best_iterate!r}")
+    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    if not (math.isfinite(lr) and lr >= 0):
+        raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
+    K, C = K.double(), C.double()
+    trC = float(torch.trace(C))
+    if not trC > 0:
+        raise ValueError(f"tr(cov) must be > 0, got {trC}")
+    delta = delta0.detach().double().clone()
+    r0 = c_ratio(delta, C)
+    if r0 > beta:  # an infeasible start (e.g. an absolute beta below the initialisation) is projected first
+        delta.mul_(math.sqrt(beta / r0))
+    p = torch.nn.Parameter(delta)
+    opt = torch.optim.Adam([p], lr=lr)
+    init_obj = wash_objective(p.detach(), K)
+    best_obj, best = init_obj, p.detach().clone()
+    official_best_loss = math.inf
+    official_best = p.detach().clone()
+    ratios, objs = [], []
+    hit = None
+    for t in range(steps):
+        opt.zero_grad()
+        loss = -(p @ K).pow(2).sum()
+        loss.backward()
+        if best_iterate == "official" and loss.item() < official_best_loss:
+            official_best_loss = loss.item()
+            official_best = p.detach()  # alias of the live parameter, as released
+        opt.step()
+        with torch.no_grad():
+            r = float(((p @ C) * p).sum()) / trC
+            if r > beta:
+                p.data = p.data * math.sqrt(beta / r)  # reassigns .data (breaks an alias)
+                if hit is None:
+                    hit = t
+                    if lr_after_boundary is not None:
+                        for g in opt.param_groups:
+                            g["lr"] = lr_after_boundary
+            r_after = float(((p @ C) * p).sum()) / trC
+            obj = float((p @ K).pow(2).sum())
+        ratios.append(r_after)
+        objs.append(obj)
+        if best_iterate == "paper" and obj > best_obj:
+            best_obj, best = obj, p.detach().clone()
+    if best_iterate == "official":
+        best = official_best.clone() if steps else p.detach().clone()
+        best_obj = wash_objective(best, K)
+    return AscentResult(best, best_obj, init_obj, c_ratio(best, C), ratios, objs, hit)
+
+
+@dataclass
+class LayerReport:
+    layer: int
+    name: str
+    facts_used: list[int]  # indices (into the washed fact list) whose keys this layer's ascent used
+    lam: float | None
+    beta: float
+    init_ratio: float
+    ratio: float
+    init_objective: float
+    objective: float
+    delta_norm: float
+    remaining_after: int  # facts still answered correctly after this layer
+
+
+@dataclass
+class WashReport:
+    """What :func:`wash` did: per-layer norms, constraint values, facts remaining; the edits themselves."""
+
+    facts: list[Fact]
+    known_before: int
+    layers: list[LayerReport] = field(default_factory=list)
+    deltas: dict[str, torch.Tensor] = field(default_factory=dict)  # W_out name -> Δ (d, d_k)
+    remaining: list[int] = field(default_factory=list)  # facts still answered after the last layer
+
+    def summary(self) -> dict:
+        return {
+            "known_before": self.known_before,
+            "remaining": len(self.remaining),
+            "layers": [
+                {k: v for k, v in lr.__dict__.items() if k != "facts_used"}
+                | {"n_facts_used": len(lr.facts_used)}
+                for lr in self.layers
+            ],
+        }
+
+    def save_delta(self, path: str | Path) -> Path:
+        """Write the edits ``{W_out name: Δ (d, d_k)}`` to a safetensors file (see :func:`apply_delta`)."""
+        from safetensors.torch import save_file
+
+        from iclr25.common.io import atomic_write_with
+
+        t = {k: v.detach().cpu().contiguous() for k, v in self.deltas.items()}
+        return atomic_write_with(
+            Path(path), lambda tmp: save_file(t, tmp, metadata={"orientation": "d_out,d_in"})
+        )
+
+
+def apply_delta(model, path_or_deltas, sign: float = 1.0) -> list[str]:
+    """Add saved edits to ``model`` (``sign=-1`` removes them). Returns the edited module names."""
+    if isinstance(path_or_deltas, (str, Path)):
+        from safetensors.torch import load_file
+
+        deltas = load_file(str(path_or_deltas))
+    else:
+        deltas = dict(path_or_deltas)
+    mls = resolve_layers(model, list(deltas))
+    for ml in mls:
+        ml.add_(sign * deltas[ml.name])
+    return [ml.name for ml in mls]
+
+
+KnownFn = Callable[[object, object, list[Fact]], torch.Tensor]
+
+
+def wash(
+    model,
+    tokenizer,
+    facts: Sequence[Fact],
+    layers: Sequence[int | str],
+    cov: dict[int, torch.Tensor],
+    *,
+    lam: float = 20_000.0,
+    beta_ratio: float = 1.1,
+    beta: float | None = None,
+    steps: int = 1000,
+    lr: float = 1e-7,
+    lr_after_boundary: float | None = None,
+    init: str = "memit",
+    successive_elimination: bool = True,
+    only_known: bool = True,
+    best_iterate: str = "paper",
+    z: ZConfig = ZConfig(),
+    edit_target=None,
+    templates: Sequence[str] = ("{}",),
+    lam_search: LamSearch | None = None,
+    random_init_std: float = 1e-3,
+    seed: int = 0,
+    known_fn: KnownFn | None = None,
+) -> WashReport:
+    """Wash ``facts`` out of ``model`` in place by editing the MLP output matrices of ``layers`` (LaW).
+
+    1. (``only_known``) keep the facts the model answers (official ``unlearn.py``);
+    2. Δ⁰ per layer: MEMIT→EOS (``init="memit"``, λ = ``lam``, optional official ``lam_search``), or the ablations
+       ``"random"`` (N(0, random_init_std²)) / ``"zero"``; with MEMIT, β_l = beta_ratio·tr(Δ⁰CΔ⁰ᵀ)/tr(C), otherwise
+       ``beta`` is required (an explicit ``beta`` always overrides);
+    3. for each layer: keys of the facts still to wash on the current model, :func:`constrained_ascent`,
+       ``W_l ← W_l + Δ``; with ``successive_elimination`` the original facts are re-tested (``known_fn``, default
+       :func:`fact_known`) and only those still answered go on; stop when none remain.
+
+    Defaults are the official GPT2-XL zsRE/CounterFact ones (λ₀ 20,000, lr 1e-7, 1,000 steps, β ratio 1.1);
+    ``best_iterate="official"`` reproduces the released code's best-iterate aliasing.
+    """
+    facts = check_facts(facts)
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    if not (isinstance(beta_ratio, (int, float)) and math.isfinite(beta_ratio) and beta_ratio >= 1):
+        raise ValueError(f"beta_ratio must be a finite number >= 1, got {beta_ratio!r}")
+    if beta is not None and not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0 or None, got {beta!r}")
+    if init != "memit" and beta is None:
+        raise ValueError(f"init={init!r} needs an explicit beta (the C-norm budget), got beta=None")
+    mls = resolve_layers(model, layers)
+    covs = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
+    known_fn = known_fn or (lambda m, t, fs: fact_known(m, t, fs))
+    report = WashReport(facts=facts, known_before=0)
+    if not facts:
+        return report
+    if only_known:
+        mask = known_fn(model, tokenizer, facts)
+        alive = [i for i in range(len(facts)) if bool(mask[i])]
+    else:
+        alive = list(range(len(facts)))
+    report.known_before = len(alive)
+    report.remaining = list(alive)
+    if not alive:
+        warnings.warn("the model answers none of the facts: nothing to wash", stacklevel=2)
+        return report
+    dev = mls[0].W.device
+    lams: dict[int, float | None] = {ml.index: None for ml in mls}
+    if init == "memit":
+        res = _memit(
+            model,
+            tokenizer,
+            [facts[i] for i in alive],
+            mls,
+            covs,
+            lam,
+            z,
+            edit_target,
+            templates,
+            lam_search,
+            False,
+        )
+        d0, lams = res.deltas, res.lams
+    elif init == "random":
+        g = torch.Generator(device="cpu").manual_seed(int(seed))
+        d0 = {
+            ml.index: (random_init_std * torch.randn(ml.d_out, ml.d_in, generator=g, dtype=torch.float64)).to(
+                dev
+            )
+            for ml in mls
+        }
+    else:
+        d0 = {ml.index: torch.zeros(ml.d_out, ml.d_in, dtype=torch.float64, device=dev) for ml in mls}
+    for ml in mls:
+        C = covs[ml.index].to(dev)
+        b = beta if beta is not None else beta_ratio * c_ratio(d0[ml.index], C)
+        if not b > 0:  # a zero initialisation with a ratio-based β leaves no budget: nothing to do
+            b = 1e-300
+        batch = encode_for(model, tokenizer, [facts[i] for i in alive], templates, target=None)
+        K = fact_keys(model, batch, [ml])[ml.index].t()  # (d_k, n_alive)
+        res = constrained_ascent(d0[ml.index], K, C, b, steps, lr, lr_after_boundary, best_iterate)
+        ml.add_(res.delta)
+        report.deltas[ml.name] = res.delta.cpu()
+        used = list(alive)
+        if successive_elimination:
+            mask = known_fn(model, tokenizer, facts)
+            alive = [i for i in range(len(facts)) if bool(mask[i])]
+        report.layers.append(
+            LayerReport(
+                ml.index,
+                ml.name,
+                used,
+                lams[ml.index],
+                float(b),
+                c_ratio(d0[ml.index], C),
+                res.ratio,
+                res.init_objective,
+                res.objective,
+                float(res.delta.norm()),
+                len(alive),
+            )
+        )
+        report.remaining = list(alive)
+        if not alive:
+            break
+    return report
+
+
+def _layers_doc(mls: Sequence[MemoryLayer]) -> str:  # pragma: no cover - helper for reprs
+    return ", ".join(m.name for m in mls)

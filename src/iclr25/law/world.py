@@ -1,0 +1,133 @@
+"""The small world of the reproduction: subjects with unique keys, relational facts, an in-context associative
+recall task (reasoning that needs no stored fact) and Markov-chain generic text, with a word-level tokenizer so
+the library runs on it through its ordinary string API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr25.common.lm import SPECIAL_TOKENS
+
+from .evaluation import associative_recall_facts
+from .facts import Fact
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    subjects: int = 300
+    first_names: int = 20  # subject = first token (shared) + a unique last token
+    relations: int = 4
+    objects: int = 40
+    recall_keys: int = 16
+    recall_values: int = 16
+    recall_pairs: int = 4
+    generic_states: int = 32
+    generic_len: int = 12
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for n in self.__dataclass_fields__:
+            v = getattr(self, n)
+            if n != "seed" and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"{n} must be a positive int, got {v!r}")
+        if self.recall_pairs > self.recall_keys:
+            raise ValueError(
+                f"recall_pairs ({self.recall_pairs}) must be <= recall_keys ({self.recall_keys})"
+            )
+
+
+class World:
+    def __init__(self, cfg: WorldConfig):
+        self.cfg = cfg
+        rng = np.random.default_rng(cfg.seed)
+        self.first = [f"f{i}" for i in range(cfg.first_names)]
+        self.last = [f"u{i}" for i in range(cfg.subjects)]
+        self.rel = [f"r{i}" for i in range(cfg.relations)]
+        self.obj = [f"o{i}" for i in range(cfg.objects)]
+        self.rk = [f"k{i}" for i in range(cfg.recall_keys)]
+        self.rv = [f"v{i}" for i in range(cfg.recall_values)]
+        self.gen = [f"g{i}" for i in range(cfg.generic_states)]
+        words = self.first + self.last + self.rel + self.obj + self.rk + self.rv + self.gen + ["Q"]
+        self.vocab = list(SPECIAL_TOKENS) + words
+        self.subject_names = [f"{self.first[rng.integers(cfg.first_names)]} {u}" for u in self.last]
+        self.answers = rng.integers(0, cfg.objects, (cfg.subjects, cfg.relations))  # (S, R)
+        # generic text: a sparse Markov chain (3 successors per state)
+        G = cfg.generic_states
+        self.trans = np.zeros((G, G))
+        for s in range(G):
+            nxt = rng.choice(G, 3, replace=False)
+            self.trans[s, nxt] = rng.dirichlet(np.ones(3))
+        self.tokenizer = self._tokenizer()
+
+    def _tokenizer(self):
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+
+        tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(self.vocab)}, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>", unk_token="<unk>"
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def facts(self, subjects=None) -> list[Fact]:
+        subjects = range(self.cfg.subjects) if subjects is None else subjects
+        return [
+            Fact(
+                f"{self.subject_names[s]} {self.rel[r]}",
+                f" {self.obj[self.answers[s, r]]}",
+                self.subject_names[s],
+            )
+            for s in subjects
+            for r in range(self.cfg.relations)
+        ]
+
+    def recall(self, n: int, seed: int) -> list[Fact]:
+        return associative_recall_facts(self.rk, self.rv, n, self.cfg.recall_pairs, seed=seed)
+
+    def generic(self, n: int, seed: int) -> list[str]:
+        rng = np.random.default_rng(seed)
+        G, L = self.cfg.generic_states, self.cfg.generic_len
+        seq = np.zeros((n, L), dtype=int)
+        seq[:, 0] = rng.integers(0, G, n)
+        cum = self.trans.cumsum(1)
+        for t in range(1, L):  # vectorised over sequences
+            u = rng.random(n)[:, None]
+            seq[:, t] = (u > cum[seq[:, t - 1]]).sum(1).clip(max=G - 1)
+        return [" ".join(self.gen[i] for i in row) for row in seq]
+
+    # -- training data -----------------------------------------------------------------------------
+    def seq_len(self) -> int:
+        return max(self.cfg.generic_len, 2 * self.cfg.recall_pairs + 4, 5)
+
+    def encode(self, texts: list[str], answer_only_from: list[int] | None = None):
+        """(ids, labels): right-padded to :meth:`seq_len`, <eos> appended, labels −100 on padding and, for rows
+        with ``answer_only_from[i] >= 0``, on every token before that position."""
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        L = self.seq_len()
+        x = torch.zeros(len(ids), L, dtype=torch.long)
+        y = torch.full((len(ids), L), -100, dtype=torch.long)
+        eos = self.tokenizer.eos_token_id
+        for i, r in enumerate(ids):
+            r = (r + [eos])[:L]
+            x[i, : len(r)] = torch.tensor(r)
+            y[i, : len(r)] = torch.tensor(r)
+            if answer_only_from is not None and answer_only_from[i] > 0:
+                y[i, : answer_only_from[i]] = -100
+        return x, y
+
+    def fact_rows(self, facts: list[Fact]):
+        return self.encode([f.prompt + f.target for f in facts])
+
+    def recall_rows(self, facts: list[Fact]):
+        n_prompt = 2 * self.cfg.recall_pairs + 2
+        return self.encode([f.prompt + f.target for f in facts], [n_prompt] * len(facts))
+
+    def generic_rows(self, texts: list[str]):
+        return self.encode(texts)

@@ -1,0 +1,37 @@
+import json
+
+import pytest
+
+from iclr25.law import Fact, load_facts
+
+
+def test_load_jsonl_and_csv(tmp_path):
+    rows = [
+        {"subject": "Danielle Darrieux", "relation": "mother tongue is", "object": "French"},
+        {"subject": "Edwin of Northumbria", "prompt": "The religion of {} is", "object": "Christianity"},
+    ]
+    p = tmp_path / "f.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    facts = load_facts(p)
+    assert facts[0] == Fact("Danielle Darrieux mother tongue is", " French", "Danielle Darrieux")
+    assert facts[1].prompt == "The religion of Edwin of Northumbria is"
+    assert facts[1].subject_end == len("The religion of Edwin of Northumbria")
+    c = tmp_path / "f.csv"
+    c.write_text("subject,relation,object\nParis,is the capital of,France\n")
+    assert load_facts(c) == [Fact("Paris is the capital of", " France", "Paris")]
+
+
+def test_loader_errors(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_facts(tmp_path / "none.jsonl")
+    bad = tmp_path / "b.jsonl"
+    bad.write_text('{"subject": "x"}\n')
+    with pytest.raises(ValueError, match="object"):
+        load_facts(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_facts(bad)
+    t = tmp_path / "f.txt"
+    t.write_text("x")
+    with pytest.raises(ValueError, match=".jsonl or .csv"):
+        load_facts(t)
