@@ -229,9 +229,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .common.report import write_report
+    from .report import ReportError, write_report
 
-    path = write_report(args.out)
+    try:
+        path = write_report(args.out, reference=args.reference)
+    except ReportError as e:
+        return _fail(str(e), EXIT_FAIL)
     print(f"wrote {path}")
     return 0
 

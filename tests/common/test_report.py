@@ -1,45 +1,125 @@
+"""The HTML report: validated documents, recomputed verdicts, escaping, references beside fresh runs."""
+
+import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from iclr25 import registry
-from iclr25.cli import main, run_experiment
+from iclr25.cli import main
+from iclr25.common.claims import make_claim
+from iclr25.common.io import atomic_write_json, read_json
 from iclr25.common.screenshot import find_chromium, screenshot
+from iclr25.report import render_report
+from iclr25.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
 
 
-def test_report_without_runs_lists_19_systems(tmp_path):
-    assert main(["report", "--out", str(tmp_path)]) == 0
+@pytest.fixture
+def no_refs(tmp_path):
+    d = tmp_path / "no_refs"
+    d.mkdir()
+    return str(d)
+
+
+def test_report_on_a_folder_without_runs_is_an_error(tmp_path, capsys):
+    """Regression: it used to write an empty page silently."""
+    assert main(["report", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no runs in" in err and "Traceback" not in err
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_report_lists_19_systems_and_embeds_figures(tmp_path, no_refs):
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    assert main(["report", "--out", str(tmp_path), "--reference", no_refs]) == 0
     html = (tmp_path / "index.html").read_text()
-    assert html.count("<tr><td>") == 19  # one status row per system
-    assert "No runs yet" in html
     for s in registry.SYSTEMS:
         assert s.slug in html
-
-
-def test_report_shows_claims_and_embeds_figures(tmp_path):
-    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
-    assert main(["report", "--out", str(tmp_path)]) == 0
-    html = (tmp_path / "index.html").read_text()
-    assert "Claims scoreboard — 1/2 hold" in html
+    assert "1/2 claims hold" in html
     assert "<code>gain</code>" in html and "<code>too_good</code>" in html
     assert "data:image/png;base64," in html  # self-contained
-    assert 'src="figures/' not in html and "src='figures/" not in html
+    assert 'src="figures/' not in html
+    assert "plumbing check" in html  # smoke runs are labelled as such
 
 
-@pytest.mark.skipif(
-    find_chromium() is None, reason="Debian chromium is not installed (make screenshot installs none)"
-)
-def test_report_renders_in_headless_chromium(tmp_path):
+def test_headline_excludes_invalid_and_unreadable_runs(tmp_path, no_refs):
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    run_experiment(toy, "toy2", "smoke", tmp_path, seeds=2)
+    doc = read_json(tmp_path / "toy2" / "claims.json")
+    doc["valid"], doc["invalid_reason"] = False, "baseline did not train"
+    atomic_write_json(tmp_path / "toy2" / "claims.json", doc)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "claims.json").write_bytes(b"\xff\xfe not utf-8")
+    html = render_report(tmp_path, no_refs)
+    assert "1/2 claims hold" in html  # toy only
+    assert "baseline did not train" in html and "marked invalid" in html
+    assert "not UTF-8" in html
+
+
+def test_tampered_verdict_is_shown_as_invalid_document(tmp_path, no_refs):
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    doc = read_json(tmp_path / "toy" / "claims.json")
+    doc["claims"][1]["holds"] = True  # too_good does not hold by its numbers
+    atomic_write_json(tmp_path / "toy" / "claims.json", doc)
+    html = render_report(tmp_path, no_refs)
+    assert "invalid claims document" in html and "disagrees with the measured numbers" in html
+    assert "no valid runs" in html
+
+
+def test_zero_over_zero_is_not_infinity_and_pipes_do_not_break_tables(tmp_path, no_refs):
+    from iclr25.common.render import claims_markdown
+
+    c = make_claim("r", "a | b", "m", [0.0], 1.0, ">=", baseline=[0.0], compare="ratio")
+    md = claims_markdown([c])
+    row = md.splitlines()[2]
+    assert "a \\| b" in row and row.count(" | ") == 6  # 7 cells, the statement's pipe is escaped
+    assert "∞" not in md and "NaN" in md and "zero baseline" in md
+
+
+def test_reference_results_are_shown_beside_fresh_runs(tmp_path):
+    run_experiment(toy, "toy", "smoke", tmp_path / "runs", seeds=2)
+    ref = tmp_path / "ref" / "toy"
+    ref.mkdir(parents=True)
+    doc = read_json(tmp_path / "runs" / "toy" / "claims.json")
+    doc["preset"] = "quick"
+    (ref / "claims.json").write_text(json.dumps(doc))
+    html = render_report(tmp_path / "runs", tmp_path / "ref")
+    assert "committed results" in html and 'class="tag ref"' in html
+    body = html.split('id="sys-toy"', 1)[1]
+    assert "reference" in body and "this run" in body
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="Debian chromium is not installed")
+@pytest.mark.parametrize("width", [1400, 600])
+def test_report_renders_without_page_level_sideways_scroll(tmp_path, width):
+    """Rendered in headless Chromium: something is drawn, and at 600 px only the table containers scroll."""
+    import subprocess
+
+    from iclr25.common.screenshot import find_chromium as chromium
+
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     main(["report", "--out", str(tmp_path)])
-    png = screenshot(tmp_path / "index.html", tmp_path / "index.png", width=1000, height=800)
+    png = screenshot(tmp_path / "index.html", tmp_path / "index.png", width=width, height=800)
     from PIL import Image
 
     img = Image.open(png).convert("L")
-    assert img.size == (1000, 800)
+    assert img.size == (width, 800)
     lo, hi = img.getextrema()
-    assert hi - lo > 100  # something was drawn: not a blank page
+    assert hi - lo > 100
+    probe = tmp_path / "probe.html"
+    text = (tmp_path / "index.html").read_text()
+    js = "<script>document.title='SW='+document.documentElement.scrollWidth+' CW='+document.documentElement.clientWidth</script>"
+    probe.write_text(text.replace("</body>", js + "</body>"))
+    r = subprocess.run(
+        [chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},800", "--dump-dom",
+         probe.as_uri()],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    m = re.search(r"SW=(\d+) CW=(\d+)", r.stdout)
+    assert m, r.stdout[-500:]
+    assert int(m.group(1)) <= int(m.group(2)), m.group(0)

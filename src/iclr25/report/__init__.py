@@ -1,0 +1,374 @@
+"""``iclr25 report``: one self-contained ``index.html`` (images embedded) for the runs in a folder.
+
+Every ``<out>/<slug>/claims.json`` is validated (:func:`iclr25.common.claims.validate_claims_document`) and each
+verdict recomputed from its numbers; a document that cannot be read or does not follow the schema is shown as
+such, with the reason, and left out of the headline count, as are runs marked invalid. The committed reference
+results (``results/quick/<slug>/claims.json``) are shown beside the fresh runs and labelled as such; smoke runs
+are labelled as plumbing checks.
+
+Everything is rendered by Jinja2 with autoescaping; each run's ``report.md`` goes through markdown-it with raw
+HTML disabled (it is shown as text), so no text from a run folder can become live HTML. Numbers are formatted by
+:mod:`iclr25.common.fmt` and claim rows built by :mod:`iclr25.common.render`, as in the CLI and report.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import registry
+from ..common.claims import Claim, validate_claims_document
+from ..common.fmt import fmt_seconds
+from ..common.io import atomic_write_text, read_json
+from ..common.render import PRESET_NOTES, claim_rows
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
+MAX_IMAGE_BYTES = 8 << 20
+
+
+class ReportError(OSError):
+    """The report cannot be written (no such folder, nothing to report, a file in the way)."""
+
+
+def default_reference_dir() -> Path | None:
+    """``results/quick`` of the repository this package runs from, when there is one."""
+    root = Path(__file__).resolve().parents[3]
+    d = root / "results" / "quick"
+    return d if d.is_dir() else None
+
+
+@dataclass
+class RunView:
+    """One claims document as the report shows it."""
+
+    folder: str  # the folder name under OUT (the system's slug for a well-formed run)
+    kind: str  # "fresh" or "reference"
+    path: Path
+    doc: dict | None = None
+    claims: list[Claim] = field(default_factory=list)
+    error: str = ""  # why the document cannot be used ("" when it is a valid document)
+
+    @property
+    def slug(self) -> str:
+        return self.folder
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    @property
+    def valid(self) -> bool:
+        """A readable, schema-valid document of a run that did not mark itself invalid."""
+        return self.ok and self.doc is not None and self.doc.get("valid", True) is True
+
+    @property
+    def preset(self) -> str:
+        p = (self.doc or {}).get("preset")
+        return p if isinstance(p, str) else "?"
+
+    @property
+    def held(self) -> int:
+        return sum(c.holds for c in self.claims)
+
+    @property
+    def provenance(self) -> dict:
+        p = (self.doc or {}).get("provenance")
+        return p if isinstance(p, dict) else {}
+
+
+def _load(path: Path, folder: str, kind: str) -> RunView:
+    v = RunView(folder=folder, kind=kind, path=path)
+    try:
+        v.doc = read_json(path)
+    except UnicodeDecodeError:
+        v.error = "claims.json is not UTF-8 text"
+        return v
+    except ValueError as e:
+        v.error = f"claims.json is not valid JSON ({e})"
+        return v
+    except OSError as e:
+        v.error = f"claims.json cannot be read ({e.strerror or e})"
+        return v
+    try:
+        v.claims = validate_claims_document(v.doc)
+    except ValueError as e:
+        v.error = f"invalid claims document: {e}"
+        v.claims = []
+        return v
+    if v.doc.get("slug") not in (folder, ""):
+        v.error = f"the document names system {v.doc.get('slug')!r} but sits in folder {folder!r}"
+    return v
+
+
+def _order(name: str) -> tuple[int, str]:
+    order = {s: i for i, s in enumerate(registry.SLUGS)}
+    return order.get(name, len(order)), name
+
+
+def collect_runs(out: str | Path, kind: str = "fresh") -> list[RunView]:
+    """Every ``<out>/<folder>/claims.json`` (registry order first), loaded and validated."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    views = []
+    for d in sorted(
+        (p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: _order(p.name)
+    ):
+        f = d / "claims.json"
+        if f.exists() or f.is_symlink():
+            views.append(_load(f, d.name, kind))
+    return views
+
+
+# -- report.md and figures --------------------------------------------------------------------------------
+
+
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def _data_uri(path: Path) -> str | None:
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    try:
+        if mime is None or not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
+            return None
+        return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+    except OSError:
+        return None
+
+
+def _inside(base: Path, rel: str) -> Path | None:
+    try:
+        p = (base / rel).resolve()
+        return p if p.is_relative_to(base.resolve()) else None
+    except (OSError, ValueError):
+        return None
+
+
+def render_markdown(text: str, base: Path, demote: int = 2) -> str:
+    """Markdown → HTML with raw HTML shown as text; images embedded when they are files inside ``base``
+    (others are dropped, leaving their alt text, so the page never loads anything from elsewhere)."""
+    body = _markdown().render(text)
+
+    def img(m: re.Match) -> str:
+        tag = m.group(0)
+        src = re.search(r'\ssrc="([^"]*)"', tag)
+        alt = re.search(r'\salt="([^"]*)"', tag)
+        alt_text = alt.group(1) if alt else ""
+        p = _inside(base, html.unescape(src.group(1))) if src else None
+        uri = _data_uri(p) if p is not None else None
+        if uri is None:
+            return f'<span class="muted">[image: {alt_text}]</span>'
+        return f'<img src="{uri}" alt="{alt_text}">'
+
+    body = re.sub(r"<img\b[^>]*>", img, body)
+    body = re.sub(r"<(/?)h([1-6])>", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + demote)}>", body)
+    return body.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")
+
+
+def _figures(d: Path) -> list[dict[str, str]]:
+    figs = []
+    fdir = d / "figures"
+    if fdir.is_dir():
+        for p in sorted(fdir.iterdir()):
+            uri = _data_uri(p)
+            if uri:
+                figs.append({"name": p.name, "stem": p.stem, "uri": uri})
+    return figs
+
+
+# -- the page ----------------------------------------------------------------------------------------------
+
+
+def _side(v: RunView | None, cid: str) -> dict | None:
+    if v is None or not v.ok:
+        return None
+    for r in claim_rows(v.claims):
+        if r["id"] == cid:
+            return r
+    return None
+
+
+def _system_rows(fresh: RunView | None, ref: RunView | None) -> list[dict]:
+    """Claim rows matched by id: the reference's and the fresh run's numbers side by side."""
+    ids: list[str] = []
+    info: dict[str, dict] = {}
+    for v in (ref, fresh):
+        if v is None or not v.ok:
+            continue
+        for r in claim_rows(v.claims):
+            if r["id"] not in info:
+                ids.append(r["id"])
+                info[r["id"]] = r
+    return [
+        {
+            "id": cid,
+            "depth": info[cid]["depth"],
+            "statement": info[cid]["statement"],
+            "threshold": info[cid]["threshold"],
+            "ref": _side(ref, cid),
+            "fresh": _side(fresh, cid),
+        }
+        for cid in ids
+    ]
+
+
+def _headline(views: list[RunView]) -> dict:
+    valid = [v for v in views if v.valid]
+    by_preset: dict[str, list[int]] = {}
+    for v in valid:
+        h = by_preset.setdefault(v.preset, [0, 0])
+        h[0] += v.held
+        h[1] += len(v.claims)
+    return {
+        "held": sum(v.held for v in valid),
+        "total": sum(len(v.claims) for v in valid),
+        "runs": len(valid),
+        "excluded": [v for v in views if not v.valid],
+        "by_preset": by_preset,
+        "only_smoke": bool(valid) and all(v.preset == "smoke" for v in valid),
+    }
+
+
+def _prov_line(v: RunView) -> str:
+    p = v.provenance
+    bits = []
+    if p.get("date_utc"):
+        bits.append(str(p["date_utc"])[:10])
+    if p.get("git_commit"):
+        bits.append(f"commit {str(p['git_commit'])[:10]}")
+    wall = p.get("wall_s", (v.doc or {}).get("runtime_s"))
+    bits.append(fmt_seconds(wall))
+    if isinstance(p.get("load_avg_start"), list) and p["load_avg_start"]:
+        bits.append(f"load {p['load_avg_start'][0]}")
+    if p.get("cpu_count"):
+        bits.append(f"{p['cpu_count']} CPUs")
+    if p.get("device"):
+        bits.append(str(p["device"]))
+    return " · ".join(str(b) for b in bits)
+
+
+def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
+    out = Path(out)
+    fresh = collect_runs(out, "fresh")
+    ref_dir = Path(reference) if reference else default_reference_dir()
+    refs = (
+        collect_runs(ref_dir, "reference")
+        if ref_dir is not None and ref_dir.resolve() != out.resolve()
+        else []
+    )
+    fresh_by = {v.folder: v for v in fresh}
+    ref_by = {v.folder: v for v in refs}
+    names = sorted(set(fresh_by) | set(ref_by), key=_order)
+    systems = []
+    for name in names:
+        f, r = fresh_by.get(name), ref_by.get(name)
+        sysinfo = registry._BY_SLUG.get(name)
+        d = out / name
+        figs = _figures(d) if f is not None else []
+        rep = d / "report.md"
+        report_html = ""
+        if f is not None and rep.is_file():
+            try:
+                report_html = render_markdown(rep.read_text(encoding="utf-8", errors="replace"), d)
+            except OSError as e:
+                report_html = f"<p>report.md cannot be read ({e.strerror or e})</p>"
+        notes = []
+        for v in (f, r):
+            if v is not None and v.ok:
+                for c in v.claims:
+                    if c.note and (c.id, c.note) not in notes:
+                        notes.append((c.id, c.note))
+        systems.append(
+            {
+                "name": name,
+                "anchor": "sys-" + re.sub(r"[^A-Za-z0-9_-]", "-", name),
+                "title": sysinfo.title if sysinfo else "",
+                "url": sysinfo.url if sysinfo else "",
+                "fresh": f,
+                "ref": r,
+                "fresh_prov": _prov_line(f) if f is not None and f.ok else "",
+                "ref_prov": _prov_line(r) if r is not None and r.ok else "",
+                "rows": _system_rows(f, r),
+                "notes": notes,
+                "main_figure": figs[0] if figs else None,
+                "figures": figs,
+                "report_html": report_html,
+            }
+        )
+    status = []
+    for i, s in enumerate(registry.SYSTEMS, 1):
+        f, r = fresh_by.get(s.slug), ref_by.get(s.slug)
+        status.append(
+            {
+                "i": i,
+                "system": s,
+                "has_section": f is not None or r is not None,
+                "anchor": "sys-" + s.slug,
+                "ref": f"{r.held}/{len(r.claims)}"
+                if r is not None and r.valid
+                else ("invalid" if r else "—"),
+                "fresh": (
+                    f"{f.held}/{len(f.claims)} ({f.preset})"
+                    if f is not None and f.valid
+                    else ("invalid" if f else "—")
+                ),
+            }
+        )
+    return {
+        "out": str(out),
+        "ref_dir": str(ref_dir) if refs else "",
+        "fresh": _headline(fresh),
+        "reference": _headline(refs),
+        "systems": systems,
+        "status": status,
+        "preset_notes": PRESET_NOTES,
+    }
+
+
+def _env() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("iclr25.report", "templates"),
+        autoescape=select_autoescape(["html"], default_for_string=True, default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def render_report(out: str | Path, reference: str | Path | None = None) -> str:
+    from markupsafe import Markup
+
+    ctx = build_context(out, reference)
+    for s in ctx["systems"]:
+        s["report_html"] = Markup(s["report_html"])  # produced by markdown-it with raw HTML disabled
+    return _env().get_template("index.html").render(**ctx)
+
+
+def write_report(out: str | Path, reference: str | Path | None = None) -> Path:
+    """Write ``<out>/index.html`` and return its path; :class:`ReportError` (one line) when ``out`` is not a
+    folder of runs."""
+    if out is None or str(out).strip() == "":
+        raise ReportError("--out must name a folder of runs, got an empty string")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out} is a file, not a folder of runs")
+    if not out.is_dir():
+        raise ReportError(f"no such folder: {out} (run `iclr25 run SLUG --out {out}` first)")
+    if not any(out.glob("*/claims.json")):
+        raise ReportError(
+            f"no runs in {out} (no {out}/<slug>/claims.json); run `iclr25 run SLUG --out {out}` first"
+        )
+    target = out / "index.html"
+    if target.is_dir():
+        raise ReportError(f"{target} is a folder; cannot write the report there")
+    return atomic_write_text(target, render_report(out, reference))
