@@ -1,0 +1,199 @@
+"""The proof-checker protocol (what ImProver needs from Lean) and the Lean REPL backend.
+
+ImProver (Ahuja et al., ICLR 2025, §3 and Appendix A) asks the proof assistant three things about a
+candidate proof: is it correct, which tactic steps did it run (with the goal state after each step, the
+raw material of Chain-of-States) and which messages did it emit (the error feedback of refinement).
+:class:`ProofChecker` is exactly that contract; :class:`CheckResult` is its answer. Correctness follows the
+official evaluator: no message of severity ``error`` and no ``warning`` that mentions ``sorry``.
+
+Backends: :class:`~iclr25.improver.toy.ToyTacticChecker` (pure Python, shipped) and
+:class:`LeanReplChecker` (the Lean REPL JSON protocol, needs a Lean project with ``lake`` on ``PATH``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tactic record: its source text, the pretty-printed goals after it, and its source span.
+
+    ``start``/``end`` are ``(line, column)`` with 1-based lines counted inside the proof text and 0-based
+    columns; ``goals_after`` holds one string per open goal (empty when every goal is closed).
+    """
+
+    text: str
+    goals_after: tuple[str, ...]
+    start: tuple[int, int]
+    end: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A checker message; ``line`` is 1-based inside the proof text (0 = the declaration itself)."""
+
+    severity: str
+    line: int
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a checker returns for one (context, declaration, proof)."""
+
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+    messages: tuple[Message, ...] = field(default_factory=tuple)
+
+    @property
+    def correct(self) -> bool:
+        """The official criterion: no ``error`` and no ``warning`` mentioning ``sorry``."""
+        return not any(
+            m.severity == "error" or (m.severity == "warning" and "sorry" in m.text) for m in self.messages
+        )
+
+    @property
+    def errors(self) -> list[Message]:
+        return [m for m in self.messages if m.severity == "error"]
+
+    def to_json(self) -> dict:
+        return {
+            "steps": [
+                {
+                    "text": s.text,
+                    "goals_after": list(s.goals_after),
+                    "start": list(s.start),
+                    "end": list(s.end),
+                }
+                for s in self.steps
+            ],
+            "messages": [{"severity": m.severity, "line": m.line, "text": m.text} for m in self.messages],
+        }
+
+
+@runtime_checkable
+class ProofChecker(Protocol):
+    """``check(context, decl, proof)``: elaborate ``context + decl + " := by\\n" + proof`` and report."""
+
+    def check(self, context: str, decl: str, proof: str) -> CheckResult: ...
+
+
+def check_many(checker: ProofChecker, context: str, decl: str, proofs: list[str]) -> list[CheckResult]:
+    """Check several candidates of one theorem; uses the backend's batched ``check_batch`` when it has one."""
+    batch = getattr(checker, "check_batch", None)
+    if callable(batch):
+        return list(batch(context, decl, proofs))
+    return [checker.check(context, decl, p) for p in proofs]
+
+
+def assemble(decl: str, proof: str) -> str:
+    """The declaration text with a tactic proof attached (the statement is never regenerated)."""
+    body = "\n".join("  " + ln if ln.strip() else ln for ln in proof.split("\n"))
+    return f"{decl.rstrip()} := by\n{body}"
+
+
+class LeanReplChecker:
+    """Drive the Lean REPL (https://github.com/leanprover-community/repl) over its JSON protocol.
+
+    Each check sends ``{"cmd": context + theorem, "allTactics": true}`` to ``lake env repl`` started in
+    ``project`` (a Lake project whose dependencies, e.g. Mathlib, are built). Tactic records become
+    :class:`Step` (text, goals, positions shifted to proof-relative lines) and messages keep their severity.
+    The official code uses a fork with a ``theorems`` option that also reports nested InfoTree records; the
+    upstream REPL's ``allTactics`` is used here, so step counts can differ from the paper's on nested proofs.
+    """
+
+    def __init__(
+        self,
+        project: str | os.PathLike,
+        repl_cmd: tuple[str, ...] = ("lake", "env", "repl"),
+        timeout_s: float = 300.0,
+    ):
+        if not os.path.isdir(project):
+            raise ValueError(f"project must be an existing Lake project folder, got {str(project)!r}")
+        if shutil.which(repl_cmd[0]) is None:
+            raise ValueError(
+                f"repl_cmd[0]={repl_cmd[0]!r} is not on PATH; install Lean (elan) and build the REPL first"
+            )
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        self.project = str(project)
+        self.repl_cmd = tuple(repl_cmd)
+        self.timeout_s = float(timeout_s)
+
+    def _run(self, commands: list[dict]) -> list[dict]:
+        payload = "\n\n".join(json.dumps(c) for c in commands) + "\n\n"
+        proc = subprocess.run(
+            list(self.repl_cmd),
+            input=payload,
+            capture_output=True,
+            text=True,
+            cwd=self.project,
+            timeout=self.timeout_s,
+            check=False,
+        )
+        if proc.returncode != 0 and not proc.stdout.strip():
+            raise RuntimeError(f"Lean REPL failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}")
+        return parse_repl_output(proc.stdout)
+
+    def check_batch(self, context: str, decl: str, proofs: list[str]) -> list[CheckResult]:
+        head = context.rstrip() + "\n\n" if context.strip() else ""
+        offset = head.count("\n") + decl.rstrip().count("\n") + 1  # lines before the first proof line
+        cmds = [{"cmd": head + assemble(decl, p), "allTactics": True} for p in proofs]
+        return [repl_response_to_result(r, offset) for r in self._run(cmds)]
+
+    def check(self, context: str, decl: str, proof: str) -> CheckResult:
+        return self.check_batch(context, decl, [proof])[0]
+
+
+def parse_repl_output(stdout: str) -> list[dict]:
+    """Split the REPL's stdout (JSON objects separated by blank lines) into dicts."""
+    out, dec, i = [], json.JSONDecoder(), 0
+    s = stdout.strip()
+    while i < len(s):
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i >= len(s):
+            break
+        obj, i = dec.raw_decode(s, i)
+        out.append(obj)
+    return out
+
+
+def repl_response_to_result(resp: dict, line_offset: int) -> CheckResult:
+    """Map one REPL answer to a :class:`CheckResult` with lines relative to the proof text."""
+    steps = []
+    for t in resp.get("tactics", []):
+        goals = t.get("goals", "")
+        goal_list = (
+            tuple(g for g in goals.split("\n\n") if g.strip()) if goals and goals != "no goals" else ()
+        )
+        sp, ep = t.get("pos", {}), t.get("endPos", {})
+        steps.append(
+            Step(
+                text=t.get("tactic", ""),
+                goals_after=goal_list,
+                start=(int(sp.get("line", 0)) - line_offset, int(sp.get("column", 0))),
+                end=(int(ep.get("line", 0)) - line_offset, int(ep.get("column", 0))),
+            )
+        )
+    msgs = []
+    for m in resp.get("messages", []):
+        sev = m.get("severity", "error")
+        sev = sev if sev in SEVERITIES else "error"
+        msgs.append(
+            Message(sev, max(0, int(m.get("pos", {}).get("line", 0)) - line_offset), m.get("data", ""))
+        )
+    if "message" in resp and not resp.get("messages"):  # a REPL-level failure ({"message": "..."})
+        msgs.append(Message("error", 0, str(resp["message"])))
+    return CheckResult(tuple(steps), tuple(msgs))
