@@ -1,4 +1,4 @@
-"""Corruption functions: calibration, severity monotonicity, determinism, reference parity (spec §7 check 5)."""
+"""Corruption functions: calibration, severity monotonicity, determinism, reference parity."""
 
 import numpy as np
 import pytest

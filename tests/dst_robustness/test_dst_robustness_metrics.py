@@ -1,4 +1,4 @@
-"""Robustness metrics and RA-curve filters (spec §7 check 6)."""
+"""Robustness metrics (robust accuracy, relative gain of Fig. 3, mCE) and the RA-curve frequency filters."""
 
 import numpy as np
 import pytest
@@ -42,3 +42,19 @@ def test_frequency_filter_extremes():
     lo = frequency_filter(x, 5.0, "low", clip=(-10, 10))
     hi = frequency_filter(x, 5.0, "high", clip=(-10, 10))
     assert torch.allclose(lo + hi, x, atol=1e-5)
+
+
+def test_mce_against_a_zero_error_reference_is_undefined_not_inf():
+    """A reference with zero error on a corruption makes CE_c = E / 0 undefined: NaN (not inf, not floored)."""
+    from iclr25.dst_robustness import zero_error_corruptions
+
+    ref = np.array([[1.0, 1.0], [0.5, 0.5]])  # no error at any severity of corruption "a"
+    model = np.array([[0.9, 0.9], [0.75, 0.75]])
+    ce = corruption_errors(model, ref)
+    assert np.isnan(ce[0]) and ce[1] == pytest.approx(0.5)
+    assert np.isnan(corruption_errors(ref, ref)[0])
+    assert np.isnan(mce(model, ref))
+    assert zero_error_corruptions(ref, ["a", "b"]) == ["a"]
+    assert zero_error_corruptions(model, ["a", "b"]) == []
+    with pytest.raises(ValueError, match="names"):
+        zero_error_corruptions(ref, ["a"])

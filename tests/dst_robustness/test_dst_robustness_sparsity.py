@@ -1,4 +1,4 @@
-"""Invariants of the DST engine (spec §7 checks 1–4)."""
+"""Invariants of the DST engine (the unified sparse-training framework of paper Sec. 3.2: densities, drop/regrow, masks, schedules)."""
 
 import math
 

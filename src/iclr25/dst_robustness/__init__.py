@@ -38,6 +38,7 @@ from .robustness import (
     relative_gain,
     relative_mce,
     robust_accuracy,
+    zero_error_corruptions,
 )
 from .sparsity import (
     DSTConfig,
@@ -81,4 +82,5 @@ __all__ = [
     "robust_accuracy",
     "train_classifier",
     "uniform_densities",
+    "zero_error_corruptions",
 ]

@@ -1,4 +1,4 @@
-"""Reproduction (spec §6): dense vs SET vs RigL on digits-32×32, evaluated on our CIFAR-C-style corruptions.
+"""Reproduction (README, "Reproduction"): dense vs SET vs RigL on digits-32×32, evaluated on our CIFAR-C-style corruptions.
 
 Per seed: one stratified 80/20 split (fixed by ``split_seed``, so every seed and arm sees the same test set and
 the corrupted test set is generated once and cached), one initialisation per seed shared by all arms, then
@@ -25,12 +25,19 @@ import torch
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.io import atomic_savefig
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
 
 from .corruptions import COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, corrupted_test_set
 from .data import digits32, to_tensor
 from .models import build_model
-from .robustness import corruption_accuracy, group_accuracy, mce, relative_gain, robust_accuracy
+from .robustness import (
+    corruption_accuracy,
+    group_accuracy,
+    mce,
+    relative_gain,
+    robust_accuracy,
+    zero_error_corruptions,
+)
 from .sparsity import METHODS, DSTConfig
 from .spectral import max_radius, ra_curve
 from .training import TrainConfig, train_classifier
@@ -52,7 +59,7 @@ def arm_name(method: str, sparsity: float) -> str:
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    """Every hyper-parameter of the reproduction (defaults = spec §6 / GraNet code where they apply)."""
+    """Every hyper-parameter of the reproduction (defaults = the README's reproduction / GraNet code where they apply)."""
 
     arch: str = "vgg_small"
     widths: tuple[int, int, int] = (32, 64, 128)  # conv widths c1, c2, c3
@@ -264,8 +271,24 @@ def run(cfg: Config, out: Path) -> RunResult:
 
 
 def _ms(per_seed: dict, key: str) -> str:
-    v = np.asarray(values(per_seed, key))
-    return f"{v.mean():.2f} ± {v.std():.2f}"
+    return mean_std(values(per_seed, key), digits=2)
+
+
+def _mce_note(per_seed: dict) -> str:
+    """Why an mCE is NaN: the seeds whose dense reference makes no error on some corruption (CE_c = x / 0)."""
+    undefined = {
+        s: zero_error_corruptions(np.asarray(per_seed[s]["dense"]["acc_grid"]) / 100, COMMON_CORRUPTIONS)
+        for s in sorted(per_seed)
+    }
+    undefined = {s: c for s, c in undefined.items() if c}
+    if not undefined:
+        return ""
+    which = "; ".join(f"seed {s}: {', '.join(c)}" for s, c in undefined.items())
+    return (
+        f"\n\nmCE vs dense is undefined (NaN) for {len(undefined)}/{len(per_seed)} seeds: the dense reference makes "
+        f"no error at any severity of a corruption ({which}), so CE_c = E / 0 has no value (not floored, not "
+        "dropped). The claims do not use mCE.\n"
+    )
 
 
 def _report(cfg: Config, per_seed: dict, arms: list[str], best: str) -> str:
@@ -277,7 +300,7 @@ def _report(cfg: Config, per_seed: dict, arms: list[str], best: str) -> str:
             f"| {a} | {np.mean(values(per_seed, f'{a}/density')):.3f} | {_ms(per_seed, f'{a}/clean')} | "
             f"{_ms(per_seed, f'{a}/robust')} | {_ms(per_seed, f'{a}/noise45')} | "
             f"{_ms(per_seed, f'{a}/noise45_imagenet')} | "
-            f"{np.mean(values(per_seed, f'{a}/mce_vs_dense')):.3f} | {ra:.2f} |"
+            f"{mean_std(values(per_seed, f'{a}/mce_vs_dense'))} | {ra:.2f} |"
         )
     grid_d = np.mean([per_seed[s]["dense"]["acc_grid"] for s in per_seed], axis=0)
     grid_b = np.mean([per_seed[s][best]["acc_grid"] for s in per_seed], axis=0)
@@ -287,7 +310,7 @@ def _report(cfg: Config, per_seed: dict, arms: list[str], best: str) -> str:
     )
     return f"""## Results (accuracy in %, mean ± std over seeds {cfg.seed_list})
 
-{chr(10).join(rows)}
+{chr(10).join(rows)}{_mce_note(per_seed)}
 
 Per corruption (mean over severities), dense vs best DST arm `{best}`:
 

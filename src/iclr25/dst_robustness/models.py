@@ -13,9 +13,9 @@ def _conv_bn(cin: int, cout: int) -> list[nn.Module]:
 
 
 class SmallVGG(nn.Module):
-    """VGG-style CNN of the spec's reproduction: conv c1-c1-pool-c2-c2-pool-c3-pool, FC ``fc``-``num_classes``.
+    """VGG-style CNN of the reproduction (README): conv c1-c1-pool-c2-c2-pool-c3-pool, FC ``fc``-``num_classes``.
 
-    ``widths=(32, 64, 128), fc=256`` is the spec's network; the quick preset uses a narrower one.
+    ``widths=(32, 64, 128), fc=256`` is the reproduction's default network; the quick preset uses a narrower one.
     Input ``(B, 3, H, W)`` with ``H, W`` divisible by 8.
     """
 
@@ -87,7 +87,7 @@ class ResNet18(nn.Module):
 def build_model(
     arch: str, num_classes: int = 10, widths: Sequence[int] = (32, 64, 128), fc: int = 256
 ) -> nn.Module:
-    """``arch``: ``vgg_small`` (the spec's CNN) or ``resnet18`` (width = widths[0])."""
+    """``arch``: ``vgg_small`` (the reproduction's CNN) or ``resnet18`` (width = widths[0])."""
     if arch == "vgg_small":
         return SmallVGG(widths, fc, num_classes)
     if arch == "resnet18":

@@ -30,17 +30,33 @@ def relative_gain(acc_method: np.ndarray, acc_base: np.ndarray) -> np.ndarray:
 
 
 def corruption_errors(acc_model: np.ndarray, acc_ref: np.ndarray) -> np.ndarray:
-    """``CE_c = Σ_s E^f_{s,c} / Σ_s E^ref_{s,c}`` per corruption (errors E = 1 − acc; ref = AlexNet in ImageNet-C)."""
+    """``CE_c = Σ_s E^f_{s,c} / Σ_s E^ref_{s,c}`` per corruption (errors E = 1 − acc; ref = AlexNet in ImageNet-C).
+
+    Where the reference makes no error on a corruption the ratio is undefined: ``NaN`` (never floored, never inf).
+    """
     e, r = 1.0 - np.asarray(acc_model, float), 1.0 - np.asarray(acc_ref, float)
     if e.shape != r.shape:
         raise ValueError(f"acc_model and acc_ref must have the same shape, got {e.shape} and {r.shape}")
+    den = r.sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return e.sum(1) / r.sum(1)
+        return np.where(den > 0, e.sum(1) / den, np.nan)
 
 
 def mce(acc_model: np.ndarray, acc_ref: np.ndarray) -> float:
-    """Mean corruption error ``mCE = mean_c CE_c`` relative to the reference model (1.0 = as robust as ref)."""
+    """Mean corruption error ``mCE = mean_c CE_c`` relative to the reference model (1.0 = as robust as ref).
+
+    ``NaN`` when some CE_c is undefined (the reference makes no error on that corruption, see
+    :func:`corruption_errors`; :func:`zero_error_corruptions` names them).
+    """
     return float(np.mean(corruption_errors(acc_model, acc_ref)))
+
+
+def zero_error_corruptions(acc_ref: np.ndarray, names: Sequence[str]) -> list[str]:
+    """The corruptions (rows of ``acc_ref``, accuracies in [0, 1]) on which the reference makes no error at all."""
+    r = np.asarray(acc_ref, float)
+    if r.shape[0] != len(names):
+        raise ValueError(f"names must name the {r.shape[0]} rows of acc_ref, got {len(names)}")
+    return [n for n, row in zip(names, r, strict=True) if not (1.0 - row).sum() > 0]
 
 
 def relative_mce(acc_model: np.ndarray, clean_model: float, acc_ref: np.ndarray, clean_ref: float) -> float:

@@ -22,7 +22,7 @@ from .sparsity import DSTConfig, DynamicSparseTraining
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """SGD recipe (spec §6): momentum 0.9, lr 0.05 with per-step cosine decay, wd 5e-4, batch 64, crop pad 2."""
+    """SGD recipe (README, "Reproduction"): momentum 0.9, lr 0.05 with per-step cosine decay, wd 5e-4, batch 64, crop pad 2."""
 
     epochs: int = 30
     batch_size: int = 64
