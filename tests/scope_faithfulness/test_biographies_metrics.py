@@ -87,3 +87,42 @@ def test_nli_hook_with_local_model(tmp_path):
     assert p.shape == (3,) and ((p >= 0) & (p <= 1)).all()
     with pytest.raises(ValueError, match="entailment_label"):
         nli_faithfulness(["a"], ["b"], str(tmp_path), entailment_label="entails")
+
+
+def test_local_data_loaders(tmp_path):
+    import json
+
+    from iclr25.scope_faithfulness import load_data_to_text
+
+    totto = tmp_path / "totto.jsonl"
+    totto.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "linearized_input": "<page_title> Ada </page_title> <cell> 1815 </cell>",
+                    "target": "Ada was born in 1815.",
+                },
+                {"linearized_input": "<cell> Paris </cell>", "references": ["It is Paris."]},
+            ]
+        )
+    )
+    rows = load_data_to_text(totto, "totto")
+    assert [r["reference"] for r in rows] == [" Ada was born in 1815.", " It is Paris."]
+    assert rows[0]["prompt"].endswith("Sentence:") and "<cell> 1815 </cell>" in rows[0]["prompt"]
+    web = tmp_path / "webnlg.json"
+    web.write_text(
+        json.dumps(
+            [{"input": ["Ada | birthYear | 1815", "Ada | field | maths"], "target": "Ada (1815) did maths."}]
+        )
+    )
+    (r,) = load_data_to_text(web, "webnlg", template="{source} =>")
+    assert r["prompt"] == "Ada | birthYear | 1815 ; Ada | field | maths =>"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"source": "x", "reference": " "}))
+    with pytest.raises(ValueError, match="empty reference"):
+        load_data_to_text(bad)
+    with pytest.raises(ValueError, match="format"):
+        load_data_to_text(totto, "xsum")
+    with pytest.raises(ValueError, match="not a file"):
+        load_data_to_text(tmp_path / "missing.jsonl")

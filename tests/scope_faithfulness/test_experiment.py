@@ -58,3 +58,26 @@ def test_presets_are_configs():
         q.seeds == 3 and q.alpha == 0.5 and q.beta == 0.1 and q.n_test == 300 and q.alphas == (0.1, 0.5, 0.9)
     )
     assert q.temperature == 0.6 and q.top_p == 0.9 and q.n_untouched == 2
+
+
+@pytest.mark.slow
+def test_runs_from_a_local_base_model(tmp_path):
+    """The `full` route: p_LM starts from a local HF model folder (here a tiny Llama + its tokenizer)."""
+    from iclr25.common.lm import tiny_causal_lm
+    from iclr25.scope_faithfulness import World, word_tokenizer
+
+    tok = word_tokenizer(World())
+    model_dir = tmp_path / "base"
+    tiny_causal_lm("llama", seed=0, vocab_size=len(tok), hidden=32, layers=1, heads=4).save_pretrained(
+        model_dir
+    )
+    tok.save_pretrained(model_dir)
+    cfg = dataclasses.replace(
+        PRESETS["smoke"], base_model_path=str(model_dir), n_pretrain=100, n_data=40, n_test=8, pretrain_steps=3,
+        sft_steps=3, tune_batch=8, alphas=(0.1, 0.5),
+    )  # fmt: skip
+    res = run(cfg, tmp_path / "run")
+    assert {c.id for c in res.claims} == CLAIM_IDS
+    assert 0 <= res.per_seed[0]["scope@0.5"]["halluc"] <= 1 and res.per_seed[0]["n_d2"] == 20
+    with pytest.raises(ValueError, match="base_model_path"):
+        dataclasses.replace(cfg, base_model_path=str(tmp_path / "nowhere"))

@@ -13,6 +13,7 @@ from iclr25.scope_faithfulness import (
     build_preference_pairs,
     dpo_config,
     dpo_sigmoid_loss,
+    independent_copy,
     make_dpo_trainer,
     records_dataset,
     scope_dpo,
@@ -161,3 +162,16 @@ def test_dpo_config_defaults_and_errors():
         make_dpo_trainer(
             make_model("gpt2", 79, 0), Dataset.from_dict({"prompt": ["a"], "chosen": ["b"]}), None
         )
+
+
+def test_independent_copy_survives_trl_patch(tok):
+    """TRL replaces model.forward by a closure over the original; our copy must compute with its own weights."""
+    model = make_model("gpt2", len(tok), 0)
+    make_dpo_trainer(model, _pairs(tok, 4), tok)  # TRL patches model.forward (fused LM head)
+    copy_ = independent_copy(model)
+    x = torch.tensor([[1, 4, 20, 8]])
+    with torch.no_grad():
+        before = model(x).logits.clone()
+        copy_.get_output_embeddings().weight.zero_()
+        assert torch.equal(model(x).logits, before)  # the original is untouched
+        assert copy_(x).logits.abs().max() == 0  # the copy really uses its own (zeroed) head

@@ -19,6 +19,7 @@ Example::
 """
 
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer
+from .data import load_data_to_text
 from .metrics import corpus_bleu, nli_faithfulness
 from .noisy_generation import (
     ScopeNoiseProcessor,
@@ -30,6 +31,7 @@ from .preference import (
     build_preference_pairs,
     dpo_config,
     dpo_sigmoid_loss,
+    independent_copy,
     make_dpo_trainer,
     scope_dpo,
     sequence_logps,
@@ -46,6 +48,8 @@ __all__ = [
     "dpo_config",
     "dpo_sigmoid_loss",
     "generate_unfaithful",
+    "independent_copy",
+    "load_data_to_text",
     "hallucination_and_recall",
     "make_dpo_trainer",
     "nli_faithfulness",

@@ -34,7 +34,7 @@ from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer  # noqa: E402
 from .metrics import corpus_bleu  # noqa: E402
 from .noisy_generation import context_aware_generate  # noqa: E402
-from .preference import build_preference_pairs, scope_dpo, split_halves  # noqa: E402
+from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves  # noqa: E402
 
 ARCHS = ("gpt2", "llama")
 
@@ -48,7 +48,9 @@ class Config(ExperimentConfig):
     n_test: int = 300  # faithful test records
     year_absent: float = 0.4
     divergent: float = 0.5  # P(reference states the prior year | year absent)
-    # model (word-level vocabulary of 79 tokens)
+    # model: a random-init tiny model over the 79-word vocabulary, or a local HF causal LM (+ its tokenizer),
+    # further pre-trained on the prior-driven corpus to become p_LM (the paper's 1–3B/7B setting on a GPU)
+    base_model_path: str = ""
     arch: str = "gpt2"
     hidden: int = 96
     layers: int = 2
@@ -106,6 +108,8 @@ class Config(ExperimentConfig):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite float > 0, got {v!r}")
+        if self.base_model_path and not Path(self.base_model_path).is_dir():
+            raise ValueError(f"base_model_path must be a local model folder, got {self.base_model_path!r}")
         if self.top_p > 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if self.n_data < 4 or self.n_test < 1:
@@ -219,7 +223,7 @@ def _greedy(model, tok, prompts: list[str], cfg: Config, device, cad: bool = Fal
         enc = tok(prompts[b0 : b0 + cfg.gen_batch], return_tensors="pt", padding=True).to(device)
         kw = dict(do_sample=False, max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id)
         if cad:
-            new = context_aware_generate(model, enc, cfg.cad_alpha, **kw)
+            new = context_aware_generate(model, enc, cfg.cad_alpha, lm_prompt_ids=_lm_prompt(tok), **kw)
         else:
             model.eval()
             new = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1] :]
@@ -246,6 +250,25 @@ def _scores(outputs: list[str], records: list[dict], world: World) -> dict:
     }
 
 
+def load_tokenizer(cfg: Config, world: World):
+    """The word-level tokenizer, or the local base model's own tokenizer (pad falls back to EOS)."""
+    if not cfg.base_model_path:
+        return word_tokenizer(world)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(cfg.base_model_path, local_files_only=True)
+    if tok.eos_token_id is None:
+        raise ValueError(f"base_model_path: the tokenizer at {cfg.base_model_path!r} has no EOS token")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def _lm_prompt(tok) -> list[int]:
+    """p_LM's context-free prompt: BOS alone (the paper's empty prompt); EOS for tokenizers without a BOS."""
+    return [tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id]
+
+
 def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
     """p_LM: pre-trained once per run on prior-driven sentences, cached in ``out/p_lm`` (safetensors)."""
     from transformers import AutoModelForCausalLM
@@ -254,14 +277,19 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
 
     key = config_hash(
         {k: getattr(cfg, k) for k in ("n_pretrain", "prior_strength", "arch", "hidden", "layers", "heads",
-                                      "pretrain_steps", "pretrain_batch", "pretrain_lr", "seed")}
+                                      "pretrain_steps", "pretrain_batch", "pretrain_lr", "seed", "base_model_path")}
     )  # fmt: skip
     path = out / "p_lm"
     if (path / "done.json").exists() and read_json(path / "done.json").get("key") == key:
         return AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
     corpus = pretraining_corpus(world, cfg.n_pretrain, derive_seed(cfg.seed, "pretrain"), cfg.prior_strength)
     ids, lab = _padded(tok, [""] * len(corpus), corpus, mask_prompt=False)
-    lm = build_model(cfg, len(tok), derive_seed(cfg.seed, "init"))
+    if cfg.base_model_path:
+        lm = AutoModelForCausalLM.from_pretrained(
+            cfg.base_model_path, local_files_only=True, dtype=torch.float32
+        )
+    else:
+        lm = build_model(cfg, len(tok), derive_seed(cfg.seed, "init"))
     _train(
         lm,
         ids,
@@ -307,7 +335,7 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
     # α = 0 control: p_θ₀'s own samples on D₂ at the same temperature / top-p
     gen_kw = dict(
         tokenizer=tok, batch_size=cfg.gen_batch, n_untouched=cfg.n_untouched, temperature=cfg.temperature,
-        top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+        top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, lm_prompt_ids=_lm_prompt(tok),
     )  # fmt: skip
     ctrl = build_preference_pairs(sft, p_lm, d2, 0.0, seed=derive_seed(seed, "neg", 0), **gen_kw)
     res["neg_halluc_alpha0"] = float(
@@ -319,9 +347,9 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
         differs = float(
             np.mean([c.strip() != r.strip() for c, r in zip(pairs["chosen"], pairs["rejected"], strict=True)])
         )
-        pol = copy.deepcopy(sft)
+        pol = independent_copy(sft)
         _, hist = scope_dpo(
-            pol, pairs, tok, ref_model=sft, beta=cfg.beta, learning_rate=cfg.tune_lr, num_train_epochs=cfg.tune_epochs,
+            pol, pairs, tok, ref_model=None, beta=cfg.beta, learning_rate=cfg.tune_lr, num_train_epochs=cfg.tune_epochs,
             per_device_train_batch_size=cfg.tune_batch, warmup_steps=cfg.warmup_ratio,
             seed=derive_seed(seed, "dpo", str(a)) % (2**31), logging_steps=max(1, tune_steps // 4),
             use_cpu=device.type == "cpu", bf16=False,
@@ -353,7 +381,7 @@ def run(cfg: Config, out: Path) -> RunResult:
     except ImportError:  # pragma: no cover
         pass
     world = World()
-    tok = word_tokenizer(world)
+    tok = load_tokenizer(cfg, world)
     rd = RunDir(out, cfg)
     p_lm = pretrain_lm(cfg, out, world, tok, device)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, p_lm, world, tok, device), cfg.seed_list)

@@ -23,7 +23,7 @@ def corpus_bleu(outputs: Sequence[str], references: Sequence[str]) -> float:
         raise ValueError("references is empty")
     if any(not isinstance(r, str) or not r.strip() for r in references):
         raise ValueError("references: every reference must be a non-empty string")
-    return float(sacrebleu.corpus_bleu(list(outputs), [list(references)]).score)
+    return float(sacrebleu.corpus_bleu(list(outputs), [list(references)], force=True).score)
 
 
 @torch.no_grad()

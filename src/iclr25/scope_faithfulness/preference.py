@@ -182,7 +182,7 @@ def dpo_config(output_dir: str | None = None, **overrides):
         warmup_steps=0.1,
         seed=12357,
         disable_dropout=True,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,  # tiny models; the authors enable it for 7B
         report_to=[],
         save_strategy="no",
         logging_steps=10,
@@ -197,6 +197,19 @@ def dpo_config(output_dir: str | None = None, **overrides):
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be a finite float > 0, got {beta!r}")
     return DPOConfig(**kw)
+
+
+def independent_copy(model):
+    """``copy.deepcopy`` that is safe after TRL has patched ``model``.
+
+    TRL's trainers replace ``model.forward`` by a closure over the *original* object's forward (its fused LM head);
+    a plain deepcopy of such a model keeps computing with the original's weights. The copy drops that instance
+    attribute so it runs its own class ``forward`` (TRL patches it again when it trains it).
+    """
+    new = copy.deepcopy(model)
+    for m in new.modules():
+        m.__dict__.pop("forward", None)
+    return new
 
 
 def make_dpo_trainer(model, pairs, tokenizer, *, ref_model=None, args=None, **config_overrides):
