@@ -246,7 +246,17 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):  #
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def _safe_streams() -> None:
+    """Never crash on printing a path or message the terminal cannot encode."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _safe_streams()
     args = _parser().parse_args(argv)
     old = warnings.showwarning
     warnings.showwarning = _show_warning

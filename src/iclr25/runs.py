@@ -218,9 +218,12 @@ def check_out(out: str | os.PathLike, slug: str | None = None) -> Path:
         raise UsageError("--out must name a folder, got an empty string")
     out = Path(out)
     targets = [out] + ([out / slug, out / slug / "seeds", out / slug / "figures"] if slug else [])
-    for t in targets:
-        if t.exists() and not t.is_dir():
-            raise RunPathError(f"{t} exists and is a file, not a folder")
+    try:
+        for t in targets:
+            if t.exists() and not t.is_dir():
+                raise RunPathError(f"{t} exists and is a file, not a folder")
+    except (ValueError, UnicodeError) as e:  # NUL bytes, unencodable names
+        raise UsageError(f"--out {str(out)!r} is not a usable path: {e}") from None
     try:
         for t in targets[:2]:
             t.mkdir(parents=True, exist_ok=True)

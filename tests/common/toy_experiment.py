@@ -28,7 +28,7 @@ class Config(ExperimentConfig):
             raise ValueError(f"n must be >= 2, got {self.n}")
 
 
-PRESETS = {"smoke": Config(n=50), "quick": Config(n=200), "full": Config(n=2000)}
+PRESETS = {"smoke": Config(n=50), "quick": Config(n=200), "full": Config(n=2000, device="cuda")}
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
@@ -39,7 +39,9 @@ def one_seed(cfg: Config, seed: int) -> dict:
     time.sleep(float(os.environ.get("TOY_SLEEP", "0")))  # lets a test kill the run mid-way
     rng = numpy_rng(seed)
     x = rng.normal(1.0, 0.1, cfg.n)
-    return {"ours": {"acc": float(x.mean())}, "base": {"acc": float(x.mean() - 0.5)}}
+    nan_seed = os.environ.get("TOY_NAN")  # lets a test produce a NaN metric for one seed
+    acc = float("nan") if nan_seed is not None and int(nan_seed) == seed else float(x.mean())
+    return {"ours": {"acc": acc}, "base": {"acc": float(x.mean() - 0.5)}}
 
 
 def run(cfg: Config, out: Path) -> RunResult:
@@ -65,19 +67,17 @@ def run(cfg: Config, out: Path) -> RunResult:
             ">=",
             baseline=values(per_seed, "base/acc"),
             compare="difference",
-            note="fails by design",
+            note=os.environ.get("TOY_NOTE", "fails by design"),
         ),
     ]
     fig, ax = plt.subplots()
     ax.plot(values(per_seed, "ours/acc"))
     atomic_savefig(fig, rd.figures / "acc.png")
     return RunResult(
-        slug="toy",
-        preset="",
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
         claims=claims,
         per_seed=per_seed,
         figures=[rd.figures / "acc.png"],
-        report_md="## Toy\nA toy.",
+        report_md=os.environ.get("TOY_REPORT", "## Toy\nA toy."),
     )

@@ -76,6 +76,12 @@ class ExperimentConfig:
                 f"seed + seeds must be <= 2**32 = {SEED_LIMIT}, got seed={self.seed!r}, seeds={self.seeds!r} "
                 "(seeds are fed to numpy/torch/CUDA generators that take 32-bit seeds)"
             )
+        if self.threads is not None and (
+            not isinstance(self.threads, int)
+            or isinstance(self.threads, bool)
+            or not 1 <= self.threads <= 256
+        ):
+            raise ValueError(f"threads must be None or an int in [1, 256], got {self.threads!r}")
         if not isinstance(self.device, str) or (
             self.device not in ("cpu", "cuda", "auto") and not _is_cuda_n(self.device)
         ):
