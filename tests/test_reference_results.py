@@ -1,0 +1,47 @@
+"""The committed reference results (``results/quick/<slug>/claims.json``) are valid claims documents with
+provenance, and their claim ids (parts included) are exactly those the code produces today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import iclr25
+from iclr25 import registry
+from iclr25.common.claims import validate_claims_document
+from iclr25.common.io import read_json
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "quick"
+DOCS = sorted(p.parent.name for p in RESULTS.glob("*/claims.json")) if RESULTS.is_dir() else []
+IMPLEMENTED = [s.slug for s in registry.implemented()]
+
+
+def _ids(claims: list[dict]) -> list[str]:
+    out = []
+    for c in claims:
+        out.append(c["id"])
+        out += _ids(c.get("parts", []))
+    return out
+
+
+@pytest.mark.parametrize("slug", DOCS)
+def test_reference_document_is_valid_and_self_describing(slug):
+    doc = read_json(RESULTS / slug / "claims.json")
+    validate_claims_document(doc)  # schema, and every stored verdict agrees with its numbers
+    assert doc["slug"] == slug and doc["preset"] == "quick"
+    assert slug in registry.SLUGS, f"{slug} is not a registered system"
+    prov = doc.get("provenance", {})
+    missing = [k for k in ("git_commit", "date_utc", "wall_s", "cpu_count") if k not in prov]
+    assert not missing, f"reference {slug} lacks provenance {missing}: rerun it with the current CLI"
+    assert len(set(_ids(doc["claims"]))) == len(_ids(doc["claims"])), "claim ids must be distinct"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", IMPLEMENTED)
+def test_reference_claim_ids_match_the_code(slug, tmp_path):
+    if slug not in DOCS:
+        pytest.skip(f"no committed reference result for {slug} yet")
+    ref = read_json(RESULTS / slug / "claims.json")
+    fresh = iclr25.run(slug, "smoke", tmp_path)
+    assert _ids(fresh["claims"]) == _ids(ref["claims"])
