@@ -1,6 +1,6 @@
 """Render an HTML file in headless Chromium (Debian ``chromium``) and save a PNG screenshot.
 
-``python -m iclr25.common.screenshot runs/index.html runs/index.png``
+``python -m iclr25.common.screenshot runs/index.html runs/index.png [WIDTH [HEIGHT]]``
 """
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ def screenshot(
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m iclr25.common.screenshot INDEX.html OUT.png", file=sys.stderr)
+    if len(argv) not in (2, 3, 4) or not all(a.isdigit() for a in argv[2:]):
+        print("usage: python -m iclr25.common.screenshot INDEX.html OUT.png [WIDTH [HEIGHT]]", file=sys.stderr)
         return 2
-    print(screenshot(argv[0], argv[1]))
+    size = [int(a) for a in argv[2:]]
+    print(screenshot(argv[0], argv[1], *size))
     return 0
 
 
