@@ -1,4 +1,4 @@
-"""QuantumPEFTLinear: zero-init identity, gradients, merge, quantisation (spec §7.3, 7.5, 7.6)."""
+"""QuantumPEFTLinear: zero-init identity, gradients, merge, quantisation (the update ΔW = s·UΛVᵀ of the paper)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_every_angle_gets_gradient_after_one_step() -> None:
     opt = torch.optim.SGD(layer.parameters(), lr=0.1)
     loss = ((layer(x) - target) ** 2).mean()
     loss.backward()
-    # Λ = 0 ⇒ zero angle gradients on step 1 (expected, spec §5 (3)); Λ itself moves
+    # Λ = 0 ⇒ zero angle gradients on step 1 (expected: Λ = 0 at init); Λ itself moves
     assert layer.theta_u.grad.abs().max() == 0 and layer.lam.grad.abs().max() > 0
     opt.step()
     opt.zero_grad()

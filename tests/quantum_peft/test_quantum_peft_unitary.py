@@ -1,4 +1,4 @@
-"""Unitary nodes: orthogonality, exact parameter counts, circuit structure (spec §7.1, 7.2, 7.4)."""
+"""Unitary nodes: orthogonality, exact parameter counts, circuit structure (Pauli parameterisation and QSD nodes of the paper)."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_qsd_full_matrix_orthogonal_with_cs_structure(dim: int) -> None:
 
 
 def test_qsd_param_counts_and_trim() -> None:
-    # spec §3.3 prototype counts (L = 1, one shared φ per mixer, untrimmed) and the trimmed top level
+    # prototype counts (L = 1, one shared φ per mixer, untrimmed) and the trimmed top level
     assert {d: node_param_count(d, 1, trim=False) for d in (3, 5, 6, 12, 96, 768, 3072)} == {
         3: 3, 5: 9, 6: 11, 12: 23, 96: 59, 768: 95, 3072: 119,
     }  # fmt: skip
@@ -165,7 +165,7 @@ def test_cropping_a_power_of_two_node_is_not_orthonormal() -> None:
 
 
 def test_count_parameters_formula_and_lora() -> None:
-    # layer total = count(N) + count(M) + K (spec §7.2)
+    # layer total = count(N) + count(M) + K (the paper's count)
     assert count_parameters(64, 64, 2, 1) == 16 + 16 + 2
     assert count_parameters(1024, 4096, 2, 1) == 28 + 34 + 2
     assert count_parameters(768, 3072, 1, 1) == 91 + 73 + 1  # trimmed QSD nodes: 3072 → 91, 768 → 73

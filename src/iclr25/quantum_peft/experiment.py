@@ -1,4 +1,4 @@
-"""Reproduction (spec §6): ViT transfer in miniature — adapt a digits ViT to 90°-rotated digits.
+"""Reproduction (README, "Reproduction"): ViT transfer in miniature — adapt a digits ViT to 90°-rotated digits.
 
 Protocol: scikit-learn's ``load_digits`` (8×8, ships with scikit-learn). A seeded permutation splits it into
 35 % source (upright), 35 % target-train and 30 % target-test (both rotated by 90°). A Hugging Face
@@ -33,7 +33,8 @@ from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 
 from .model import QuantumPEFTConfig, get_qpeft_model
-from .params import comparison_markdown, comparison_table
+from .params import comparison_table
+from .report import figure, report_md
 
 METHODS = ("head_only", "lora_r1", "qpeft", "full_ft")
 
@@ -54,7 +55,7 @@ class Config(ExperimentConfig):
     lr_pretrain: float = 3e-3
     lr_head_only: float = 3e-3
     lr_lora: float = 3e-2  # LoRA A, B and the head
-    lr_angles: float = 1e-1  # Quantum-PEFT angles θ (need ~10× LoRA's LR, spec addendum)
+    lr_angles: float = 1e-1  # Quantum-PEFT angles θ (need ~10× LoRA's LR)
     lr_lambda: float = 1e-1  # Quantum-PEFT Λ and the head (swept {1e-2, 3e-2, 1e-1, 3e-1} on seeds 10-12)
     lr_full: float = 3e-3
     weight_decay: float = 0.01  # pre-training / full FT; adapters use 0
@@ -398,7 +399,7 @@ def run(cfg: Config, out: Path) -> RunResult:
     gap = np.mean(values(per_seed, f"{k0}/lora_r1/acc")) - np.mean(values(per_seed, f"{k0}/qpeft/acc"))
     gap_note = (
         f"gap {gap:.3f} with {cfg.finetune_epochs} fine-tuning epochs: Quantum-PEFT starts slower than LoRA (Λ = 0 "
-        "gives the angles no gradient until Λ moves, and the circuit angles need many steps); the spec's calibration "
+        "gives the angles no gradient until Λ moves, and the circuit angles need many steps); the one-off calibration "
         "used 20 epochs"
         if gap > 0.08
         else ""
@@ -437,9 +438,9 @@ def run(cfg: Config, out: Path) -> RunResult:
     src_all = [v for w in cfg.widths for v in values(per_seed, f"d{w}/source_acc")]
     valid = min(src_all) >= cfg.min_source_acc
 
-    fig = _figure(cfg, per_seed, counts, rows)
+    fig = figure(cfg, per_seed, counts, rows, METHODS)
     figpath = atomic_savefig(fig, rd.figures / "quantum_peft.png")
-    report = _report(cfg, per_seed, counts, rows)
+    report = report_md(cfg, per_seed, counts, rows, METHODS)
     metrics = aggregate(per_seed)
     metrics["param_counts"] = {f"d{w}": c for w, c in counts.items()}
     metrics["scaling_table"] = rows
@@ -455,65 +456,3 @@ def run(cfg: Config, out: Path) -> RunResult:
         if valid
         else f"pre-trained ViT reaches only {min(src_all):.3f} < {cfg.min_source_acc} on upright test digits",
     )
-
-
-def _figure(cfg: Config, per_seed: dict, counts: dict, rows: list[dict]):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cfg.widths) + 1, figsize=(4.2 * (len(cfg.widths) + 1), 3.4))
-    for ax, w in zip(axes, cfg.widths):
-        means = [np.mean(values(per_seed, f"d{w}/{m}/acc")) for m in METHODS]
-        stds = [np.std(values(per_seed, f"d{w}/{m}/acc")) for m in METHODS]
-        params = [int(per_seed[min(per_seed)][f"d{w}"][m]["params"]) for m in METHODS]
-        ax.bar(range(len(METHODS)), means, yerr=stds, color=["#999", "#4c72b0", "#dd8452", "#55a868"])
-        ax.set_xticks(range(len(METHODS)), [f"{m}\n{p:,} p" for m, p in zip(METHODS, params)], fontsize=7)
-        ax.set_ylim(0, 1)
-        ax.set_title(f"rotated digits, ViT d={w}")
-        ax.set_ylabel("target test accuracy")
-    ax = axes[-1]
-    ns = list(cfg.scaling_qubits)
-    ax.semilogy(ns, [r["lora"] for r in rows], "o-", label="LoRA r=1")
-    ax.semilogy(ns, [r["qpeft"] for r in rows], "s-", label="Quantum-PEFT K=1, L=1")
-    ax.set_xlabel("n  (N = M = 2^n)")
-    ax.set_ylabel("parameters per weight")
-    ax.set_title("parameter scaling")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def _report(cfg: Config, per_seed: dict, counts: dict, rows: list[dict]) -> str:
-    lines = ["## Results (target = 90°-rotated digits, test accuracy, mean ± std over seeds)", ""]
-    lines += ["| d | method | adapter params (excl. head) | accuracy |", "|---|---|---|---|"]
-    for w in cfg.widths:
-        for m in METHODS:
-            v = values(per_seed, f"d{w}/{m}/acc")
-            p = int(per_seed[min(per_seed)][f"d{w}"][m]["params"])
-            lines.append(f"| {w} | {m} | {p:,} | {np.mean(v):.3f} ± {np.std(v):.3f} |")
-        so = values(per_seed, f"d{w}/source_acc")
-        zs = values(per_seed, f"d{w}/zero_shot_rotated_acc")
-        lines.append(
-            f"| {w} | (pre-trained: upright {np.mean(so):.3f}, rotated zero-shot {np.mean(zs):.3f}) | | |"
-        )
-    lines += ["", "Adapter sizes at the claim widths: " + ", ".join(
-        f"d={w}: LoRA-r1 {c['lora_r1']:,} vs Quantum-PEFT {c['qpeft']:,} ({c['lora_r1'] / c['qpeft']:.1f}×)"
-        for w, c in counts.items()
-    ), "", "### Parameter scaling, one N×M weight (K=1, L=1 vs LoRA r=1)", "", comparison_markdown(rows), ""]  # fmt: skip
-    lines += [
-        "### Deviations from the paper at this scale",
-        "- Paper: DeBERTaV3/Mistral-7B on GLUE, GPT-2 Medium on E2E, ViT on CIFAR-10. Here: a 2-block ViT "
-        "(transformers `ViTForImageClassification` built from a config) on scikit-learn digits, adapted to rotated "
-        "digits (spec §6), 3 seeds on CPU. Absolute accuracies are not comparable with the paper's tables.",
-        f"- Quantum-PEFT K={cfg.rank}, L={cfg.layers}, s={cfg.alpha}, θ~N(0,{cfg.init_std}²), Λ=0; angles at LR "
-        f"{cfg.lr_angles:g}, Λ and head at {cfg.lr_lambda:g} (separate groups, spec addendum); LoRA r={cfg.lora_rank} "
-        f"(PEFT) at {cfg.lr_lora:g}; head-only {cfg.lr_head_only:g}; full FT {cfg.lr_full:g}; AdamW + OneCycle. "
-        "The Quantum-PEFT (angles, Λ) learning rates were chosen on held-out seeds 10–12 (d=64, mean target accuracy: "
-        "(0.1, 0.01) 0.730, (0.1, 0.03) 0.777, (0.1, 0.1) 0.807, (0.1, 0.3) 0.807, (0.3, 0.03) 0.766, (0.3, 0.1) "
-        "0.776, (0.03, 0.03) 0.770; LoRA r=1 0.834 on those seeds); the other methods use the spec's calibration.",
-        "- Intrinsic-rank masking of Λ and the Taylor/Lie node ablation of the paper are not run here; angle "
-        "quantisation is implemented (`angle_bits`) but not part of the claims.",
-    ]
-    return "\n".join(lines)
