@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.io import atomic_savefig
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
 from iclr25.common.seeding import derive_seed
@@ -166,7 +167,7 @@ def _train_cfg(
         step_size=cfg.step_size,
         pseudo_labels=mode,
         loss=loss,
-        device="cpu",
+        device=str(get_device(cfg.device)),
     )
 
 
@@ -311,7 +312,6 @@ def experiment_loso(cfg: Config, seed: int) -> dict:
 
 
 def one_seed(cfg: Config, seed: int, k: int) -> dict:
-    torch.set_num_threads(cfg.threads or torch.get_num_threads())
     res: dict = {"A": experiment_a(cfg, seed)} if k < 3 else {}
     if k < cfg.b_seeds:
         res["B"] = experiment_b(cfg, seed)
