@@ -63,40 +63,8 @@ def test_video_validation():
     assert v.flat_features().shape == (20, 340)
 
 
-def _obj(items):
-    arr = np.empty(len(items), dtype=object)
-    for i, x in enumerate(items):
-        arr[i] = x
-    return arr
-
-
-def _fabricate(root, dataset="CASME2", bad_row=False):
-    ann = root / f"{dataset}-Annotations"
-    ann.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    feats = _obj(
-        [
-            rng.normal(size=(60, 17, 10, 2)).astype(np.float32),
-            rng.normal(size=(45, 17, 10, 2)).astype(np.float32),
-        ]
-    )
-    seg1 = [[30, 12, 20]] if bad_row else [[5, 20, 12], [30, 40, 35]]
-    np.save(root / f"{dataset}-SLopticalflow.npy", feats, allow_pickle=True)
-    np.save(
-        ann / "segments.npy",
-        _obj([np.array(seg1[: 2 if not bad_row else 1]), np.array([[10, 16, 13]])]),
-        allow_pickle=True,
-    )
-    np.save(
-        ann / "labels.npy", _obj([["Macro", "Micro"][: 1 if bad_row else 2], ["Micro"]]), allow_pickle=True
-    )
-    np.save(ann / "labels_gau_frame.npy", _obj([[12, 35][: 1 if bad_row else 2], [13]]), allow_pickle=True)
-    np.save(ann / "videoname.npy", np.array(["casme_015_0401", "casme_016_0102"]))
-    return root
-
-
-def test_load_released_layout(tmp_path):
-    vids = load_released(_fabricate(tmp_path), "CASME2")
+def test_load_released_layout(tmp_path, fabricate_released):
+    vids = load_released(fabricate_released(tmp_path), "CASME2")
     assert [v.name for v in vids] == ["casme_015_0401", "casme_016_0102"]
     assert [v.subject for v in vids] == ["casme_015", "casme_016"]
     assert vids[0].features.shape == (60, 17, 10, 2) and vids[0].flat_features().shape == (60, 340)
@@ -104,9 +72,9 @@ def test_load_released_layout(tmp_path):
     assert vids[1].points.tolist() == [13] and vids[1].gt_classes.tolist() == [1]
 
 
-def test_load_released_rejects_onset_after_offset(tmp_path):
+def test_load_released_rejects_onset_after_offset(tmp_path, fabricate_released):
     with pytest.raises(ValueError, match="onset"):
-        load_released(_fabricate(tmp_path, bad_row=True), "CASME2")
+        load_released(fabricate_released(tmp_path, bad_row=True), "CASME2")
     with pytest.raises(ValueError, match="does not exist"):
         load_released(tmp_path, "SAMM")
 
@@ -119,7 +87,9 @@ def test_safe_load_refuses_arbitrary_pickles(tmp_path):
     path = tmp_path / "evil.npy"
     with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": "|O", "fortran_order": False, "shape": (1,)})
-        f.write(pickle.dumps(_obj([Evil()]), protocol=3))
+        arr = np.empty(1, dtype=object)
+        arr[0] = Evil()
+        f.write(pickle.dumps(arr, protocol=3))
     with pytest.raises(pickle.UnpicklingError, match="refusing"):
         safe_load_npy(path)
     np.save(tmp_path / "plain.npy", np.arange(4))
