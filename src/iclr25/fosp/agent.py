@@ -1,0 +1,663 @@
+"""FOSP agent: world model + in-sample critics + reachability guidance + augmented Lagrangian + PEX fine-tuning.
+
+One update (paper, offline phase; Sec. 3 of the paper, Fig. 1):
+
+1. world-model step on a batch of windows (may be frozen when several agents share one model);
+2. imagine H steps with the actor from every posterior state of the batch;
+3. critics: Q_r, Q_c regress the λ-returns of the imagined trajectory plus — offline only — the *in-sample* target
+   y_i = r_i + γ(1 − term_i)·G_0(s_{i+1}) at the **dataset action** a_i; V_r, V_c follow Q through the expectile
+   loss (τ_r, τ_c); the REF head Φ(s, a) regresses φ̂_t = max(h_t, μ·φ̂_{t+1}) with h from the cost model on
+   imagined steps and from the real cost on dataset steps; slow EMA copies (mix 0.02) and a pull towards them;
+4. actor: REF-weighted advantage regression on dataset actions (``actor_update="awr"``, the paper's closed form) or
+   Dreamer backprop through the imagined dynamics (``"backprop"``, what the official code runs), minus an entropy
+   bonus, plus the augmented-Lagrangian penalty ψ(g), g = mean Σ_t u_t·G^c_t − d;
+5. online: a frozen copy π_off and a learnable π_on choose actions by PEX; only π_on is updated.
+
+The four places where the official JAX code departs from the paper are switches, paper behaviour by default:
+``tau_r`` (0.8; code 0.2 — the code's κ(V − Q) weighting is the *lower* expectile for both critics),
+``actor_update`` ("awr"; code "backprop": the REF weights are computed but unused for continuous actions),
+``ref_target`` ("respo"; code "self": h_t = 1[Φ(s_t, a_t) > 0], a target that never leaves 0) and
+``pex_shared_actor`` (False; code True: π_off and π_on share parameters, so π_off is not frozen).
+:meth:`FOSPConfig.official_code` sets all four.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .data import OfflineDataset, SequenceStore
+from .env import SafeNav2DVec
+from .lagrangian import AugmentedLagrangian
+from .policy import Actor, awr_weights, pex_select
+from .values import (
+    ActionValue,
+    PercentileEMA,
+    StateValue,
+    ema_update,
+    expectile_loss,
+    lambda_return,
+    ref_targets,
+)
+from .world_model import WorldModel
+
+
+@dataclass(frozen=True)
+class FOSPConfig:
+    """Every FOSP hyper-parameter. Defaults: the paper's algorithm at laptop scale (sizes/lrs noted)."""
+
+    # sizes (paper: deter 512, heads 2×512, batch 16×64, H = 15)
+    hidden: int = 64
+    deter: int = 64
+    latent: int = 32
+    encoder: str = "mlp"  # "cnn" for (H, W, 3) images
+    batch: int = 16
+    seq_len: int = 16
+    horizon: int = 10
+    gamma: float = 0.99  # paper 1 − 1/333
+    lam: float = 0.95
+    # optimisation (paper: wm 1e-4, critics/actor 3e-5)
+    wm_lr: float = 1e-3
+    critic_lr: float = 3e-4
+    actor_lr: float = 3e-4
+    wm_clip: float = 1000.0
+    critic_clip: float = 100.0
+    actor_clip: float = 100.0
+    cost_weight: float = 10.0
+    # algorithm switches
+    use_cost: bool = True  # False = DreamerV3 (no cost critic, no constraint)
+    in_sample: bool = True  # offline in-sample Q term at dataset actions
+    ref: bool = True  # reachability guidance (False: u ≡ 1)
+    ref_target: str = "respo"  # "self" = official code (self-referential violation indicator)
+    ref_mu: float = 0.99
+    actor_update: str = "awr"  # "backprop" = official code / SafeDreamer
+    tau_r: float = 0.8  # expectile of V_r (u = Q − V convention); official code 0.2
+    tau_c: float = 0.2  # expectile of V_c: lower = minimum achievable cost
+    slow_mix: float = 0.02
+    slow_reg: float = 1.0
+    actor_entropy: float = 3e-4
+    w_max: float = 100.0
+    adv_temperature: float = 1.0  # w uses exp(β·Â); the paper's weights have β = 1 on normalised advantages
+    cost_limit: float = 0.0  # d
+    qc_tolerance: float = 0.05  # feasible action: Q_c ≤ d + tolerance (a regression head is never exactly 0)
+    pessimistic: bool = True  # J̃_c summed over the horizon (else averaged)
+    multiplier_init: float = 1e-6
+    penalty_init: float = 5e-9
+    penalty_growth: float = 1e-5
+    norm_decay: float = 0.99
+    # online (PEX)
+    pex_beta: float = 5.0
+    pex_kappa: float = 0.1
+    pex_shared_actor: bool = False  # True = official code (π_off shares π_on's parameters)
+    online_frac: float | None = None  # None: replay = D ∪ online sampled uniformly
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for n in ("hidden", "deter", "latent", "batch", "horizon"):
+            v = getattr(self, n)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{n} must be an int >= 1, got {v!r}")
+        if not isinstance(self.seq_len, int) or self.seq_len < 2:
+            raise ValueError(f"seq_len must be an int >= 2, got {self.seq_len!r}")
+        for n in (
+            "wm_lr",
+            "critic_lr",
+            "actor_lr",
+            "wm_clip",
+            "critic_clip",
+            "actor_clip",
+            "w_max",
+            "cost_weight",
+        ):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{n} must be a finite number > 0, got {v!r}")
+        for n in ("gamma", "lam", "ref_mu", "slow_mix", "norm_decay"):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{n} must be in [0, 1], got {v!r}")
+        for n in ("tau_r", "tau_c"):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and 0.0 < v < 1.0):
+                raise ValueError(f"{n} must be in (0, 1), got {v!r}")
+        if not (
+            isinstance(self.cost_limit, (int, float))
+            and math.isfinite(self.cost_limit)
+            and self.cost_limit >= 0
+        ):
+            raise ValueError(
+                f"cost_limit must be a finite number >= 0 (costs are non-negative), got {self.cost_limit!r}"
+            )
+        for n in (
+            "actor_entropy",
+            "slow_reg",
+            "qc_tolerance",
+            "adv_temperature",
+            "pex_beta",
+            "pex_kappa",
+            "multiplier_init",
+            "penalty_growth",
+        ):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
+        if not (self.penalty_init > 0 and math.isfinite(self.penalty_init)):
+            raise ValueError(f"penalty_init must be > 0, got {self.penalty_init!r}")
+        if self.ref_target not in ("respo", "self"):
+            raise ValueError(f"ref_target must be 'respo' or 'self', got {self.ref_target!r}")
+        if self.actor_update not in ("awr", "backprop"):
+            raise ValueError(f"actor_update must be 'awr' or 'backprop', got {self.actor_update!r}")
+        if self.encoder not in ("mlp", "cnn"):
+            raise ValueError(f"encoder must be 'mlp' or 'cnn', got {self.encoder!r}")
+        if self.online_frac is not None and not 0.0 <= self.online_frac <= 1.0:
+            raise ValueError(f"online_frac must be None or in [0, 1], got {self.online_frac!r}")
+
+    @classmethod
+    def official_code(cls, **kw: Any) -> FOSPConfig:
+        """The official JAX code's behaviour at the four places where it differs from the paper."""
+        base = dict(tau_r=0.2, tau_c=0.2, actor_update="backprop", ref_target="self", pex_shared_actor=True)
+        return cls(**{**base, **kw})
+
+    @classmethod
+    def safedreamer(cls, **kw: Any) -> FOSPConfig:
+        """SafeDreamer (Lagrangian) baseline: backprop actor, plain value regression, no in-sample term, no REF."""
+        return cls(
+            **{**dict(actor_update="backprop", in_sample=False, ref=False, tau_r=0.5, tau_c=0.5), **kw}
+        )
+
+    @classmethod
+    def dreamerv3(cls, **kw: Any) -> FOSPConfig:
+        """DreamerV3 baseline: as SafeDreamer without any cost signal."""
+        return cls.safedreamer(**{"use_cost": False, **kw})
+
+
+def _to_torch(batch: dict[str, np.ndarray], device: str) -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
+
+
+class FOSPAgent(nn.Module):
+    """FOSP for one observation/action space. ``obs_shape`` (D,) for states or (H, W, 3) for images."""
+
+    def __init__(
+        self, obs_shape: tuple[int, ...], act_dim: int, cfg: FOSPConfig | None = None, seed: int = 0
+    ):
+        super().__init__()
+        self.cfg = cfg = cfg or FOSPConfig()
+        if not isinstance(act_dim, int) or act_dim < 1:
+            raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
+        self.seed = int(seed)
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed)
+            self.wm = WorldModel(
+                tuple(obs_shape), act_dim, cfg.deter, cfg.latent, cfg.hidden, cfg.encoder, cfg.cost_weight
+            )
+            F, A, Hd = self.wm.feat_dim, act_dim, cfg.hidden
+            self.actor = Actor(F, A, Hd)
+            self.vr, self.qr = StateValue(F, Hd), ActionValue(F, A, Hd)
+            self.vc, self.qc = StateValue(F, Hd), ActionValue(F, A, Hd)
+            self.phi = ActionValue(F, A, Hd)
+        self.qr_slow, self.qc_slow, self.phi_slow = (copy.deepcopy(m) for m in (self.qr, self.qc, self.phi))
+        for m in (self.qr_slow, self.qc_slow, self.phi_slow):
+            m.requires_grad_(False)
+        self.qr_norm = PercentileEMA(cfg.norm_decay)
+        self.qc_norm = PercentileEMA(cfg.norm_decay)
+        self.phi_norm = PercentileEMA(cfg.norm_decay)
+        self.lagrange = AugmentedLagrangian(cfg.multiplier_init, cfg.penalty_init, cfg.penalty_growth)
+        self.actor_off: Actor | None = None  # set by start_online(pex=True)
+        self.online = False
+        self.updates = 0
+        self.to(cfg.device)
+        self._make_optimisers()
+
+    # ---------------------------------------------------------------------------------------- plumbing
+    def _critics(self) -> list[nn.Module]:
+        return [self.vr, self.qr, self.vc, self.qc, self.phi]
+
+    def _make_optimisers(self) -> None:
+        c = self.cfg
+        self.wm_opt = torch.optim.Adam(self.wm.parameters(), lr=c.wm_lr, eps=1e-8)
+        self.critic_opt = torch.optim.Adam(
+            [p for m in self._critics() for p in m.parameters()], lr=c.critic_lr, eps=1e-5
+        )
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr, eps=1e-5)
+
+    def load_world_model(self, other: FOSPAgent) -> None:
+        """Copy another agent's world model (several offline arms may share one model)."""
+        self.wm.load_state_dict(other.wm.state_dict())
+
+    # ------------------------------------------------------------------------------------ world model
+    def train_world_model(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        b = _to_torch(batch, self.cfg.device)
+        loss, logs, _ = self.wm.loss(b)
+        self.wm_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.wm.parameters(), self.cfg.wm_clip)
+        self.wm_opt.step()
+        return logs
+
+    # ------------------------------------------------------------------------------------- behaviour
+    def _u(self, s: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Feasibility u = 1 − φ̃(s, a) ∈ [0, 1] (φ̃ = percentile-normalised REF); 1 without REF."""
+        if not (self.cfg.ref and self.cfg.use_cost):
+            return torch.ones(s.shape[:-1], device=s.device)
+        return 1.0 - self.phi_norm(self.phi(s, a)).clamp(0.0, 1.0)
+
+    def train_behavior(self, batch: dict[str, np.ndarray], train_wm: bool = True) -> dict[str, float]:
+        """One FOSP update (world model optional, then actor and critics) on a batch of windows."""
+        c = self.cfg
+        b = _to_torch(batch, c.device)
+        logs: dict[str, float] = {}
+        if train_wm:
+            loss, logs, post = self.wm.loss(b)
+            self.wm_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.wm.parameters(), c.wm_clip)
+            self.wm_opt.step()
+            post = post.detach()
+        else:
+            with torch.no_grad():
+                post = self.wm.observe(b["observations"], b["actions"], b["next_observations"][:, -1])[0]
+        B, T1, F = post.shape  # T1 = T + 1
+        starts = post.reshape(-1, F)
+        in_sample = c.in_sample and not self.online
+        s_i, a_i = post[:, :-1], b["actions"]  # real posterior states and dataset actions (B, T, ·)
+        # ---- imagination (gradients reach the actor through actions and dynamics; the model is frozen here)
+        frozen = [self.wm, *self._critics()]
+        for m in frozen:
+            m.requires_grad_(False)
+        feats, acts = self.wm.imagine(starts, lambda f: self.actor.dist(f.detach()).rsample(), c.horizon)
+        r_hat, c_prob, cont = self.wm.heads(feats[1:])  # (H, N)
+        weight = torch.cat([torch.ones_like(cont[:1]), torch.cumprod(cont, 0)[:-1]]).detach()  # w_t, (H, N)
+        # ---- actor
+        ent = self.actor.dist(feats[:-1].detach()).entropy()
+        if c.actor_update == "backprop":
+            g_r = lambda_return(r_hat, self.vr(feats), cont, c.gamma, c.lam)
+            self.qr_norm.update(g_r)
+            adv = (g_r - self.vr(feats[:-1])) / self.qr_norm.scale
+            pi_loss = -(weight * adv).mean()
+        else:
+            with torch.no_grad():
+                adv_r = (self.qr(s_i, a_i) - self.vr(s_i)) / self.qr_norm.scale
+                adv_c = (
+                    (self.qc(s_i, a_i) - self.vc(s_i)) / self.qc_norm.scale
+                    if c.use_cost
+                    else torch.zeros_like(adv_r)
+                )
+                u = self._u(s_i, a_i)
+                q_c = self.qc(s_i, a_i) if c.use_cost else torch.zeros_like(adv_r)
+                w = awr_weights(
+                    c.adv_temperature * adv_r,
+                    c.adv_temperature * adv_c,
+                    u,
+                    q_c,
+                    c.cost_limit + c.qc_tolerance,
+                    c.w_max,
+                )
+            logs["qc_feasible_frac"] = float((q_c <= c.cost_limit + c.qc_tolerance).float().mean())
+            pi_loss = -(w * self.actor.dist(s_i).log_prob(a_i)).mean()
+            logs["awr_w_mean"] = float(w.mean())
+            logs["feasible_frac"] = float(u.mean())
+        pi_loss = pi_loss - c.actor_entropy * (weight * ent).mean()
+        if c.use_cost:
+            g_c = lambda_return(c_prob, self.vc(feats), cont, c.gamma, c.lam)  # (H, N)
+            with torch.no_grad():
+                u_t = self._u(feats[:-1], acts[:-1])
+            j = weight * u_t * g_c
+            j = j.sum(0) if c.pessimistic else j.mean(0)
+            g = j.mean() - c.cost_limit
+            pi_loss = pi_loss + self.lagrange.step(g).float()
+            logs["constraint_g"] = float(g.detach())
+            logs["multiplier"] = float(self.lagrange.multiplier)
+        self.actor_opt.zero_grad(set_to_none=True)
+        pi_loss.backward()
+        nn.utils.clip_grad_norm_(self.actor.parameters(), c.actor_clip)
+        self.actor_opt.step()
+        for m in frozen:
+            m.requires_grad_(True)
+        self.wm.requires_grad_(True)
+        logs["actor_loss"] = float(pi_loss.detach())
+        # ---- critics (targets from the detached trajectory)
+        f, a = feats.detach(), acts.detach()
+        r_hat, c_prob, cont = r_hat.detach(), c_prob.detach(), cont.detach()
+        with torch.no_grad():
+            g_r = lambda_return(r_hat, self.vr(f), cont, c.gamma, c.lam)
+            qr_slow = self.qr_slow(f[:-1], a[:-1])
+            if c.use_cost:
+                g_c = lambda_return(c_prob, self.vc(f), cont, c.gamma, c.lam)
+                qc_slow = self.qc_slow(f[:-1], a[:-1])
+                if c.ref_target == "respo":
+                    h = (c_prob > 0.5).float()  # violation indicator from the cost model
+                else:  # official code: the REF head's own output
+                    h = (self.phi_slow(f[:-1], a[:-1]) > 0).float()
+                phi_t = ref_targets(h, c.ref_mu, self.phi_slow(f[-1], a[-1]).clamp(0, 1))
+        loss = (weight * (self.qr(f[:-1], a[:-1]) - g_r).pow(2)).mean()
+        loss = loss + c.slow_reg * (self.qr(f[:-1], a[:-1]) - qr_slow).pow(2).mean()
+        loss = loss + (weight * expectile_loss(qr_slow, self.vr(f[:-1]), c.tau_r)).mean()
+        if c.use_cost:
+            loss = loss + (weight * (self.qc(f[:-1], a[:-1]) - g_c).pow(2)).mean()
+            loss = loss + c.slow_reg * (self.qc(f[:-1], a[:-1]) - qc_slow).pow(2).mean()
+            loss = loss + (weight * expectile_loss(qc_slow, self.vc(f[:-1]), c.tau_c)).mean()
+            if c.ref:
+                loss = loss + (weight * (self.phi(f[:-1], a[:-1]) - phi_t).pow(2)).mean()
+        if in_sample:
+            loss = loss + self.in_sample_loss(
+                b,
+                s_i,
+                a_i,
+                g_r,
+                g_c if c.use_cost else None,
+                phi_t if (c.use_cost and c.ref) else None,
+                (B, T1),
+            )
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_([p for m in self._critics() for p in m.parameters()], c.critic_clip)
+        self.critic_opt.step()
+        with torch.no_grad():
+            self.qr_norm.update(self.qr(s_i, a_i))
+            if c.use_cost:
+                self.qc_norm.update(self.qc(s_i, a_i))
+                if c.ref:
+                    self.phi_norm.update(self.phi(f[:-1], a[:-1]).clamp(0, 1))
+        ema_update(self.qr_slow, self.qr, c.slow_mix)
+        ema_update(self.qc_slow, self.qc, c.slow_mix)
+        ema_update(self.phi_slow, self.phi, c.slow_mix)
+        logs["critic_loss"] = float(loss.detach())
+        self.updates += 1
+        return logs
+
+    def in_sample_loss(self, b, s_i, a_i, g_r, g_c, phi_t, shape) -> torch.Tensor:
+        """Offline in-sample term: Q(s_i, a_i) at the *dataset* action regresses r_i + γ(1 − term_i)·G_0(s_{i+1}).
+
+        Pairs are explicit (t, t+1) inside each window; G_0(s_{i+1}) is the λ-return of the imagination that
+        starts at the next real posterior state. The REF head gets max(h_i, μ·φ̂_0(s_{i+1})) with h_i = 1[c_i > 0].
+        """
+        c = self.cfg
+        B, T1 = shape
+        self._last_in_sample_actions = a_i  # exposed for tests: the action tensor this loss sees
+        nxt = lambda x: x[0].reshape(B, T1)[:, 1:]  # noqa: E731  value at imagination start t + 1
+        notdone = 1.0 - b["terminations"].float()
+        loss = (self.qr(s_i, a_i) - (b["rewards"] + c.gamma * notdone * nxt(g_r))).pow(2).mean()
+        if g_c is not None:
+            loss = loss + (self.qc(s_i, a_i) - (b["costs"] + c.gamma * notdone * nxt(g_c))).pow(2).mean()
+        if phi_t is not None:
+            if c.ref_target == "respo":
+                h = (b["costs"] > 0).float()
+            else:
+                with torch.no_grad():
+                    h = (self.phi_slow(s_i, a_i) > 0).float()
+            target = torch.maximum(h, c.ref_mu * notdone * nxt(phi_t))
+            loss = loss + (self.phi(s_i, a_i) - target).pow(2).mean()
+        return loss
+
+    # --------------------------------------------------------------------------------------- acting
+    def start_online(self, pex: bool = True) -> None:
+        """Enter the online phase: PEX keeps a frozen deep copy π_off (official-code option: shared parameters)."""
+        self.online = True
+        if pex:
+            if self.cfg.pex_shared_actor:
+                self.actor_off = self.actor
+            else:
+                self.actor_off = copy.deepcopy(self.actor)
+                self.actor_off.requires_grad_(False)
+        else:
+            self.actor_off = None
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: np.ndarray,
+        state: dict | None = None,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, dict]:
+        """Actions (N, A) in [-1, 1] for observations (N, ·); ``state`` carries the recurrent feature."""
+        o = torch.as_tensor(np.asarray(obs), device=self.cfg.device)
+        if tuple(o.shape[1:]) != self.wm.obs_shape:
+            raise ValueError(
+                f"obs must have shape (N, {', '.join(map(str, self.wm.obs_shape))}), got {tuple(o.shape)}"
+            )
+        if o.is_floating_point() and not torch.isfinite(o).all():
+            raise ValueError("obs must be finite, got NaN/inf")
+        feat = self.wm.obs_step(
+            None if state is None else state["feat"], None if state is None else state["a"], o
+        )
+        d = self.actor.dist(feat)
+        a = d.mean if deterministic else d.sample()
+        info = {}
+        if self.actor_off is not None:
+            d_off = self.actor_off.dist(feat)
+            a_off = d_off.mean if deterministic else d_off.sample()
+            q = lambda x: self.qr(feat, x) - self.cfg.pex_kappa * self.qc(feat, x)  # noqa: E731
+            take_off = pex_select(q(a_off), q(a), self.cfg.pex_beta, generator, greedy=deterministic)
+            a = torch.where(take_off[:, None], a_off, a)
+            info["pex_off_frac"] = float(take_off.float().mean())
+        a = a.clamp(-1.0, 1.0)
+        return a.cpu().numpy(), {"feat": feat, "a": a, **info}
+
+    # ----------------------------------------------------------------------------------- checkpoints
+    def save(self, path: str | Path) -> Path:
+        """safetensors checkpoint: every module, buffer and optimiser state (resumable), config in metadata."""
+        from safetensors.torch import save_file
+
+        from iclr25.common.io import atomic_write_with
+
+        t = {
+            f"model.{k}": v.detach().cpu().contiguous()
+            for k, v in self.state_dict().items()
+            if not k.startswith("actor_off.")
+        }
+        if self.actor_off is not None and self.actor_off is not self.actor:
+            t.update(
+                {
+                    f"actor_off.{k}": v.detach().cpu().contiguous()
+                    for k, v in self.actor_off.state_dict().items()
+                }
+            )
+        for name, opt in (("wm", self.wm_opt), ("critic", self.critic_opt), ("actor", self.actor_opt)):
+            for idx, st in opt.state_dict()["state"].items():
+                for k, v in st.items():
+                    t[f"opt.{name}.{idx}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
+        meta = {
+            "config": json.dumps(dataclasses.asdict(self.cfg)),
+            "updates": str(self.updates),
+            "online": str(self.online),
+            "pex": str(self.actor_off is not None),
+            "obs_shape": json.dumps(list(self.wm.obs_shape)),
+            "act_dim": str(self.wm.act_dim),
+            "seed": str(self.seed),
+        }
+        return atomic_write_with(path, lambda tmp: save_file(t, tmp, metadata=meta))
+
+    @classmethod
+    def load(cls, path: str | Path) -> FOSPAgent:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        with safe_open(str(path), "pt") as fh:
+            meta = fh.metadata()
+        cfg = FOSPConfig(**json.loads(meta["config"]))
+        agent = cls(tuple(json.loads(meta["obs_shape"])), int(meta["act_dim"]), cfg, int(meta["seed"]))
+        t = load_file(str(path), device=cfg.device)
+        res = agent.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")}, strict=False)
+        bad = res.unexpected_keys + [k for k in res.missing_keys if not k.startswith("actor_off.")]
+        if bad:
+            raise ValueError(f"checkpoint {path} does not match the agent: keys {bad[:5]}")
+        agent.updates = int(meta["updates"])
+        if meta["online"] == "True":
+            agent.start_online(pex=meta["pex"] == "True")
+            if agent.actor_off is not None and agent.actor_off is not agent.actor:
+                agent.actor_off.load_state_dict(
+                    {k[10:]: v for k, v in t.items() if k.startswith("actor_off.")}
+                )
+        for name, opt in (("wm", agent.wm_opt), ("critic", agent.critic_opt), ("actor", agent.actor_opt)):
+            sd = opt.state_dict()
+            state: dict[int, dict[str, torch.Tensor]] = {}
+            pre = f"opt.{name}."
+            for k, v in t.items():
+                if k.startswith(pre):
+                    idx, key = k[len(pre) :].split(".", 1)
+                    state.setdefault(int(idx), {})[key] = v.cpu() if key == "step" else v
+            opt.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
+        return agent
+
+
+# ------------------------------------------------------------------------------------------- loops
+def _batch_rng(seed: int, step: int) -> np.random.Generator:
+    return np.random.default_rng([seed, step, 7])
+
+
+def train_world_model(agent: FOSPAgent, data: OfflineDataset, updates: int) -> list[float]:
+    """World-model pre-training on an offline dataset (batches depend only on (seed, step): resumable)."""
+    _check_dataset(agent, data)
+    store = SequenceStore(agent.cfg.seq_len, data)
+    agent.wm.set_obs_stats(torch.as_tensor(data.observations))
+    losses = []
+    for k in range(updates):
+        losses.append(
+            agent.train_world_model(store.sample(agent.cfg.batch, _batch_rng(agent.seed, k)))["wm_loss"]
+        )
+    return losses
+
+
+def train_offline(
+    agent: FOSPAgent,
+    data: OfflineDataset,
+    updates: int,
+    train_wm: bool = True,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 500,
+) -> list[dict[str, float]]:
+    """Offline phase: ``updates`` FOSP updates on D. With ``checkpoint`` the run resumes from the file if present
+    (safetensors, written every ``checkpoint_every`` updates and at the end)."""
+    _check_dataset(agent, data)
+    if not isinstance(updates, int) or updates < 0:
+        raise ValueError(f"updates must be an int >= 0, got {updates!r}")
+    if checkpoint is not None and Path(checkpoint).exists():
+        loaded = FOSPAgent.load(checkpoint)
+        agent.load_state_dict(loaded.state_dict(), strict=False)
+        agent.wm_opt.load_state_dict(loaded.wm_opt.state_dict())
+        agent.critic_opt.load_state_dict(loaded.critic_opt.state_dict())
+        agent.actor_opt.load_state_dict(loaded.actor_opt.state_dict())
+        agent.updates = loaded.updates
+    elif train_wm and agent.updates == 0:
+        agent.wm.set_obs_stats(torch.as_tensor(data.observations))
+    store = SequenceStore(agent.cfg.seq_len, data)
+    logs = []
+    while agent.updates < updates:
+        logs.append(
+            agent.train_behavior(
+                store.sample(agent.cfg.batch, _batch_rng(agent.seed, 10**6 + agent.updates)), train_wm
+            )
+        )
+        if checkpoint is not None and (agent.updates % checkpoint_every == 0 or agent.updates == updates):
+            agent.save(checkpoint)
+    return logs
+
+
+def _check_dataset(agent: FOSPAgent, data: OfflineDataset) -> None:
+    if data.obs_shape != agent.wm.obs_shape:
+        raise ValueError(
+            f"dataset observations have shape {data.obs_shape}, the agent expects {agent.wm.obs_shape}"
+        )
+    if data.act_dim != agent.wm.act_dim:
+        raise ValueError(f"dataset actions have dim {data.act_dim}, the agent expects {agent.wm.act_dim}")
+
+
+def finetune_online(
+    agent: FOSPAgent,
+    env: SafeNav2DVec,
+    env_steps: int,
+    offline: OfflineDataset | None = None,
+    pex: bool = True,
+    updates_per_step: int = 1,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Online phase on a vectorised env: act (PEX or the actor alone), store, and update every vectorised step.
+
+    Replay = offline D (if given) ∪ online transitions. Returns cumulative training cost/return and per-episode
+    training statistics.
+    """
+    if not isinstance(env_steps, int) or env_steps < env.num_envs:
+        raise ValueError(f"env_steps must be an int >= num_envs={env.num_envs}, got {env_steps!r}")
+    c = agent.cfg
+    agent.start_online(pex=pex)
+    store = SequenceStore(c.seq_len, offline, c.online_frac)
+    n_vec = env_steps // env.num_envs
+    store.init_online(env.num_envs, n_vec, agent.wm.obs_shape, agent.wm.act_dim)
+    if offline is None and agent.updates == 0:
+        stats_set = False
+    else:
+        stats_set = True
+    gen = torch.Generator().manual_seed(seed)
+    o = env.reset(seed=seed)
+    state = None
+    cum_cost = cum_ret = 0.0
+    ep_ret = np.zeros(env.num_envs)
+    ep_cost = np.zeros(env.num_envs)
+    episodes: list[tuple[float, float]] = []
+    off_frac = []
+    for _k in range(n_vec):
+        a, state = agent.act(o, state, generator=gen)
+        if "pex_off_frac" in state:
+            off_frac.append(state["pex_off_frac"])
+        o2, r, cst, term, trunc, _ = env.step(a)
+        store.add(o, a, r, cst, o2, term, trunc)
+        cum_cost += float(cst.sum())
+        cum_ret += float(r.sum())
+        ep_ret += r
+        ep_cost += cst
+        o = o2
+        if (term | trunc).any():
+            episodes += list(zip(ep_ret.tolist(), ep_cost.tolist()))
+            ep_ret[:], ep_cost[:] = 0, 0
+            o = env.reset()
+            state = None
+        if store.on_fill >= c.seq_len or offline is not None:
+            if not stats_set:
+                agent.wm.set_obs_stats(torch.as_tensor(store.on["observations"][:, : store.on_fill]))
+                stats_set = True
+            for _ in range(updates_per_step):
+                agent.train_behavior(
+                    store.sample(c.batch, _batch_rng(seed, 2 * 10**6 + agent.updates)), train_wm=True
+                )
+    return {
+        "cum_cost": cum_cost,
+        "cum_return": cum_ret,
+        "episodes": episodes,
+        "pex_off_frac": float(np.mean(off_frac)) if off_frac else float("nan"),
+    }
+
+
+def evaluate(
+    agent: FOSPAgent, layout: str = "base", episodes: int = 10, seed: int = 0, max_steps: int = 200
+) -> dict[str, float]:
+    """Mean episodic return and cost of the deterministic policy (PEX: greedy choice) over ``episodes`` episodes,
+    run as one vectorised batch."""
+    env = SafeNav2DVec(episodes, layout=layout, max_steps=max_steps)
+    o = env.reset(seed=seed)
+    state = None
+    ret = np.zeros(episodes)
+    cost = np.zeros(episodes)
+    while True:
+        a, state = agent.act(o, state, deterministic=True)
+        o, r, c, term, trunc, _ = env.step(a)
+        ret += r
+        cost += c
+        if (term | trunc).all():
+            break
+    return {
+        "return": float(ret.mean()),
+        "cost": float(cost.mean()),
+        "return_std": float(ret.std()),
+        "cost_std": float(cost.std()),
+    }
