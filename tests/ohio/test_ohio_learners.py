@@ -1,4 +1,4 @@
-"""IQL correctness (spec §7.6), BC learning signal, determinism."""
+"""IQL correctness (expectile value loss, advantage-weighted policy), BC learning signal, determinism."""
 
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-"""LQR gains, the analytic and numerical inverses (spec §7.1–7.3), and the arm dynamics."""
+"""LQR gains, the analytic and numerical inverses, and the arm dynamics."""
 
 import numpy as np
 import pytest

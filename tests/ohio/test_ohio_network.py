@@ -1,4 +1,4 @@
-"""LP low level: forward LP, exact inverse round trip (spec §7.4), gymnasium API."""
+"""LP low level: forward LP, exact inverse round trip, gymnasium API."""
 
 import numpy as np
 import pytest

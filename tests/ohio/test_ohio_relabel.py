@@ -1,4 +1,4 @@
-"""Relabelled dataset invariants (spec §7.5) and the arm environment."""
+"""Relabelled dataset invariants and the arm environment."""
 
 import numpy as np
 import torch

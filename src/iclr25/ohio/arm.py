@@ -1,4 +1,4 @@
-"""The planar 2-link arm of the spec's "reacher-LQR-lite" (a numpy stand-in for dm_control reacher).
+"""The planar 2-link arm of our "reacher-LQR-lite" (README, "Reproduction") (a numpy stand-in for dm_control reacher).
 
 Rigid-body dynamics of two uniform rods in the horizontal plane (no gravity), joint damping ``b``,
 semi-implicit Euler with ``dt = 0.02``:
@@ -44,7 +44,7 @@ class ArmParams:
             raise ValueError(f"damping must be >= 0, got {self.damping!r}")
 
     def scaled_masses(self, factor: float) -> ArmParams:
-        """The same arm with both link masses multiplied by ``factor`` (the spec's model error ×1.3)."""
+        """The same arm with both link masses multiplied by ``factor`` (the reproduction's model error ×1.3)."""
         return replace(self, m1=self.m1 * factor, m2=self.m2 * factor)
 
 

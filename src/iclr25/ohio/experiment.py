@@ -1,4 +1,4 @@
-"""OHIO reproduction at small scale: "reacher-LQR-lite" (spec §6) and "network-lite".
+"""OHIO reproduction at small scale: "reacher-LQR-lite" (README, "Reproduction") and "network-lite".
 
 Reacher-LQR-lite, per seed:
 1. Flat data on the numpy 2-link arm: 150 computed-torque expert episodes with N(0, 0.1²) noise + 50 episodes
@@ -24,7 +24,6 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import all_of, make_claim
-from iclr25.common.io import atomic_savefig
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
@@ -34,12 +33,13 @@ from .learners import IQLConfig, train_bc, train_iql
 from .lqr import LQRLowLevel
 from .network import LPLowLevel, NetworkParams, collect_network_dataset, evaluate_network
 from .relabel import OfflineDataset, relabel
+from .report import figure, report_md
 from .rollouts import collect_flat_dataset, evaluate_flat, evaluate_hierarchical
 
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    # arm and data (spec §6)
+    # arm and data (README, "Reproduction")
     arm_mass: float = 1.0
     horizon: int = 200
     n_expert: int = 150
@@ -275,18 +275,6 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return r
 
 
-ARMS = (
-    "e2e_bc",
-    "ohio_numerical",
-    "ohio_analytic",
-    "observed_state",
-    "ohio_numerical_iql",
-    "me_ohio_numerical",
-    "me_ohio_analytic",
-    "lowlevel_R_ohio_numerical",
-)
-
-
 def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
@@ -364,14 +352,14 @@ def run(cfg: Config, out: Path) -> RunResult:
         ),
     ]
     claims = _annotate(claims)
-    figs = [_figure(per_seed, rd.figures / "ohio_returns.png")]
+    figs = [figure(per_seed, rd.figures / "ohio_returns.png")]
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
         claims=claims,
         per_seed=per_seed,
         figures=figs,
-        report_md=_report(per_seed, cfg),
+        report_md=report_md(per_seed, cfg),
     )
 
 
@@ -390,69 +378,3 @@ def _annotate(claims: list) -> list:
     import dataclasses
 
     return [c if c.holds else dataclasses.replace(c, note=_NOTES.get(c.id, "")) for c in claims]
-
-
-def _figure(per_seed: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
-    arms = [a for a in ARMS if all(a in d["reacher"] for d in per_seed.values())]
-    m = [np.mean([d["reacher"][a] for d in per_seed.values()]) for a in arms]
-    s = [np.std([d["reacher"][a] for d in per_seed.values()]) for a in arms]
-    a1.bar(range(len(arms)), m, yerr=s, color=["gray"] + ["C0"] * (len(arms) - 1))
-    a1.set_xticks(range(len(arms)), [a.replace("_", "\n", 1) for a in arms], fontsize=7)
-    a1.axhline(0.85, ls="--", c="k", lw=0.8)
-    a1.set_ylabel("normalised return")
-    a1.set_title("reacher-LQR-lite")
-    keys = ["ohio_loss", "e2e_loss"]
-    a2.bar(
-        [0, 1],
-        [np.mean([d["network"][k] for d in per_seed.values()]) for k in keys],
-        yerr=[np.std([d["network"][k] for d in per_seed.values()]) for k in keys],
-        color=["C0", "gray"],
-    )
-    a2.set_xticks([0, 1], ["OHIO (LP)", "E2E flows"])
-    a2.axhline(0.1, ls="--", c="C0", lw=0.8)
-    a2.axhline(0.3, ls="--", c="gray", lw=0.8)
-    a2.set_ylabel("relative loss after cost change")
-    a2.set_title("network-lite")
-    return atomic_savefig(fig, path)
-
-
-def _report(per_seed: dict, cfg: Config) -> str:
-    def ms(sec: str, k: str, fmt: str = ".3f") -> str:
-        x = np.array([d[sec][k] for d in per_seed.values()], dtype=float)
-        return f"{x.mean():{fmt}} ± {x.std():{fmt}}"
-
-    rows = ["| arm | normalised return | kept windows | median residual |", "|---|---|---|---|"]
-    d0 = next(iter(per_seed.values()))["reacher"]
-    for a in ARMS:
-        if a not in d0:
-            continue
-        kept = ms("reacher", f"{a}_kept_frac") if f"{a}_kept_frac" in d0 else "—"
-        res = ms("reacher", f"{a}_median_residual", ".1e") if f"{a}_median_residual" in d0 else "—"
-        rows.append(f"| {a} | {ms('reacher', a)} | {kept} | {res} |")
-    net = ["| method | return (train costs) | return (swapped costs) | relative loss |", "|---|---|---|---|"]
-    for m in ("ohio", "e2e"):
-        net.append(
-            f"| {m} | {ms('network', m + '_train')} | {ms('network', m + '_test')} | "
-            f"{ms('network', m + '_loss')} |"
-        )
-    return (
-        "## Reacher-LQR-lite (numpy 2-link arm, LQR low level, k = 5)\n\n" + "\n".join(rows) + "\n\n"
-        f"Flat expert return (normaliser): {ms('reacher', 'expert_return')}; learned (A,B) model validation MSE "
-        f"{ms('reacher', 'learned_model_val_mse')}. `me_*` = LQR designed with masses ×{cfg.model_error_mass}, "
-        f"inverse through the learned (A,B) MLP; `lowlevel_R_*` = data re-inverted for R = {cfg.changed_R}·I "
-        "(report only); `*_iql` = IQL (τ = 0.7, β = 3, standard value target) on the numerical set (report only).\n\n"
-        "## Network-lite (6 nodes, LP low level via HiGHS)\n\n" + "\n".join(net) + "\n\n"
-        "## Deviations at this scale\n"
-        "- No MuJoCo: a numpy 2-link arm stands in for dm_control reacher-hard; 200-step episodes, 20 eval episodes.\n"
-        f"- BC: {cfg.bc_steps} steps, lr {cfg.bc_lr}, hidden {cfg.bc_hidden} (paper: 10⁶ steps, lr 1e-4, 256).\n"
-        "- Learners see (cos q, sin q, to_target, q̇) and predict the relative goal z − (q, 0) (all arms alike).\n"
-        "- The numerical inverse uses batched Levenberg–Marquardt with a ridge prior (λ = "
-        f"{cfg.prior:g}) instead of the official Adam loop (which does not converge, spec §3.3).\n"
-        "- Network-lite is our own 6-node city with a cost-swap transfer test, not NYC/Shenzhen AMoD.\n"
-    )

@@ -3,7 +3,7 @@
 Policies expose ``log_prob(obs, act)`` and ``act(obs)`` (deterministic):
 
 - :class:`GaussianPolicy`: an MLP mean and a state-independent log-std on *standardised* actions; the
-  deterministic action is the mean, clipped to the data range (the spec's "plain Gaussian with clipping",
+  deterministic action is the mean, clipped to the data range (a plain Gaussian with clipping,
   instead of the official pre-tanh log-probability without Jacobian).
 - :class:`DirichletPolicy`: concentrations softplus(MLP) + ε for actions on the simplex (network low level);
   the deterministic action is the Dirichlet mean α/Σα.
@@ -14,7 +14,7 @@ IQL (Kostrikov et al.), with twin Q, a V network and Polyak-averaged target Qs:
     L_Q = E[ (r + γ (1 − d) V(s') − Q_i(s, a))² ]
     L_π = −E[ min(exp(β (Q̂(s,a) − V(s))), 100) · log π(a|s) ]
 
-``value_target="official"`` reproduces the official repo's quirk (spec §3.6), which evaluates
+``value_target="official"`` reproduces the official repo's quirk, which evaluates
 min Q_targ(**s'**, a) for the V target and the advantage; the default is the standard Q̂(s, a).
 """
 

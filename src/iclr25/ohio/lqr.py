@@ -1,4 +1,4 @@
-"""LQR low level (spec §3.3) with its forward map and its inverses.
+"""LQR low level (the paper's reacher instantiation, temporal abstraction k = 5) with its forward map and its inverses.
 
 Low level, every k = 5 steps with gains from the finite-horizon LQR linearised at the current s_t:
 
@@ -198,7 +198,7 @@ class LQRLowLevel:
         acceptance; started from the analytic ẑ (needs ``xs``), and again from x_k where that fit is not near-perfect;
         the lower objective is kept.
         ``solver="adam"``: the official loop, Adam(lr = 0.01) for ``iters`` (default 1000) steps from x_k (it
-        does not converge at that budget, spec §3.3; ~3000 steps at lr 0.05 do).
+        does not converge at that budget; ~3000 steps at lr 0.05 do).
         """
         if solver not in ("lm", "adam"):
             raise ValueError(f"solver must be 'lm' or 'adam', got {solver!r}")

@@ -1,4 +1,4 @@
-"""Network-lite: vehicle rebalancing on a small graph with an LP low level and its exact inverse (spec §3.5, §6).
+"""Network-lite: vehicle rebalancing on a small graph with an LP low level and its exact inverse (the paper's LP instantiation, at the scale of README "Reproduction").
 
 High level: u ∈ Δ^N, a desired distribution of idle vehicles. Low level (min-cost rebalancing LP, HiGHS):
 

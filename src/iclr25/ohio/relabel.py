@@ -1,4 +1,4 @@
-"""Offline datasets (Minari/D4RL field names) and OHIO relabelling (spec §3.2, §3.7).
+"""Offline datasets (Minari/D4RL field names) and OHIO relabelling (the paper's inverse problem: the most likely high-level action of each transition).
 
 A flat low-level dataset D = {(s_τ, a_τ, r_τ, s_{τ+1})} holds episodes back to back; an episode ends at a row
 whose ``terminations`` or ``truncations`` flag is set. :func:`relabel` cuts every episode into windows

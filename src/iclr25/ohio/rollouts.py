@@ -23,7 +23,7 @@ def collect_flat_dataset(
     noise_std: float = 0.1,
     random_frac: float = 0.3,
 ) -> OfflineDataset:
-    """The flat behaviour data of spec §6: ``n_expert`` episodes of the computed-torque expert with N(0, σ²)
+    """The flat behaviour data of the reproduction (README): ``n_expert`` episodes of the computed-torque expert with N(0, σ²)
     action noise, plus ``n_noisy`` episodes where each action is uniform random with probability ``random_frac``."""
     n = n_expert + n_noisy
     arm = ArmBatch(n, params, horizon)
