@@ -1,4 +1,5 @@
-"""Spec §8 checks 1–6: point masses, mass conservation, closed form, cost matrix, plan, determinism."""
+"""Generalised ECE and OT recalibration as the paper defines them: point masses, mass conservation, closed form,
+cost matrix, plan, determinism."""
 
 import numpy as np
 import pytest
@@ -129,7 +130,7 @@ def test_bootstrap_cost_is_seeded():
     assert np.array_equal(a, b) and np.all(np.diag(a) == 0)
 
 
-def test_radiology_table_matches_spec_betas():
+def test_radiology_table_matches_published_betas():
     rs = radiologist_survey()
     i = rs.index(["likely", "possibly", "consistent with"])
     assert rs.alpha[i] == pytest.approx([3.92, 0.90, 4.25], abs=0.01)

@@ -1,4 +1,4 @@
-"""Reproduction (spec §7): OT recalibration of an overconfident phrase speaker, on synthetic data (A) and on
+"""Reproduction (README, "Reproduction"): OT recalibration of an overconfident phrase speaker, on synthetic data (A) and on
 scikit-learn's bundled digits (B), with the generalised ECE (exact bin integrals, M = 100) and exact Brier.
 
 A. N items, true correctness p ~ Beta(2, 3), y ~ Bernoulli(p); the speaker says the GPT-4o K=12 phrase nearest to
