@@ -14,6 +14,7 @@ from iclr25.scope_faithfulness import (
     context_aware_generate,
     generate_unfaithful,
     records_dataset,
+    word_tokenizer,
 )
 
 from .conftest import make_model
@@ -164,6 +165,10 @@ def test_bad_inputs(tok):
     with pytest.raises(ValueError, match="mismatch"):
         generate_unfaithful(model, lm, _batch(tok, 2), 0.5)
     lm = make_model("gpt2", len(tok), 1)
+    other = word_tokenizer(World(n_names=39, n_jobs=9))  # same size, different token→id map
+    assert len(other) == len(tok)
+    with pytest.raises(ValueError, match="lm_tokenizer"):
+        generate_unfaithful(model, lm, _batch(tok, 2), 0.5, tokenizer=tok, lm_tokenizer=other)
     tok.padding_side = "right"
     enc = tok(["name n1 ::", "name n1 job o2 city c3 ::"], return_tensors="pt", padding=True)
     tok.padding_side = "left"

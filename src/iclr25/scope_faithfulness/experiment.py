@@ -33,7 +33,7 @@ from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
 
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer  # noqa: E402
 from .metrics import corpus_bleu  # noqa: E402
-from .noisy_generation import context_aware_generate  # noqa: E402
+from .noisy_generation import context_aware_generate, generate_unfaithful  # noqa: E402
 from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves  # noqa: E402
 
 ARCHS = ("gpt2", "llama")
@@ -231,6 +231,22 @@ def _greedy(model, tok, prompts: list[str], cfg: Config, device, cad: bool = Fal
     return outs
 
 
+@torch.no_grad()
+def _sampled_halluc(model, tok, records: list[dict], cfg: Config, device, seed: int) -> float:
+    """Hallucination rate of temperature samples (T, top-p as for y⁻): a distribution-level view greedy hides."""
+    tok.padding_side = "left"
+    outs: list[str] = []
+    prompts = [r["prompt"] for r in records]
+    for b0 in range(0, len(prompts), cfg.gen_batch):
+        enc = tok(prompts[b0 : b0 + cfg.gen_batch], return_tensors="pt", padding=True).to(device)
+        new = generate_unfaithful(  # α = 0: plain sampling from `model` with the same warpers
+            model, model, enc, 0.0, temperature=cfg.temperature, top_p=cfg.top_p,
+            max_new_tokens=cfg.max_new_tokens, seed=seed + b0, pad_token_id=tok.pad_token_id,
+        )  # fmt: skip
+        outs.extend(_cut(tok, new))
+    return float(hallucination_and_recall(outs, records, World())["hallucinated"].mean())
+
+
 def _cut(tok, new: torch.Tensor) -> list[str]:
     ids = new.cpu()
     is_eos = ids == tok.eos_token_id
@@ -320,7 +336,9 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
     _train(
         sft, ids, lab, cfg.sft_steps, cfg.sft_batch, cfg.sft_lr, derive_seed(seed, "sft"), device, "SFT D1"
     )
+    s_seed = derive_seed(seed, "sampled_eval")  # the same sampling seed for every arm
     res["sft"] = _scores(_greedy(sft, tok, test_prompts, cfg, device), test, world)
+    res["sft"]["halluc_sampled"] = _sampled_halluc(sft, tok, test, cfg, device, s_seed)
     res["cad"] = _scores(_greedy(sft, tok, test_prompts, cfg, device, cad=True), test, world)
     # continued SFT on D₂: the same pairs' references, the same number of optimiser steps as DPO, no negatives
     tune_steps = cfg.tune_epochs * math.ceil(len(d2) / cfg.tune_batch)
@@ -331,6 +349,7 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
         warmup=math.ceil(cfg.warmup_ratio * tune_steps), optim="trl",
     )  # fmt: skip
     res["cont_sft"] = _scores(_greedy(cont, tok, test_prompts, cfg, device), test, world)
+    res["cont_sft"]["halluc_sampled"] = _sampled_halluc(cont, tok, test, cfg, device, s_seed)
     res["tune_steps"] = tune_steps
     # α = 0 control: p_θ₀'s own samples on D₂ at the same temperature / top-p
     gen_kw = dict(
@@ -357,6 +376,7 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
         logs = [h for h in hist if "loss" in h]
         res[f"scope@{a:g}"] = {
             **_scores(_greedy(pol, tok, test_prompts, cfg, device), test, world),
+            "halluc_sampled": _sampled_halluc(pol, tok, test, cfg, device, s_seed),
             "neg_halluc": float(neg["hallucinated"].mean()),
             "neg_recall": float(neg["recall"].mean()),
             "rejected_differs": differs,
@@ -376,8 +396,10 @@ def run(cfg: Config, out: Path) -> RunResult:
     device = _device(cfg)
     try:
         from datasets.utils.logging import disable_progress_bar
+        from transformers.utils import logging as hf_logging
 
         disable_progress_bar()
+        hf_logging.disable_progress_bar()  # model save/load bars
     except ImportError:  # pragma: no cover
         pass
     world = World()
@@ -477,8 +499,9 @@ def _report(per_seed: dict, cfg: Config) -> str:
     rows = [
         f"Greedy decoding on {cfg.n_test} faithful test records; mean ± std over seeds {seeds}.",
         "",
-        "| model | hallucination rate ↓ | field recall ↑ | SacreBLEU ↑ | unfaithful y⁻ on D₂ | DPO final loss |",
-        "|---|---|---|---|---|---|",
+        "| model | hallucination rate ↓ | field recall ↑ | SacreBLEU ↑ | halluc. of samples (T = %g) ↓ | "
+        "unfaithful y⁻ on D₂ | DPO final loss |" % cfg.temperature,
+        "|---|---|---|---|---|---|---|",
     ]
     for key, name in _arms(cfg):
         v = lambda k, key=key: values(per_seed, f"{key}/{k}")  # noqa: E731
@@ -486,9 +509,10 @@ def _report(per_seed: dict, cfg: Config) -> str:
             mean_std(values(per_seed, "neg_halluc_alpha0"), digits=3) + " (α = 0)" if key == "sft" else "—"
         )  # fmt: skip
         loss = mean_std(v("dpo_last_loss"), digits=3) if key.startswith("scope") else "—"
+        samp = mean_std(v("halluc_sampled"), digits=3) if key != "cad" else "—"
         rows.append(
             f"| {name} | {mean_std(v('halluc'), digits=3)} | {mean_std(v('recall'), digits=3)} | "
-            f"{mean_std(v('bleu'), digits=1)} | {neg} | {loss} |"
+            f"{mean_std(v('bleu'), digits=1)} | {samp} | {neg} | {loss} |"
         )
     ex = per_seed[seeds[0]].get("example_pair")
     if ex:
