@@ -56,7 +56,9 @@ def test_nan_metric_survives_the_round_trip_and_makes_the_claim_undefined(
     v = values(per_seed, "ours/acc")
     assert math.isnan(v[1]) and all(math.isfinite(x) for x in (v[0], v[2]))
     agg = aggregate(per_seed)
-    assert agg["ours/acc"]["mean"] == "NaN" and agg["ours/acc"]["values"][1] == "NaN"
+    assert math.isnan(agg["ours/acc"]["mean"]) and math.isnan(agg["ours/acc"]["values"][1])
+    metrics = read_json(tmp_path / "toy" / "metrics.json")
+    assert metrics["aggregate"]["ours/acc"]["mean"] == "NaN"
     gain = next(c for c in doc["claims"] if c["id"] == "gain")
     assert gain["holds"] is False and "1 of 3 method values are NaN" in gain["undefined_reason"]
     validate_claims_document(read_json(tmp_path / "toy" / "claims.json"))

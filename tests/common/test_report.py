@@ -123,3 +123,23 @@ def test_report_renders_without_page_level_sideways_scroll(tmp_path, width):
     m = re.search(r"SW=(\d+) CW=(\d+)", r.stdout)
     assert m, r.stdout[-500:]
     assert int(m.group(1)) <= int(m.group(2)), m.group(0)
+
+
+def test_main_figure_sits_beside_its_systems_rows(tmp_path, no_refs):
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    html = render_report(tmp_path, no_refs)
+    section = html.split('id="sys-toy"', 1)[1].split("</section>", 1)[0]
+    grid = section.split('class="sys-grid', 1)[1].split("<details>", 1)[0]
+    assert "<table>" in grid and '<figure><img src="data:image/png;base64,' in grid
+
+
+def test_one_number_format_everywhere(tmp_path, no_refs):
+    """The same value prints the same way in the CLI lines, report.md and the HTML."""
+    from iclr25.common.claims import validate_claims_document
+    from iclr25.common.render import claims_text
+
+    doc = run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    claims = validate_claims_document(doc)
+    shown = claims_text(claims)[0].split(": ", 2)[-1].split(" ")[0]  # the compared number
+    assert shown in (tmp_path / "toy" / "report.md").read_text()
+    assert shown in render_report(tmp_path, no_refs)

@@ -54,9 +54,12 @@ class Stat:
     def of(cls, values: Sequence[float] | float) -> Stat:
         if isinstance(values, (str, bytes)):
             raise ValueError(f"values must be numbers, got {values!r}")
-        v = np.atleast_1d(
-            np.asarray([as_float(x) for x in np.atleast_1d(np.asarray(values, dtype=object))], dtype=float)
-        )
+        try:
+            v = np.atleast_1d(np.asarray(values, dtype=float))
+        except (TypeError, ValueError):  # "NaN" tags or None from JSON
+            v = np.atleast_1d(
+                np.asarray([as_float(x) for x in np.atleast_1d(np.asarray(values, dtype=object))])
+            )
         if v.size == 0:
             raise ValueError("values must hold at least one number, got an empty sequence")
         if v.ndim != 1:

@@ -115,9 +115,14 @@ def as_float(x: Any) -> float:
         if x in NONFINITE:
             return NONFINITE[x]
         raise ValueError(f"expected a number or one of {sorted(NONFINITE)}, got the string {x!r}")
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise ValueError(f"expected a number, got {type(x).__name__} {x!r}")
-    return float(x)
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"expected a number, got the boolean {x!r}")
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return float(x)
+    try:  # 0-d tensors and arrays, Decimal, Fraction …
+        return float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {type(x).__name__} {x!r}") from None
 
 
 def from_jsonable(obj: Any) -> Any:

@@ -307,6 +307,7 @@ def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Mean/std/values for every numeric leaf shared by all seeds (nested dicts flattened with '/').
 
     NaN (or its JSON tag) counts as a number: a metric with a NaN seed aggregates to NaN, it is not dropped.
+    The numbers are plain floats (NaN included); they are tagged only when written to JSON.
     """
     flat = [_flatten(d) for d in per_seed.values()]
     if not flat:
@@ -316,7 +317,8 @@ def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     for k in keys:
         vals = [f[k] for f in flat]
         if all(_is_number(v) for v in vals):
-            agg[k] = Stat.of([as_float(v) for v in vals]).to_json()
+            st = Stat.of([as_float(v) for v in vals])
+            agg[k] = {"mean": st.mean, "std": st.std, "values": list(st.values)}
     return agg
 
 
