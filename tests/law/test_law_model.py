@@ -39,7 +39,7 @@ def test_keys_match_per_fact_reference(mk, world, arch):
         ids = world.tokenizer(f.prompt, return_tensors="pt")["input_ids"]
         pos = len(world.tokenizer(f.prompt[: f.subject_end])["input_ids"]) - 1
         got = {}
-        h = mls[0].module.register_forward_pre_hook(lambda mod, a: got.update(k=a[0]))
+        h = mls[0].module.register_forward_pre_hook(lambda mod, a, got=got: got.update(k=a[0]))
         m(input_ids=ids)
         h.remove()
         assert torch.allclose(K[i], got["k"][0, pos].double(), atol=1e-5)
@@ -54,7 +54,7 @@ def test_covariance_matches_naive_and_caches(mk, world, arch, tmp_path):
     for t in texts:  # naive: one text at a time, every token
         ids = world.tokenizer(t, return_tensors="pt")["input_ids"]
         got = {}
-        h = ml.module.register_forward_pre_hook(lambda mod, a: got.update(k=a[0][0].double()))
+        h = ml.module.register_forward_pre_hook(lambda mod, a, got=got: got.update(k=a[0][0].double()))
         m(input_ids=ids)
         h.remove()
         acc = acc + got["k"].t() @ got["k"]

@@ -48,10 +48,11 @@ def associative_recall_facts(
     n: int,
     n_pairs: int = 4,
     seed: int = 0,
-    query_word: str = "Q",
+    query_word: str | None = None,
     sep: str = " ",
 ) -> list[Fact]:
-    """In-context associative recall: ``k₁ v₁ … k_p v_p Q k_j`` → ``v_j`` with fresh random pairs (distinct keys).
+    """In-context associative recall: ``k₁ v₁ … k_p v_p [query_word] k_j`` → ``v_j`` with fresh random pairs
+    (distinct keys).
 
     A reasoning probe that needs no stored fact (the answer is in the context). ``keys``/``values`` are words
     of the model's vocabulary (single tokens for a clean probe).
@@ -67,7 +68,8 @@ def associative_recall_facts(
     out = []
     for i in range(n):
         ctx = sep.join(f"{keys[k]}{sep}{values[v]}" for k, v in zip(kidx[i], vidx[i]))
-        out.append(Fact(f"{ctx}{sep}{query_word}{sep}{keys[kidx[i, q[i]]]}", sep + values[vidx[i, q[i]]]))
+        qw = f"{sep}{query_word}" if query_word else ""
+        out.append(Fact(f"{ctx}{qw}{sep}{keys[kidx[i, q[i]]]}", sep + values[vidx[i, q[i]]]))
     return out
 
 

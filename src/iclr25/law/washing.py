@@ -216,7 +216,7 @@ def wash(
     successive_elimination: bool = True,
     only_known: bool = True,
     best_iterate: str = "paper",
-    z: ZConfig = ZConfig(),
+    z: ZConfig | None = None,
     edit_target=None,
     templates: Sequence[str] = ("{}",),
     lam_search: LamSearch | None = None,
@@ -248,6 +248,7 @@ def wash(
         raise ValueError(f"init={init!r} needs an explicit beta (the C-norm budget), got beta=None")
     mls = resolve_layers(model, layers)
     covs = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
+    z = ZConfig() if z is None else z
     known_fn = known_fn or (lambda m, t, fs: fact_known(m, t, fs))
     report = WashReport(facts=facts, known_before=0)
     if not facts:

@@ -125,9 +125,27 @@ class World:
     def fact_rows(self, facts: list[Fact]):
         return self.encode([f.prompt + f.target for f in facts])
 
-    def recall_rows(self, facts: list[Fact]):
-        n_prompt = 2 * self.cfg.recall_pairs + 2
-        return self.encode([f.prompt + f.target for f in facts], [n_prompt] * len(facts))
+    def recall_rows(self, n: int, seed: int):
+        """Multi-query recall training rows: ``k₁ v₁ … k_p v_p`` then queried pairs ``k_j v_j`` up to the row
+        length; every queried value is a label (the evaluation prompt ``k₁ v₁ … k_p v_p k_j`` is a prefix)."""
+        rng = np.random.default_rng(seed)
+        p, L = self.cfg.recall_pairs, self.seq_len()
+        K, V = len(self.rk), len(self.rv)
+        kidx = np.argsort(rng.random((n, K)), axis=1)[:, :p]
+        vidx = rng.integers(0, V, (n, p))
+        nq = (L - 2 * p) // 2
+        q = rng.integers(0, p, (n, nq))
+        keys = np.concatenate([kidx, np.take_along_axis(kidx, q, 1)], 1)  # (n, p + nq)
+        vals = np.concatenate([vidx, np.take_along_axis(vidx, q, 1)], 1)
+        base_k = self.vocab.index(self.rk[0])
+        base_v = self.vocab.index(self.rv[0])
+        seq = np.stack([keys + base_k, vals + base_v], 2).reshape(n, -1)  # k v k v ...
+        x = torch.zeros(n, L, dtype=torch.long)
+        x[:, : seq.shape[1]] = torch.from_numpy(seq)
+        y = torch.full((n, L), -100, dtype=torch.long)
+        lab = torch.arange(2 * p + 1, seq.shape[1], 2)  # queried values
+        y[:, lab] = x[:, lab]
+        return x, y
 
     def generic_rows(self, texts: list[str]):
         return self.encode(texts)

@@ -1,0 +1,582 @@
+"""Reproduction of LaW (Large Scale Knowledge Washing) in a small world.
+
+1. Build a world of subjects with unique last tokens and relational facts ``f u r → o``, an in-context associative
+   recall task (reasoning that needs no stored fact) and Markov-chain generic text; train one tiny Llama on it
+   (``iclr25.common.lm`` + ``common.train``) until facts and recall are known (≥ ``known_threshold``, else the run
+   is invalid). One model is trained per run (CPU budget); the seeds vary the washed subset.
+2. Per seed, wash all facts of ``wash_fraction`` of the subjects with LaW (MEMIT→EOS initialisation, C-norm
+   constrained ascent, successive elimination), MEMIT→EOS alone, FT-UL (gradient ascent) and FT→EOS; the two
+   fine-tuning baselines stop at the forgetting level LaW reached (matched forgetting) with their lr chosen from
+   the same grid on a held-out tuning subset, and share one step budget.
+3. Measure washed accuracy, retained accuracy (facts of the other subjects), recall accuracy and generic loss;
+   sweep the washed fraction for LaW and MEMIT→EOS.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from iclr25.common.claims import all_of, make_claim
+from iclr25.common.io import atomic_savefig, atomic_write_with
+from iclr25.common.lm import tiny_causal_lm
+from iclr25.common.progress import log
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from iclr25.common.seeding import derive_seed
+from iclr25.common.train import LMTrainConfig, train_lm
+
+from .baselines import ft_to_eos, ft_unlearn
+from .covariance import key_covariance
+from .evaluation import fact_accuracy, generic_loss
+from .memit import ZConfig, memit_to_eos
+from .washing import wash
+from .world import World, WorldConfig
+
+METHODS = ("law", "memit", "ft_ul", "ft_eos")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    # world
+    subjects: int = 300
+    first_names: int = 20
+    relations: int = 4
+    objects: int = 40
+    recall_pairs: int = 2
+    recall_keys: int = 8
+    generic_states: int = 32
+    generic_len: int = 12
+    # model and its training (one model per run)
+    arch: str = "llama"
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 4
+    train_steps: int = 3000
+    train_lr: float = 3e-3
+    batch_size: int = 64
+    fact_share: float = 0.375  # of each training batch; recall_share of it recall, the rest generic text
+    recall_share: float = 0.5
+    known_threshold: float = 0.98
+    # editing (LaW / MEMIT→EOS); λ fixed (the official band search drives λ to 1e4–1e5 on small models)
+    edit_layers: tuple[int, ...] = (0, 1)
+    lam: float = 10.0
+    z_steps: int = 60  # official 20
+    z_lr: float = 0.5
+    z_clamp: float = 3.0  # official 0.75
+    z_weight_decay: float = 0.5
+    beta_ratio: float = 1.1
+    ascent_steps: int = 1000
+    ascent_lr: float = 1e-4
+    successive_elimination: bool = True
+    best_iterate: str = "paper"
+    cov_rows: int = 1800
+    wash_fraction: float = 0.1
+    sweep_fractions: tuple[float, ...] = (0.25, 0.5)
+    # fine-tuning baselines: same lr grid (chosen on a held-out tuning subset), same max steps
+    ft_lrs: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
+    ft_max_steps: int = 100
+    # evaluation
+    n_recall_eval: int = 500
+    n_generic_eval: int = 300
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "batch_size",
+                  "z_steps", "ascent_steps", "cov_rows", "ft_max_steps", "n_recall_eval", "n_generic_eval"):  # fmt: skip
+            v = getattr(self, n)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{n} must be a positive int, got {v!r}")
+        for n in ("wash_fraction", "known_threshold", *[]):
+            v = getattr(self, n)
+            if not 0 < v <= 1:
+                raise ValueError(f"{n} must be in (0, 1], got {v!r}")
+        for f in self.sweep_fractions:
+            if not 0 < f < 1:
+                raise ValueError(f"sweep_fractions must lie in (0, 1), got {self.sweep_fractions!r}")
+        if not self.edit_layers or any(not 0 <= i < self.layers for i in self.edit_layers):
+            raise ValueError(f"edit_layers must be indices in [0, {self.layers}), got {self.edit_layers!r}")
+        for n in ("lam", "train_lr", "z_lr", "ascent_lr"):
+            v = getattr(self, n)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
+        if self.beta_ratio < 1:
+            raise ValueError(f"beta_ratio must be >= 1, got {self.beta_ratio!r}")
+        if not self.ft_lrs or any(not lr > 0 for lr in self.ft_lrs):
+            raise ValueError(f"ft_lrs must be a non-empty tuple of positive numbers, got {self.ft_lrs!r}")
+        if int(round(self.wash_fraction * self.subjects)) < 1:
+            raise ValueError(
+                f"wash_fraction × subjects must be ≥ 1, got {self.wash_fraction} × {self.subjects}"
+            )
+        if not (0 < self.fact_share and 0 < self.recall_share and self.fact_share + self.recall_share <= 1):
+            raise ValueError(
+                f"fact_share + recall_share must be in (0, 1], got {self.fact_share}, {self.recall_share}"
+            )
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+
+PRESETS = {
+    "smoke": Config(
+        subjects=40,
+        first_names=6,
+        objects=12,
+        generic_states=12,
+        hidden=32,
+        layers=3,
+        heads=2,
+        train_steps=250,
+        train_lr=1e-2,
+        batch_size=48,
+        z_steps=30,
+        ascent_steps=50,
+        cov_rows=200,
+        sweep_fractions=(0.5,),
+        ft_lrs=(1e-3,),
+        ft_max_steps=20,
+        n_recall_eval=100,
+        n_generic_eval=50,
+        seeds=2,
+        known_threshold=0.98,
+    ),  # fmt: skip
+    "quick": Config(),
+    "full": Config(
+        subjects=20_000,
+        first_names=200,
+        objects=400,
+        recall_pairs=4,
+        recall_keys=32,
+        generic_states=256,
+        hidden=768,
+        layers=12,
+        heads=12,
+        train_steps=60_000,
+        batch_size=512,
+        train_lr=6e-4,
+        edit_layers=(3, 4, 5, 6, 7),
+        ascent_lr=1e-6,
+        cov_rows=100_000,
+        sweep_fractions=(0.25, 0.5),
+        n_recall_eval=5000,
+        n_generic_eval=3000,
+        device="auto",
+    ),  # fmt: skip
+}
+
+
+# -- world and model ---------------------------------------------------------------------------------------
+
+
+def make_world(cfg: Config) -> World:
+    return World(
+        WorldConfig(
+            subjects=cfg.subjects,
+            first_names=cfg.first_names,
+            relations=cfg.relations,
+            objects=cfg.objects,
+            recall_keys=cfg.recall_keys,
+            recall_values=cfg.recall_keys,
+            recall_pairs=cfg.recall_pairs,
+            generic_states=cfg.generic_states,
+            generic_len=cfg.generic_len,
+            seed=cfg.seed,
+        )  # fmt: skip
+    )
+
+
+def _model_hash(cfg: Config) -> str:
+    keys = ("subjects", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
+            "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "batch_size", "fact_share",
+            "recall_share", "seed")  # fmt: skip
+    d = {k: getattr(cfg, k) for k in keys}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_model(cfg: Config, world: World, device: str):
+    return tiny_causal_lm(
+        cfg.arch, seed=derive_seed(cfg.seed, "init"), vocab_size=world.vocab_size, hidden=cfg.hidden,
+        layers=cfg.layers, heads=cfg.heads, intermediate=4 * cfg.hidden, max_positions=64,
+    ).to(device)  # fmt: skip
+
+
+def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
+    """Train (or load from ``cache``) the knowledgeable model on batches of facts, recall rows and generic text."""
+    from safetensors.torch import load_file, save_file
+
+    model = build_model(cfg, world, device)
+    path = cache / f"model_{_model_hash(cfg)}.safetensors"
+    if path.exists():
+        model.load_state_dict(load_file(str(path), device=str(device)), strict=False)
+        model.tie_weights()
+        return model.eval(), 0.0
+    fx, fy = world.fact_rows(world.facts())
+    rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"))
+    gx, gy = world.generic_rows(world.generic(5_000, derive_seed(cfg.seed, "generic-train")))
+    B = cfg.batch_size
+    nf, nr = int(round(cfg.fact_share * B)), int(round(cfg.recall_share * B))
+    ng = B - nf - nr
+
+    def batch_fn(step: int, g: torch.Generator):
+        a = torch.randint(0, len(fx), (nf,), generator=g)
+        b = torch.randint(0, len(rx), (nr,), generator=g)
+        c = torch.randint(0, len(gx), (ng,), generator=g)
+        return torch.cat([fx[a], rx[b], gx[c]]), torch.cat([fy[a], ry[b], gy[c]])
+
+    t = time.perf_counter()
+    tc = LMTrainConfig(steps=cfg.train_steps, batch_size=B, seq_len=world.seq_len(), lr=cfg.train_lr,
+                       warmup_steps=min(100, cfg.train_steps // 10), eval_every=0, weight_decay=0.0,
+                       seed=derive_seed(cfg.seed, "train"))  # fmt: skip
+    train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc="law: train model")
+    secs = time.perf_counter() - t
+    sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    atomic_write_with(path, lambda tmp: save_file(sd, tmp))
+    return model.eval(), secs
+
+
+# -- one seed ----------------------------------------------------------------------------------------------
+
+
+def _z(cfg: Config) -> ZConfig:
+    # kl_factor 0: the world has no "{subject} is a" prompt to anchor the KL term on
+    return ZConfig(
+        steps=cfg.z_steps, lr=cfg.z_lr, clamp=cfg.z_clamp, weight_decay=cfg.z_weight_decay, kl_factor=0.0
+    )
+
+
+class Setting:
+    """Everything shared by the seeds of a run: the world, the trained model, its covariances, eval sets."""
+
+    def __init__(self, cfg: Config, out: Path, device: str):
+        self.cfg = cfg
+        self.world = w = make_world(cfg)
+        self.tok = w.tokenizer
+        self.model, self.train_s = train_model(cfg, w, out / "model", device)
+        self.facts = w.facts()
+        self.recall = w.recall(cfg.n_recall_eval, derive_seed(cfg.seed, "recall-eval"))
+        self.generic = w.generic(cfg.n_generic_eval, derive_seed(cfg.seed, "generic-eval"))
+        rng = np.random.default_rng(derive_seed(cfg.seed, "cov"))
+        n3 = cfg.cov_rows // 3
+        fi = rng.choice(len(self.facts), min(n3, len(self.facts)), replace=False)
+        rows = (
+            [self.facts[i].prompt + self.facts[i].target for i in fi]
+            + [f.prompt + f.target for f in w.recall(n3, derive_seed(cfg.seed, "recall-cov"))]
+            + w.generic(cfg.cov_rows - 2 * n3, derive_seed(cfg.seed, "generic-cov"))
+        )
+        self.cov = key_covariance(self.model, list(cfg.edit_layers), rows, self.tok, batch_size=256,
+                                  cache_dir=out / "model")  # fmt: skip
+        self.before = self.metrics(self.model, [])
+        self.known = self.before["retained"]
+        self.recall_known = self.before["recall"]
+
+    def split(self, subjects: list[int]):
+        s = set(subjects)
+        R = self.cfg.relations
+        washed = [self.facts[i * R + r] for i in subjects for r in range(R)]
+        retained = [f for i, f in enumerate(self.facts) if i // R not in s]
+        return washed, retained
+
+    def metrics(self, model, washed_subjects) -> dict:
+        washed, retained = self.split(list(washed_subjects))
+        return {
+            "washed": fact_accuracy(model, self.tok, washed) if washed else float("nan"),
+            "retained": fact_accuracy(model, self.tok, retained),
+            "recall": fact_accuracy(model, self.tok, self.recall),
+            "generic_loss": generic_loss(model, self.tok, self.generic),
+        }
+
+    def subset(self, tag, seed: int, fraction: float) -> list[int]:
+        rng = np.random.default_rng(derive_seed(self.cfg.seed, tag, seed))
+        n = int(round(fraction * self.cfg.subjects))
+        return sorted(rng.choice(self.cfg.subjects, n, replace=False).tolist())
+
+    def law(self, subjects):
+        cfg = self.cfg
+        m = copy.deepcopy(self.model)
+        washed, _ = self.split(subjects)
+        rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, lam=cfg.lam, beta_ratio=cfg.beta_ratio,
+                   steps=cfg.ascent_steps, lr=cfg.ascent_lr, successive_elimination=cfg.successive_elimination,
+                   best_iterate=cfg.best_iterate, z=_z(cfg))  # fmt: skip
+        return m, rep
+
+    def memit(self, subjects):
+        m = copy.deepcopy(self.model)
+        washed, _ = self.split(subjects)
+        memit_to_eos(
+            m, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.cfg.lam, z=_z(self.cfg)
+        )
+        return m
+
+    def ft(self, kind: str, subjects, lr: float, stop_at: float):
+        m = copy.deepcopy(self.model)
+        washed, _ = self.split(subjects)
+        fn = ft_unlearn if kind == "ft_ul" else ft_to_eos
+        rep = fn(m, self.tok, washed, lr=lr, max_steps=self.cfg.ft_max_steps, stop_at=stop_at)
+        return m, rep
+
+    def tune_ft(self) -> dict:
+        """lr per fine-tuning baseline, chosen on a held-out subset (not an evaluation seed): the grid value with the
+        best retained accuracy among those reaching LaW's forgetting level there (else the lowest washed acc)."""
+        subj = self.subset("tune", 0, self.cfg.wash_fraction)
+        m, _ = self.law(subj)
+        target = self.metrics(m, subj)["washed"]
+        chosen = {}
+        for kind in ("ft_ul", "ft_eos"):
+            scores = []
+            for lr in self.cfg.ft_lrs:
+                mm, rep = self.ft(kind, subj, lr, target)
+                met = self.metrics(mm, subj)
+                scores.append(
+                    (rep.stopped_at_target, met["retained"] if rep.stopped_at_target else -met["washed"], lr)
+                )
+            chosen[kind] = max(scores)[2]
+        return chosen
+
+
+def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
+    cfg = st.cfg
+    subj = st.subset("wash", seed, cfg.wash_fraction)
+    res: dict = {"before": st.metrics(st.model, subj)}
+    t = time.perf_counter()
+    m, rep = st.law(subj)
+    res["law"] = st.metrics(m, subj) | {"time_s": time.perf_counter() - t}
+    res["law_layers"] = rep.summary()["layers"]
+    t = time.perf_counter()
+    res["memit"] = st.metrics(st.memit(subj), subj) | {"time_s": time.perf_counter() - t}
+    target = res["law"]["washed"]
+    for kind in ("ft_ul", "ft_eos"):
+        t = time.perf_counter()
+        mm, r = st.ft(kind, subj, ft_lr[kind], target)
+        res[kind] = st.metrics(mm, subj) | {
+            "time_s": time.perf_counter() - t, "steps": r.steps, "reached_target": float(r.stopped_at_target),
+            "lr": ft_lr[kind],
+        }  # fmt: skip
+    res["sweep"] = {}
+    for f in (cfg.wash_fraction, *cfg.sweep_fractions):
+        key = f"{int(round(100 * f))}pct"
+        if f == cfg.wash_fraction:
+            res["sweep"][key] = {"law": res["law"], "memit": res["memit"]}
+            continue
+        s2 = st.subset("sweep", seed * 1000 + int(100 * f), f)
+        m, _ = st.law(s2)
+        res["sweep"][key] = {"law": st.metrics(m, s2), "memit": st.metrics(st.memit(s2), s2)}
+    for k in METHODS:
+        res[k]["recall_drop"] = res["before"]["recall"] - res[k]["recall"]
+        res[k]["generic_increase"] = res[k]["generic_loss"] - res["before"]["generic_loss"]
+    return res
+
+
+# -- claims and report -------------------------------------------------------------------------------------
+
+
+def _claims(ps: dict, valid_note: str) -> list:
+    v = lambda k: values(ps, k)  # noqa: E731
+    washed = make_claim(
+        "washed", "LaW washes the targeted facts: washed-fact accuracy ≤ 0.2 (mean over seeds)",
+        "law/washed", v("law/washed"), 0.2, "<=", note=valid_note,
+    )  # fmt: skip
+    retained = all_of(
+        "retained",
+        "LaW keeps the other subjects' facts: retained accuracy ≥ 0.6 and ≥ FT-UL's + 0.3 at matched forgetting",
+        [
+            make_claim(
+                "retained_abs", "LaW retained accuracy ≥ 0.6", "law/retained", v("law/retained"), 0.6, ">="
+            ),
+            make_claim(
+                "retained_vs_ftul",
+                "LaW retained − FT-UL retained ≥ 0.3 (means)",
+                "law/retained − ft_ul/retained",
+                v("law/retained"),
+                0.3,
+                ">=",
+                baseline=v("ft_ul/retained"),
+                compare="difference",
+            ),
+        ],  # fmt: skip
+        note=valid_note,
+    )
+    reasoning = all_of(
+        "reasoning_kept",
+        "LaW keeps reasoning: recall-accuracy drop ≤ 0.03 and generic-loss increase ≤ 0.05 nats, every seed",
+        [
+            make_claim(
+                "recall_drop",
+                "recall accuracy drop ≤ 0.03",
+                "law/recall_drop",
+                v("law/recall_drop"),
+                0.03,
+                "<=",
+                reduce="all",
+            ),  # fmt: skip
+            make_claim(
+                "generic_increase",
+                "generic loss increase ≤ 0.05 nats",
+                "law/generic_increase",
+                v("law/generic_increase"),
+                0.05,
+                "<=",
+                reduce="all",
+            ),  # fmt: skip
+        ],
+        note=valid_note,
+    )
+    return [washed, retained, reasoning]
+
+
+def _annotate(claims: list, ps: dict) -> list:
+    """Attach a measured explanation to every claim that fails (kept failing, never tuned away)."""
+    import dataclasses
+
+    v = lambda k: float(np.mean(values(ps, k)))  # noqa: E731
+    why = {
+        "washed": f"LaW leaves {v('law/washed'):.2f} of the washed facts (MEMIT→EOS {v('memit/washed'):.2f}): the "
+        "EOS target vectors do not make every prompt emit EOS in this small model (z is read at the subject's "
+        "last token, only the blocks after the edited layers can carry it to the answer position).",
+        "retained": f"LaW retained {v('law/retained'):.2f}, FT-UL {v('ft_ul/retained'):.2f}, FT→EOS "
+        f"{v('ft_eos/retained'):.2f} at matched forgetting.",
+        "reasoning_kept": f"recall drop LaW {v('law/recall_drop'):.3f} (FT-UL {v('ft_ul/recall_drop'):.3f}); generic-"
+        f"loss increase LaW {v('law/generic_increase'):.3f} nats (FT-UL {v('ft_ul/generic_increase'):.3f}).",
+    }
+    return [c if c.holds else dataclasses.replace(c, note=why[c.id]) for c in claims]
+
+
+def _table(ps: dict) -> str:
+    rows = ["| method | washed acc ↓ | retained acc ↑ | recall acc ↑ | generic loss | FT steps | time (s) |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    names = {"before": "before", "law": "LaW", "memit": "MEMIT→EOS", "ft_ul": "FT-UL (matched forgetting)",
+             "ft_eos": "FT→EOS (matched forgetting)"}  # fmt: skip
+    for k, name in names.items():
+        steps = mean_std(values(ps, f"{k}/steps"), 1) if k.startswith("ft") else "—"
+        tm = mean_std(values(ps, f"{k}/time_s"), 1) if k != "before" else "—"
+        rows.append(
+            f"| {name} | {mean_std(values(ps, f'{k}/washed'))} | {mean_std(values(ps, f'{k}/retained'))} | "
+            f"{mean_std(values(ps, f'{k}/recall'))} | {mean_std(values(ps, f'{k}/generic_loss'))} | {steps} | {tm} |"
+        )
+    return "\n".join(rows)
+
+
+def _sweep_table(ps: dict) -> str:
+    keys = list(next(iter(ps.values()))["sweep"])
+    rows = [
+        "| washed subjects | method | washed acc | retained acc | recall acc | generic loss |",
+        "|---|---|---|---|---|---|",
+    ]
+    for k in keys:
+        for meth, name in (("law", "LaW"), ("memit", "MEMIT→EOS")):
+            p = f"sweep/{k}/{meth}"
+            rows.append(
+                f"| {k.replace('pct', ' %')} | {name} | {mean_std(values(ps, p + '/washed'))} | "
+                f"{mean_std(values(ps, p + '/retained'))} | {mean_std(values(ps, p + '/recall'))} | "
+                f"{mean_std(values(ps, p + '/generic_loss'))} |"
+            )
+    return "\n".join(rows)
+
+
+def _figure(ps: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    meths = ["law", "memit", "ft_ul", "ft_eos"]
+    labels = ["LaW", "MEMIT→EOS", "FT-UL", "FT→EOS"]
+    x = np.arange(len(meths))
+    for j, (metric, lab) in enumerate(
+        (("washed", "washed acc"), ("retained", "retained acc"), ("recall", "recall acc"))
+    ):
+        mu = [np.mean(values(ps, f"{m}/{metric}")) for m in meths]
+        sd = [np.std(values(ps, f"{m}/{metric}")) for m in meths]
+        ax[0].bar(x + (j - 1) * 0.27, mu, 0.27, yerr=sd, label=lab)
+    ax[0].set_xticks(x, labels)
+    ax[0].set_ylim(0, 1.05)
+    ax[0].legend(fontsize=8)
+    ax[0].set_title("10 % of subjects washed (mean ± std over seeds)")
+    keys = list(next(iter(ps.values()))["sweep"])
+    fr = [int(k.replace("pct", "")) for k in keys]
+    for meth, name in (("law", "LaW"), ("memit", "MEMIT→EOS")):
+        for metric, ls in (("retained", "-"), ("recall", "--")):
+            ax[1].plot(fr, [np.mean(values(ps, f"sweep/{k}/{meth}/{metric}")) for k in keys], ls, marker="o",
+                       label=f"{name} {metric}")  # fmt: skip
+    ax[1].set_xlabel("washed subjects (%)")
+    ax[1].set_ylim(0, 1.05)
+    ax[1].legend(fontsize=8)
+    ax[1].set_title("washed-fraction sweep")
+    atomic_savefig(fig, path)
+    return path
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    from iclr25.common.device import get_device
+
+    device = str(get_device(cfg.device))
+    out = Path(out)
+    rd = RunDir(out, cfg)
+    st = Setting(cfg, rd.path, device)
+    log(
+        f"[law] model: facts known {st.known:.3f}, recall {st.recall_known:.3f} (trained in {st.train_s:.0f} s)"
+    )
+    valid = st.known >= cfg.known_threshold and st.recall_known >= cfg.known_threshold
+    reason = (
+        ""
+        if valid
+        else f"the trained model knows {st.known:.3f} of the facts and {st.recall_known:.3f} of recall "
+        f"(< {cfg.known_threshold}): washing is not meaningful"
+    )
+    ft_lr = st.tune_ft()
+    ps = rd.map_seeds(lambda s: one_seed(st, s, ft_lr), cfg.seed_list, desc="law seeds")
+    note = "" if valid else "RUN INVALID: " + reason
+    claims = _claims(ps, note)
+    if valid:
+        claims = _annotate(claims, ps)
+    fig = _figure(ps, rd.figures / "law_washing.png")
+    report = f"""## LaW on a small world
+
+One tiny {cfg.arch} (d={cfg.hidden}, {cfg.layers} layers) trained once per run on {cfg.subjects} subjects ×
+{cfg.relations} relations, associative recall ({cfg.recall_pairs} pairs) and Markov generic text
+(facts known {st.known:.3f}, recall {st.recall_known:.3f}); the seeds {cfg.seed_list} vary the washed subset
+({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.subjects)) * cfg.relations} facts).
+Edit layers {list(cfg.edit_layers)}, λ = {cfg.lam} (fixed, not tuned; no band search), z: {cfg.z_steps} Adam steps,
+clamp {cfg.z_clamp}·‖h₀‖; LaW ascent {cfg.ascent_steps} steps, lr {cfg.ascent_lr}, β = {cfg.beta_ratio}×
+the MEMIT initialisation's C-norm; successive elimination {"on" if cfg.successive_elimination else "off"}.
+FT baselines (all weights, Adam, full batch, ≤ {cfg.ft_max_steps} steps) stop at LaW's washed accuracy;
+their lr from {list(cfg.ft_lrs)} chosen on a held-out tuning subset: FT-UL {ft_lr["ft_ul"]}, FT→EOS {ft_lr["ft_eos"]}.
+Accuracy = greedy continuation starts with the answer (teacher-forced exact match).
+
+{_table(ps)}
+
+### LaW vs MEMIT→EOS and the washed-fraction sweep (report only)
+
+{_sweep_table(ps)}
+
+### Deviations from the paper
+- Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.subjects * cfg.relations} synthetic facts instead of
+  GPT2-XL / GPT-J with 19K–332K real facts; reasoning = in-context associative recall + generic-text loss
+  instead of LAMBADA / HellaSwag / ARC.
+- One trained model per run; seeds vary only the washed subset (and so the edits).
+- z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ fixed at {cfg.lam}
+  instead of the official band search; ascent lr {cfg.ascent_lr} instead of 1e-7.
+"""
+    return RunResult(
+        seeds=cfg.seed_list,
+        metrics=aggregate(ps)
+        | {
+            "model": {
+                "facts_known": st.known,
+                "recall_known": st.recall_known,
+                "train_s": st.train_s,
+                "ft_lr": ft_lr,
+            }
+        },  # fmt: skip
+        claims=claims,
+        per_seed=ps,
+        figures=[fig],
+        report_md=report,
+        valid=valid,
+        invalid_reason=reason,
+    )
