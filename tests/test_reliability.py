@@ -138,6 +138,18 @@ def test_misspelt_slug_gets_a_suggestion_and_planned_systems_are_not_runnable(ca
         assert "planned, not implemented" in err and planned[0] not in err.split("runnable:")[1]
 
 
+def test_run_all_survives_a_broken_system(tmp_path, capsys, monkeypatch):
+    (tmp_path / "broken_experiment_mod.py").write_text("raise RuntimeError('half-written module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    broken = registry.System("broken", "Broken", "A", "0000.00001", "c", runner="broken_experiment_mod")
+    with registry.temporarily(TOY, broken):
+        monkeypatch.setattr(registry, "implemented", lambda: [TOY, broken])
+        assert main(["run", "all", "--preset", "smoke", "--seeds", "1", "--out", str(tmp_path / "o")]) == 1
+    err = _err(capsys)
+    assert "broken: FAILED to start: RuntimeError: half-written module" in err and "Traceback" not in err
+    assert (tmp_path / "o" / "toy" / "claims.json").is_file()
+
+
 # -- bounds ------------------------------------------------------------------------------------------------
 
 

@@ -171,18 +171,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             get_device(args.device)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    exps = {}
+    exps, failed = {}, []
     for s in slugs:  # validate the arguments for every system before running any of them
-        exps[s] = experiment_module(s)
-        effective_config(
-            exps[s], args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
-        )
+        try:
+            exps[s] = experiment_module(s)
+            effective_config(
+                exps[s], args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
+            )
+        except Exception as e:  # a broken module or an argument it rejects: under `all`, run the others
+            if args.slug != "all":
+                raise
+            what = str(e) if isinstance(e, UsageError) else f"{type(e).__name__}: {e}"
+            print(f"{s}: FAILED to start: {what}", file=sys.stderr)
+            failed.append(s)
+            exps.pop(s, None)
     check_out(args.out)
     set_quiet(args.quiet)
     set_jobs(jobs)
     tune_malloc()
-    failed = []
-    for slug in slugs:
+    for slug in [s for s in slugs if s in exps]:
         log(f"== {slug} ({args.preset})")
         t0 = time.perf_counter()
         try:
