@@ -120,12 +120,11 @@ def _coerce(name: str, raw: Any, t: Any, default: Any) -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis and len(args) != len(v):
             raise bad
         item_t = args[0] if args else Any
-        items = [
-            _coerce(
-                name, x, args[i] if origin is tuple and args and args[-1] is not Ellipsis else item_t, None
-            )
-            for i, x in enumerate(v)
-        ]
+        fixed = origin is tuple and args and args[-1] is not Ellipsis
+        try:
+            items = [_coerce(name, x, args[i] if fixed else item_t, None) for i, x in enumerate(v)]
+        except UsageError:
+            raise bad from None
         return tuple(items) if (origin or t) is tuple else list(items)
     if typing.get_origin(t) is typing.Literal:
         v = _literal(raw)
