@@ -1,4 +1,4 @@
-"""Spec §7 checks 5–6 (loss normalisation, sampler consistency) and network/training properties."""
+"""Flow matching: loss normalisation, sampler consistency, network and training properties (incl. the LR schedule)."""
 
 import json
 
@@ -160,3 +160,38 @@ def test_overfits_one_cell_to_a_structure_matcher_match():
     assert match_structures(gts, [[p] for p in prior_preds if p is not None])["match_rate"] == 0.0
     r = match_structures(gts, [[p] for p in preds])
     assert r["match_rate"] == 100.0 and r["rmse"] < 0.3, r
+
+
+def test_lr_schedule_matches_the_replaced_warmup_cosine(monkeypatch):
+    """Training's LR sequence (transformers' cosine-with-min-lr and warm-up) equals the hand-written schedule it
+    replaced — linear warm-up, cosine to min_lr_ratio·lr — after the warm-up; during the warm-up it is the same
+    ramp started at step 0 (lr·s/W, Hugging Face's convention) instead of step 1 (lr·(s+1)/W)."""
+    import math
+
+    lrs: list[float] = []
+    step = torch.optim.AdamW.step
+
+    def recording_step(self, *a, **k):
+        lrs.append(self.param_groups[0]["lr"])
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    cfg = TrainConfig(steps=30, batch_size=4, lr=2e-3, warmup=6, min_lr_ratio=0.1)
+    mofs = toymof_dataset(8, 3, sizes=(4,))
+    lp = LatticePrior.fit(np.stack([m.lattice for m in mofs]))
+    torch.manual_seed(0)
+    net = MOFFlowNet(MOFFlowConfig(c_s=16, c_z=8, ipa_hidden=4, egnn_hidden=8, n_rbf=4))
+    train_mofflow(net, mofs, lp, cfg, seed=0)
+
+    def old(s: int) -> float:  # the replaced lr_at
+        if s < cfg.warmup:
+            return cfg.lr * (s + 1) / cfg.warmup
+        p = (s - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+        return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+    w = cfg.warmup
+    assert len(lrs) == cfg.steps
+    assert np.allclose(lrs[w:], [old(s) for s in range(w, cfg.steps)], rtol=1e-12, atol=0)
+    assert np.allclose(lrs[:w], [cfg.lr * s / w for s in range(w)], rtol=1e-12, atol=0)
+    assert np.allclose(lrs[1:w], [old(s - 1) for s in range(1, w)], rtol=1e-12, atol=0)
+    assert lrs[-1] > cfg.min_lr_ratio * cfg.lr and min(lrs[w:]) >= cfg.min_lr_ratio * cfg.lr * (1 - 1e-12)

@@ -1,4 +1,4 @@
-"""Spec §7 checks 1–4, 7: frames, assembly, SO(3) paths, priors, evaluation convention."""
+"""Geometry: frames, assembly, SO(3) paths, priors, evaluation convention."""
 
 import numpy as np
 import pytest

@@ -22,7 +22,7 @@ from iclr25.common.progress import progress
 from .building_blocks import MOF
 from .flow import MIN_T, TRANS_SCALE, LatticePrior, loss_scale
 from .network import NM, BlockEmbedder, MOFFlowConfig, final_linear, gaussian_rbf, time_embedding
-from .training import TrainConfig, lr_at, make_optimizer
+from .training import TrainConfig, make_optimizer, make_scheduler
 
 
 @dataclass
@@ -201,10 +201,9 @@ def train_atom_flow(
     full = atom_collate(mofs, device)
     buckets = size_buckets(mofs)
     opt = make_optimizer(model, cfg)
+    sched = make_scheduler(opt, cfg)
     hist = []
-    for step in progress(range(cfg.steps), desc="train atom flow"):
-        for grp in opt.param_groups:
-            grp["lr"] = lr_at(step, cfg)
+    for _ in progress(range(cfg.steps), desc="train atom flow"):
         ab = full.index(size_bucketed_indices(buckets, cfg.batch_size, g).to(device))
         t = (MIN_T + (1 - 2 * MIN_T) * torch.rand(ab.size, generator=g)).to(device)
         x0, l0 = atom_prior(ab, lattice_prior, g)
@@ -216,6 +215,7 @@ def train_atom_flow(
         losses["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
+        sched.step()
         hist.append({k: float(v.detach()) for k, v in losses.items()})
     model.eval()
     return hist

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -76,12 +75,17 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
     )
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up then cosine decay to ``min_lr_ratio · lr``."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    p = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``cfg.warmup`` steps, then cosine decay to ``min_lr_ratio · lr`` at ``cfg.steps``.
+
+    ``transformers.get_cosine_with_min_lr_schedule_with_warmup``; call ``.step()`` after each optimiser step.
+    Step s < warmup runs at lr·s/warmup (Hugging Face's convention: the first step has lr 0).
+    """
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+
+    return get_cosine_with_min_lr_schedule_with_warmup(
+        opt, num_warmup_steps=cfg.warmup, num_training_steps=cfg.steps, min_lr_rate=cfg.min_lr_ratio
+    )
 
 
 def train_mofflow(
@@ -98,10 +102,9 @@ def train_mofflow(
     full = collate(mofs, device)
     buckets = size_buckets(mofs)
     opt = make_optimizer(model, cfg)
+    sched = make_scheduler(opt, cfg)
     hist = []
-    for step in progress(range(cfg.steps), desc="train mofflow"):
-        for grp in opt.param_groups:
-            grp["lr"] = lr_at(step, cfg)
+    for _ in progress(range(cfg.steps), desc="train mofflow"):
         idx = size_bucketed_indices(buckets, cfg.batch_size, g)
         batch = index_batch(full, idx.to(device))
         t = (MIN_T + (1 - 2 * MIN_T) * torch.rand(batch.size, generator=g)).to(device)
@@ -118,6 +121,7 @@ def train_mofflow(
         losses["loss"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
+        sched.step()
         hist.append({k: float(v.detach()) for k, v in losses.items()})
     model.eval()
     return hist
