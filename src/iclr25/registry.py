@@ -242,6 +242,11 @@ def implemented() -> list[System]:
     return [s for s in SYSTEMS if s.implemented]
 
 
+def find(slug: str) -> System | None:
+    """The system registered under ``slug``, or ``None``."""
+    return _BY_SLUG.get(slug)
+
+
 def suggest(name: str, choices: list[str] | tuple[str, ...] | None = None) -> str:
     """`` (did you mean 'x'?)`` for a near miss among ``choices`` (default: every slug), else ``""``."""
     import difflib

@@ -254,6 +254,16 @@ def _prov_line(v: RunView) -> str:
     return " · ".join(str(b) for b in bits)
 
 
+def _status(v: RunView | None, with_preset: bool) -> str:
+    if v is None:
+        return "—"
+    if not v.ok:
+        return "invalid document"
+    if not v.valid:
+        return "run invalid"
+    return f"{v.held}/{len(v.claims)}" + (f" ({v.preset})" if with_preset else "")
+
+
 def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
     out = Path(out)
     fresh = collect_runs(out, "fresh")
@@ -269,7 +279,7 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
     systems = []
     for name in names:
         f, r = fresh_by.get(name), ref_by.get(name)
-        sysinfo = registry._BY_SLUG.get(name)
+        sysinfo = registry.find(name)
         d = out / name
         figs = _figures(d) if f is not None else []
         rep = d / "report.md"
@@ -311,14 +321,8 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
                 "system": s,
                 "has_section": f is not None or r is not None,
                 "anchor": "sys-" + s.slug,
-                "ref": f"{r.held}/{len(r.claims)}"
-                if r is not None and r.valid
-                else ("invalid" if r else "—"),
-                "fresh": (
-                    f"{f.held}/{len(f.claims)} ({f.preset})"
-                    if f is not None and f.valid
-                    else ("invalid" if f else "—")
-                ),
+                "ref": _status(r, with_preset=False),
+                "fresh": _status(f, with_preset=True),
             }
         )
     return {
