@@ -26,6 +26,7 @@ def data():
     return collect_dataset(3, seed=0, max_steps=40)
 
 
+@pytest.mark.slow
 def test_pex_keeps_offline_policy_bit_identical(data):
     ag = FOSPAgent((22,), 2, TINY, seed=0)
     train_offline(ag, data, 5)
@@ -103,6 +104,7 @@ def test_checkpoint_roundtrip_and_resume(tmp_path, data):
     assert d.updates == 8
 
 
+@pytest.mark.slow
 def test_world_model_learns_and_cost_head_separates(data):
     torch.manual_seed(0)
     cfg = dataclasses.replace(TINY, hidden=32, deter=32, latent=16, batch=16, seq_len=8)
@@ -121,7 +123,7 @@ def test_world_model_learns_and_cost_head_separates(data):
 def test_online_loop_and_cnn_encoder(data):
     ag = FOSPAgent((22,), 2, TINY, seed=6)
     r = finetune_online(ag, SafeNav2DVec(2, "shifted", max_steps=20), 40, offline=data, pex=True, seed=0)
-    assert r["cum_cost"] >= 0 and 0 <= r["pex_off_frac"] <= 1 and len(r["episodes"]) == 4
+    assert r["cum_cost"] >= 0 and 0 <= r["pex_off_frac"] <= 1 and len(r["episodes"]) == 2
     img = FOSPAgent((16, 16, 3), 2, dataclasses.replace(TINY, encoder="cnn"), seed=0)
     b = {
         "observations": np.random.default_rng(0).integers(0, 255, (2, 4, 16, 16, 3)).astype(np.uint8),

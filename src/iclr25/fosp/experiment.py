@@ -143,7 +143,7 @@ PRESETS = {
         latent=16,
         horizon=5,
     ),
-    "quick": Config(),
+    "quick": Config(wm_updates=800, offline_updates=600),
     "full": Config(
         episodes_per_policy=1000,
         hidden=512,
