@@ -56,7 +56,9 @@ def screenshot(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (2, 3, 4) or not all(a.isdigit() for a in argv[2:]):
-        print("usage: python -m iclr25.common.screenshot INDEX.html OUT.png [WIDTH [HEIGHT]]", file=sys.stderr)
+        print(
+            "usage: python -m iclr25.common.screenshot INDEX.html OUT.png [WIDTH [HEIGHT]]", file=sys.stderr
+        )
         return 2
     size = [int(a) for a in argv[2:]]
     print(screenshot(argv[0], argv[1], *size))
