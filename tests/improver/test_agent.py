@@ -151,7 +151,7 @@ def test_prompt_holds_cos_history_and_examples():
     assert "/-" in msgs[-1]["content"] and "<FILE_CONTEXT>" in text and "<EXAMPLE>" in text
     assert "ERROR at line 1 ('exact h9'): unknown identifier 'h9'" in text
     plain = build_prompt(Theorem(decl, proof), cur, LENGTH, ImProverConfig.baseline(), hist)
-    assert "/-" not in plain[-1]["content"] and "<PREV" not in "\n".join(m["content"] for m in plain)
+    assert "/-" not in plain[-1]["content"] and not any(m["content"].startswith("<PREV") for m in plain)
 
 
 def test_improver_beats_single_shot_with_the_scripted_double():

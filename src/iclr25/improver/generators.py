@@ -92,7 +92,7 @@ class OpenAICompatibleGenerator:
 # ----------------------------------------------------------------------------------------------------------
 # Scripted double
 # ----------------------------------------------------------------------------------------------------------
-_TERM_HAVE = re.compile(r"^(\s*)have (\w+) : [^=]+ := (?!by\b)(.+)$")
+_TERM_HAVE = re.compile(r"^(\s*)(· )?have (\w+) : [^=]+ := (?!by\b)(.+)$")
 
 
 def _paren(t: str) -> str:
@@ -121,9 +121,15 @@ def scripted_edits(proof: str) -> list[tuple[str, str]]:
     for i, ln in enumerate(lines):
         m = _TERM_HAVE.match(ln)
         if m:
-            name, term = m.group(2), m.group(3)
+            name, term = m.group(3), m.group(4)
             rest = [re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w'])", _paren(term), x) for x in lines[i + 1 :]]
-            out.append(("inline_have", "\n".join(lines[:i] + rest)))
+            if m.group(2):  # `· have …` : the bullet moves to the next line of its block
+                if not rest or _ind(rest[0]) != _ind(ln) + 2:
+                    rest = None
+                else:
+                    rest[0] = ln[: _ind(ln)] + "· " + rest[0].strip()
+            if rest is not None:
+                out.append(("inline_have", "\n".join(lines[:i] + rest)))
         s = ln.strip()
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
         body = s[2:] if s.startswith("· ") else s
@@ -262,47 +268,62 @@ class TinyLMGenerator:
         return self.generate_batch([messages], n)[0]
 
     @torch.no_grad()
-    def generate_batch(self, prompts: Sequence[list[dict]], n: int, chunk: int = 512) -> list[list[str]]:
-        """``n`` samples for every prompt, decoded in batches (ancestral sampling with temperature)."""
-        texts = [self.encode(p) for p in prompts for _ in range(n)]
+    def generate_batch(self, prompts: Sequence[list[dict]], n: int, chunk: int = 128) -> list[list[str]]:
+        """``n`` samples for every prompt (ancestral sampling with temperature), in batches of ``chunk``
+        prompts, decoded with a static key/value cache."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, got {n!r}")
+        texts = [self.encode(p) for p in prompts]
         outs: list[str] = []
         for s in range(0, len(texts), chunk):
-            outs += self._sample(texts[s : s + chunk])
+            outs += self._sample(texts[s : s + chunk], n)
         return [outs[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _sample(self, texts: list[str]) -> list[str]:
+    def _sample(self, texts: list[str], n: int) -> list[str]:
+        from transformers import StaticCache
+
         tok, model = self.tok, self.model
         ids = [tok(t, add_special_tokens=False)["input_ids"][-self.max_prompt_tokens :] for t in texts]
-        L = max(len(x) for x in ids)
+        ids = [x for x in ids for _ in range(n)]  # each prompt n times, adjacent
+        B, L, T = len(ids), max(len(x) for x in ids), self.max_new_tokens
         pad = tok.pad_token_id
-        inp = torch.full((len(ids), L), pad, dtype=torch.long)  # (batch, L) left-padded
-        att = torch.zeros((len(ids), L), dtype=torch.long)
+        inp = torch.full((B, L), pad, dtype=torch.long)  # (B, L) left-padded
+        att = torch.zeros((B, L + T), dtype=torch.long)  # (B, L + T): grows into the reserved columns
         for i, x in enumerate(ids):
             inp[i, L - len(x) :] = torch.tensor(x)
-            att[i, L - len(x) :] = 1
-        pos = (att.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=inp, attention_mask=att, position_ids=pos, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1]
-        done = torch.zeros(len(ids), dtype=torch.bool)
+            att[i, L - len(x) : L] = 1
+        pos = (att[:, :L].cumsum(-1) - 1).clamp(min=0)
+        cache = StaticCache(config=model.config, max_cache_len=L + T)  # in-place updates, no per-step copies
+        out = model(
+            input_ids=inp,
+            attention_mask=att[:, :L],
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+            cache_position=torch.arange(L),
+        )
+        logits, pos = out.logits[:, -1], pos[:, -1:]
+        done = torch.zeros(B, dtype=torch.bool)
         gen = []
-        for _ in range(self.max_new_tokens):
+        for t in range(T):
             probs = torch.softmax(logits / self.temperature, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=self.gen).squeeze(1)  # (batch,)
+            nxt = torch.multinomial(probs, 1, generator=self.gen).squeeze(1)  # (B,)
             nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
             gen.append(nxt)
             done |= nxt == tok.eos_token_id
-            if bool(done.all()):
+            if bool(done.all()) or t == T - 1:
                 break
-            att = torch.cat([att, torch.ones_like(att[:, :1])], dim=1)
-            pos = pos[:, -1:] + 1
+            att[:, L + t] = 1
+            pos = pos + 1
             out = model(
                 input_ids=nxt.unsqueeze(1),
-                attention_mask=att,
+                attention_mask=att[:, : L + t + 1],
                 position_ids=pos,
-                past_key_values=past,
+                past_key_values=cache,
                 use_cache=True,
+                cache_position=torch.tensor([L + t]),
             )
-            past, logits = out.past_key_values, out.logits[:, -1]
+            logits = out.logits[:, -1]
         g = torch.stack(gen, dim=1).tolist()
         res = []
         for row in g:

@@ -164,18 +164,22 @@ def aggregate(rows: Iterable[Mapping], metric: Metric | str = "length") -> dict[
 
 
 def aggregate_csv(
-    path: str, metric: Metric | str = "length", query: Callable | None = None
+    path: str, metric: Metric | str = "length", where: Callable[[dict], bool] | None = None
 ) -> dict[str, float]:
-    """:func:`aggregate` over a result CSV in the official layout (``query`` filters the pandas rows)."""
-    import pandas as pd
+    """:func:`aggregate` over a result CSV in the official layout (``where(row)`` keeps a subset of rows)."""
+    import csv
 
-    df = pd.read_csv(path)
-    missing = {"og_correct", "new_correct"} - set(df.columns)
-    if missing:
-        raise ValueError(f"CSV {path!r} lacks columns {sorted(missing)}")
-    if query is not None:
-        df = df[query(df)]
-    return aggregate(df.to_dict("records"), metric)
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = {"og_correct", "new_correct"} - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"CSV {path!r} lacks columns {sorted(missing)}")
+        rows = [r for r in reader if where is None or where(r)]
+    for r in rows:  # empty cells are missing values, as in the official pandas pipeline
+        for k in ("og_score", "new_score", "delta"):
+            if k in r and (r[k] is None or r[k].strip() == ""):
+                r[k] = None
+    return aggregate(rows, metric)
 
 
 def summarize(values: Sequence[float]) -> tuple[float, float]:
