@@ -151,13 +151,14 @@ PRESETS = {
     "quick": Config(
         seeds=3,
         n_species=10,
-        focal_per_species=20,
-        n_soundscapes=20,
+        focal_per_species=16,
+        focal_duration=(8.0, 16.0),
+        n_soundscapes=16,
         n_mels=32,
         hop_length=512,
         time_mask=31,
         channels=(8, 16, 32, 64),
-        steps=250,
+        steps=240,
         batch_size=32,
     ),
     "full": Config(
@@ -173,7 +174,7 @@ PRESETS = {
         time_mask=100,
         model="efficientnet",
         model_size="paper",
-        steps=6000,
+        steps=1500,  # ≈ 30 epochs of the ~3,200 event rows at batch 64
         batch_size=64,
         lr=5e-4,
         n_background=200,
@@ -213,6 +214,7 @@ def build_benchmark(cfg: Config, seed: int):
             "detected_events": [r.detected_events for r in focal],
             "event_cluster": [r.event_cluster for r in focal],
             "duration": [r.duration for r in focal],
+            "true_events": [r.true_events for r in focal],  # primary-species phrases (diagnostics only)
         }
     )
     rng = np.random.default_rng(derive_seed(seed, "split"))
@@ -298,6 +300,9 @@ def one_seed(cfg: Config, seed: int) -> dict:
             "scape_nocall_frac": float((scape_y.sum(1) == 0).mean()),
             "scape_classes_present": int((scape_y.sum(0) > 0).sum()),
             "detector_recall": recall,
+            "first5_call_frac": float(
+                np.mean([any(a < 5.0 for a, _ in r) for r in meta.loc[~is_valid, "true_events"]])
+            ),
             "generation_s": gen_s,
         }
     }
@@ -355,6 +360,23 @@ def _interval(d: np.ndarray) -> str:
 def _claims(per_seed: dict) -> list:
     a_f, a_s = values(per_seed, "A/focal/cmAP"), values(per_seed, "A/scape/cmAP")
     b_s, c_s = values(per_seed, "B/scape/cmAP"), values(per_seed, "C/scape/cmAP")
+    b_f = values(per_seed, "B/focal/cmAP")
+    ew = (
+        f"B's own focal-validation cmAP is {np.mean(b_f):.3f} vs A's {np.mean(a_f):.3f}"
+        + (
+            f"; the first 5 s of a recording held a primary-species call in "
+            f"{np.mean(values(per_seed, 'data/first5_call_frac')):.0%} of the training files"
+            if all("first5_call_frac" in d["data"] for d in per_seed.values())
+            else ""
+        )
+        + ". "
+    )
+    if np.mean(a_s) - np.mean(b_s) < 0.05:
+        ew += (
+            "When it fails here, the naive crops still show the model the species: our synthetic recordings are "
+            "short (8–16 s) with calls spread over the file, unlike long Xeno-canto recordings where the bird "
+            "often starts late, so first-5-s labels are much less noisy than in the real benchmark."
+        )
 
     def note(x, y, extra=""):
         d = np.asarray(x) - np.asarray(y)
@@ -382,7 +404,9 @@ def _claims(per_seed: dict) -> list:
             0.05,
             baseline=b_s,
             compare="difference",
-            note=note(a_s, b_s, "Equal budget: same steps × batch, same initialisation and augmentations."),
+            note=note(
+                a_s, b_s, "Equal budget: same steps × batch, same initialisation and augmentations. " + ew
+            ),
         ),
         make_claim(
             "noise_aug_helps",
