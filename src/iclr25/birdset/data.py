@@ -46,25 +46,33 @@ class BirdSetSplit:
         return len(self.meta)
 
     def codes(self, row: int) -> list[str]:
-        return _codes(self.meta.iloc[row], self.split)
+        return self.code_lists()[row]
+
+    def code_lists(self) -> list[list[str]]:
+        """Label codes per row: ``ebird_code_multilabel`` (empty = no-call in test_5s) else ``ebird_code``."""
+        n = len(self.meta)
+        multi = (
+            self.meta["ebird_code_multilabel"].tolist()
+            if "ebird_code_multilabel" in self.meta
+            else [None] * n
+        )
+        single = self.meta["ebird_code"].tolist() if "ebird_code" in self.meta else [None] * n
+        return [_codes(m, c, self.split) for m, c in zip(multi, single)]
 
     def multi_hot(self, classes: Sequence[str] | None = None) -> np.ndarray:
         """(rows, classes) uint8 targets from ``ebird_code_multilabel`` (or ``ebird_code`` when absent)."""
         classes = list(self.classes if classes is None else classes)
         index = {c: i for i, c in enumerate(classes)}
-        y = np.zeros((len(self.meta), len(classes)), np.uint8)
-        unknown: set[str] = set()
-        for r, (_, row) in enumerate(self.meta.iterrows()):
-            for c in _codes(row, self.split):
-                if c in index:
-                    y[r, index[c]] = 1
-                else:
-                    unknown.add(c)
+        lists = self.code_lists()
+        unknown = sorted({c for codes in lists for c in codes if c not in index})
         if unknown:
             raise ValueError(
-                f"labels {sorted(unknown)[:5]} of split {self.split!r} are not in the class list "
+                f"labels {unknown[:5]} of split {self.split!r} are not in the class list "
                 f"({len(classes)} classes); pass the model's label list or a class mask"
             )
+        y = np.zeros((len(lists), len(classes)), np.uint8)
+        rows = np.repeat(np.arange(len(lists)), [len(c) for c in lists])
+        y[rows, [index[c] for codes in lists for c in codes]] = 1
         return y
 
     def to_hf_dataset(self):
@@ -90,18 +98,18 @@ def _listify(v) -> list:
     return [v]
 
 
-def _codes(row: pd.Series, split: str) -> list[str]:
-    if "ebird_code_multilabel" in row.index and row["ebird_code_multilabel"] is not None:
-        codes = _listify(row["ebird_code_multilabel"])
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v))
+
+
+def _codes(multi, single, split: str) -> list[str]:
+    if not _is_missing(multi) and not (isinstance(multi, str) and not multi):
+        codes = _listify(multi)
         if codes or split in ("test_5s", "valid"):
             return [str(c) for c in codes]
-    if (
-        "ebird_code" in row.index
-        and row["ebird_code"] is not None
-        and not (isinstance(row["ebird_code"], float) and np.isnan(row["ebird_code"]))
-    ):
-        return [str(row["ebird_code"])]
-    return []
+    if split in ("test_5s", "valid") and not _is_missing(multi):
+        return []
+    return [] if _is_missing(single) else [str(single)]
 
 
 def _files(config: str, split: str) -> tuple[str, str, str]:
@@ -164,7 +172,7 @@ def load_birdset(
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     folder, meta_name, shard_prefix = _files(config, split)
-    base = Path(root) / folder
+    base = Path(root).expanduser() / folder
     meta_path = base / meta_name
     if not meta_path.exists():
         raise ValueError(f"root has no {folder}/{meta_name} (looked for {meta_path}); is it a BirdSet copy?")
@@ -200,14 +208,13 @@ def load_birdset(
             raise ValueError(f"{len(still)} audio file(s) not found in the shards, e.g. {sorted(still)[:3]}")
     meta["filepath"] = [str(find(n)) for n in names]
     if classes is None:
-        tmp = BirdSetSplit(config, split, meta, [])
-        classes = sorted({c for i in range(len(meta)) for c in tmp.codes(i)})
+        classes = sorted({c for codes in BirdSetSplit(config, split, meta, []).code_lists() for c in codes})
     return BirdSetSplit(config, split, meta, [str(c) for c in classes])
 
 
 def class_list(*splits: BirdSetSplit) -> list[str]:
     """Sorted union of the label codes of several splits (e.g. train + test of a DT dataset)."""
-    return sorted({c for s in splits for i in range(len(s)) for c in s.codes(i)})
+    return sorted({c for s in splits for codes in s.code_lists() for c in codes})
 
 
 def write_birdset_layout(
@@ -234,7 +241,7 @@ def write_birdset_layout(
         raise ValueError(f"name must be a BirdSet dataset code {DATASETS}, got {name!r}")
     if audio_format not in ("wav", "flac", "ogg"):
         raise ValueError(f"audio_format must be 'wav', 'flac' or 'ogg', got {audio_format!r}")
-    base = Path(root) / name
+    base = Path(root).expanduser() / name
     base.mkdir(parents=True, exist_ok=True)
 
     def write_audio(items: list[tuple[str, np.ndarray, int]], split: str) -> None:
