@@ -1,11 +1,13 @@
 """Smoke run of the reproduction: claims schema, fixed claim ids, resume, config validation."""
 
+import dataclasses
 import json
 import math
 
 import pytest
+import torch
 
-from iclr25.birdset.experiment import PRESETS, Config, run
+from iclr25.birdset.experiment import PRESETS, Config, make_model, run
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.results import write_run
 
@@ -42,3 +44,10 @@ def test_config_validation():
     with pytest.raises(ValueError, match="focal_duration"):
         Config(focal_duration=(3.0, 10.0))
     assert set(PRESETS) == {"smoke", "quick", "full"}
+
+
+def test_full_preset_model_builds_at_toy_size():
+    full = dataclasses.replace(PRESETS["full"], model_size="toy")
+    model = make_model(full, 50)
+    x = torch.randn(2, 1, full.n_mels, full.mel.n_frames(5.0))  # 128 mels × 501 frames at 32 kHz
+    assert x.shape[-1] == 501 and model(x).shape == (2, 50)
