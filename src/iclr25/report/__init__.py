@@ -286,7 +286,13 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
         report_html = ""
         if f is not None and rep.is_file():
             try:
-                report_html = render_markdown(rep.read_text(encoding="utf-8", errors="replace"), d)
+                text = rep.read_text(encoding="utf-8", errors="replace")
+                report_html = render_markdown(text, d)
+                first = re.search(
+                    r"\]\(figures/([^)\s]+)\)", text
+                )  # the experiment's first figure is its main one
+                if first:
+                    figs.sort(key=lambda g: g["name"] != first.group(1))
             except OSError as e:
                 report_html = f"<p>report.md cannot be read ({e.strerror or e})</p>"
         notes = []
