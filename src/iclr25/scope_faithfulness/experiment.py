@@ -1,6 +1,6 @@
 """Reproduction: SCOPE preference tuning cuts hallucinations of an SFT data-to-text model (synthetic biographies).
 
-Pipeline (paper §3, at toy scale): pre-train the base LM p_LM on prior-driven biographies (once per run, shared
+Pipeline (the paper's method, at toy scale): pre-train the base LM p_LM on prior-driven biographies (once per run, shared
 by the seeds: it is not what is compared) → per seed, draw D (records with divergent references) and split it in
 halves D₁/D₂ → SFT p_LM on D₁ (p_θ₀) → noisy samples y⁻ on D₂ (α ∈ ``alphas``, T = 0.6, top-p 0.9, first 2
 tokens untouched) → DPO with TRL (β = 0.1, π_ref = p_θ₀) → greedy decoding on faithful test records.
@@ -564,7 +564,8 @@ def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
     labels, means, stds = [], [], []
     for key, name in _arms(cfg):
         v = values(per_seed, f"{key}/halluc")
-        labels.append(name.replace(" on ", "\non ").replace("SCOPE ", "SCOPE\n"))
+        short = {"sft": "SFT\n(p_θ₀)", "cont_sft": "cont.\nSFT", "cad": "CAD"}
+        labels.append(short.get(key, name.replace("SCOPE ", "SCOPE\n")))
         means.append(np.mean(v))
         stds.append(np.std(v))
     axes[0].bar(

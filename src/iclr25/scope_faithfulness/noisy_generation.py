@@ -1,4 +1,4 @@
-"""SCOPE's self-supervised unfaithful samples (paper §3.2, "noisy generation").
+"""SCOPE's self-supervised unfaithful samples (the paper's "noisy generation" of negatives).
 
 At every decoding step a per-sample coin ``z_t ~ Bernoulli(α)`` decides which model picks the next token::
 
@@ -64,7 +64,7 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
 
 
 class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
-    r"""Per-token switch between the grounded model's scores and a context-free noise LM (SCOPE §3.2).
+    r"""Per-token switch between the grounded model's scores and a context-free noise LM (SCOPE's noisy generation).
 
     Use one instance per ``generate`` call (it keeps the LM branch's KV cache). Greedy or sampling decoding with
     ``num_beams=1``; ``num_return_sequences`` works (every row gets its own coins).
@@ -200,7 +200,7 @@ def generate_unfaithful(
     return_processor: bool = False,
     **generate_kwargs,
 ):
-    """Sample unfaithful continuations y⁻ of ``inputs`` with SCOPE's noisy decoding (paper §3.2).
+    """Sample unfaithful continuations y⁻ of ``inputs`` with SCOPE's noisy decoding.
 
     ``inputs``: a *left-padded* batch (``BatchEncoding`` / dict with ``input_ids`` and ``attention_mask``, or an
     id tensor) of prompts built from the contexts x. Returns the generated ids ``(B, T)`` (padding after EOS), and

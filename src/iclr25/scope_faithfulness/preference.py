@@ -1,4 +1,4 @@
-"""SCOPE's preference stage (paper §3.3): D₁/D₂ split, (x, y, y⁻) pairs, DPO with π_ref = p_θ₀.
+"""SCOPE's preference stage: D₁/D₂ split, (x, y, y⁻) pairs, DPO with π_ref = p_θ₀.
 
 ``build_preference_pairs`` turns the second half D₂ into a ``datasets.Dataset`` in TRL's preference format —
 ``prompt`` (the input built from x), ``chosen`` (the reference y) and ``rejected`` (a noisy sample y⁻ from
@@ -48,7 +48,7 @@ def _as_rows(dataset) -> list[dict]:
 def split_halves(dataset, seed: int = 0):
     """Disjoint halves (D₁, D₂) of ``dataset`` after a seeded shuffle; ``|D₁| = ⌈|D|/2⌉``.
 
-    D₁ is for supervised fine-tuning (p_θ₀), D₂ for the unfaithful samples and the preference stage (paper §3.1).
+    D₁ is for supervised fine-tuning (p_θ₀), D₂ for the unfaithful samples and the preference stage.
     Returns two objects of the input's kind (``datasets.Dataset`` or list of rows).
     """
     n = len(dataset)
