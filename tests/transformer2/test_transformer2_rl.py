@@ -1,5 +1,6 @@
 """RL loss: agreement with a naive per-sample reference, KL = 0 at init and > 0 after a step, rollouts, learning."""
 
+import pytest
 import torch
 
 from iclr25.common.lm import byte_tokenizer, tiny_causal_lm
@@ -148,3 +149,23 @@ def test_lora_rl_reference_is_base_and_multitoken_rollouts():
     assert c1.shape == (2, 4) and torch.equal(c1, c2) and torch.equal(m1, m2)
     lp = completion_logprobs(lm, enc["input_ids"], enc["attention_mask"], c1, m1)
     assert lp.shape == (2, 4, len(tok)) and torch.allclose(lp.exp().sum(-1), torch.ones(2, 4), atol=1e-5)
+
+
+def test_adamw_cosine_schedule_matches_the_replaced_lambda():
+    """optimizer="adamw_cosine" (the paper): transformers' cosine schedule gives exactly the LR sequence of the
+    hand-written ``0.5·(1 + cos(π·min(1, s/T)))`` it replaced, for every step of training."""
+    import math
+
+    from iclr25.transformer2.reinforce import make_optimizer
+
+    cfg = ReinforceConfig(steps=9, lr=2e-3, optimizer="adamw_cosine")
+    opt, sched = make_optimizer([torch.zeros(3, requires_grad=True)], cfg)
+    lrs = []
+    for _ in range(cfg.steps + 1):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    old = [cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps))) for s in range(cfg.steps + 1)]
+    assert lrs == pytest.approx(old, rel=1e-12, abs=1e-18)
+    opt2, sched2 = make_optimizer([torch.zeros(3, requires_grad=True)], ReinforceConfig(lr=2e-3))
+    assert isinstance(opt2, torch.optim.Adam) and sched2 is None  # official: constant lr

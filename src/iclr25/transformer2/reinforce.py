@@ -13,7 +13,6 @@ reference policy, so the same loss trains SVF experts and the PEFT LoRA baseline
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -192,6 +191,17 @@ def _pick(logp: torch.Tensor, cfg: ReinforceConfig, g: torch.Generator) -> tuple
     return tok[:, None], torch.ones_like(tok[:, None], dtype=torch.bool)
 
 
+def make_optimizer(params: Sequence[torch.Tensor], cfg: ReinforceConfig):
+    """``(optimizer, scheduler or None)``: Adam at a constant lr (official code), or AdamW with cosine decay to 0
+    over ``cfg.steps`` (the paper; ``transformers.get_cosine_schedule_with_warmup`` without warm-up)."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr), None
+    from transformers import get_cosine_schedule_with_warmup
+
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    return opt, get_cosine_schedule_with_warmup(opt, num_warmup_steps=0, num_training_steps=cfg.steps)
+
+
 def train_reinforce(
     model: nn.Module,
     params: Sequence[torch.Tensor],
@@ -215,14 +225,7 @@ def train_reinforce(
         raise ValueError("params must be a non-empty list of tensors with requires_grad=True")
     if cfg.kl_coef > 0 and reference is None:
         raise ValueError(f"kl_coef={cfg.kl_coef} > 0 needs a reference() context giving the base policy")
-    if cfg.optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=cfg.lr)
-        sched = None
-    else:
-        opt = torch.optim.AdamW(params, lr=cfg.lr)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg.steps)))
-        )
+    opt, sched = make_optimizer(params, cfg)
     history: list[dict] = []
     best_val, best_step = -float("inf"), 0
     best_state = [p.detach().clone() for p in params]
