@@ -35,3 +35,20 @@ def test_loader_errors(tmp_path):
     t.write_text("x")
     with pytest.raises(ValueError, match=".jsonl or .csv"):
         load_facts(t)
+
+
+def test_world_recall_rows_are_consistent(world):
+    """Every labelled position of a recall training row is the value bound to the key just before it, and the
+    evaluation prompts follow the same format (a prefix of a training row)."""
+    x, y = world.recall_rows(50, 0, length=16)
+    v = world.vocab
+    for row, lab in zip(x.tolist(), y.tolist()):
+        p = world.cfg.recall_pairs
+        binding = {row[2 * i]: row[2 * i + 1] for i in range(p)}
+        assert len(binding) == p  # distinct keys
+        for t, yt in enumerate(lab):
+            if yt != -100:
+                assert yt == binding[row[t - 1]] and v[row[t - 1]].startswith("k")
+    f = world.recall(5, 1)[0]
+    words = f.prompt.split()
+    assert dict(zip(words[0:-1:2], words[1:-1:2]))[words[-1]] == f.target.strip()

@@ -58,11 +58,12 @@ class Config(ExperimentConfig):
     hidden: int = 64
     layers: int = 3
     heads: int = 4
-    train_steps: int = 3000
+    train_steps: int = 2400
     train_lr: float = 3e-3
     batch_size: int = 64
-    fact_share: float = 0.375  # of each training batch; recall_share of it recall, the rest generic text
-    recall_share: float = 0.5
+    fact_share: float = 0.5  # of each training batch; recall_share of it recall, the rest generic text
+    recall_share: float = 0.375
+    recall_train_len: int = 32  # recall training rows: the pairs, then queried pairs up to this length
     known_threshold: float = 0.98
     # editing (LaW / MEMIT→EOS); λ fixed (the official band search drives λ to 1e4–1e5 on small models)
     edit_layers: tuple[int, ...] = (0, 1)
@@ -88,7 +89,7 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "batch_size",
+        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "batch_size", "recall_train_len",
                   "z_steps", "ascent_steps", "cov_rows", "ft_max_steps", "n_recall_eval", "n_generic_eval"):  # fmt: skip
             v = getattr(self, n)
             if not isinstance(v, int) or v < 1:
@@ -126,6 +127,7 @@ PRESETS = {
     "smoke": Config(
         subjects=40,
         first_names=6,
+        recall_train_len=16,
         objects=12,
         generic_states=12,
         hidden=32,
@@ -193,7 +195,7 @@ def make_world(cfg: Config) -> World:
 def _model_hash(cfg: Config) -> str:
     keys = ("subjects", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
             "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "batch_size", "fact_share",
-            "recall_share", "seed")  # fmt: skip
+            "recall_share", "recall_train_len", "seed")  # fmt: skip
     d = {k: getattr(cfg, k) for k in keys}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -203,6 +205,10 @@ def build_model(cfg: Config, world: World, device: str):
         cfg.arch, seed=derive_seed(cfg.seed, "init"), vocab_size=world.vocab_size, hidden=cfg.hidden,
         layers=cfg.layers, heads=cfg.heads, intermediate=4 * cfg.hidden, max_positions=64,
     ).to(device)  # fmt: skip
+
+
+def _pad(t: torch.Tensor, L: int, value: int) -> torch.Tensor:
+    return torch.nn.functional.pad(t, (0, L - t.shape[1]), value=value)
 
 
 def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
@@ -216,8 +222,11 @@ def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
         model.tie_weights()
         return model.eval(), 0.0
     fx, fy = world.fact_rows(world.facts())
-    rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"))
+    L = max(world.seq_len(), cfg.recall_train_len)
+    rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"), L)
+    fx, fy = _pad(fx, L, 0), _pad(fy, L, -100)
     gx, gy = world.generic_rows(world.generic(5_000, derive_seed(cfg.seed, "generic-train")))
+    gx, gy = _pad(gx, L, 0), _pad(gy, L, -100)
     B = cfg.batch_size
     nf, nr = int(round(cfg.fact_share * B)), int(round(cfg.recall_share * B))
     ng = B - nf - nr
@@ -229,7 +238,7 @@ def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
         return torch.cat([fx[a], rx[b], gx[c]]), torch.cat([fy[a], ry[b], gy[c]])
 
     t = time.perf_counter()
-    tc = LMTrainConfig(steps=cfg.train_steps, batch_size=B, seq_len=world.seq_len(), lr=cfg.train_lr,
+    tc = LMTrainConfig(steps=cfg.train_steps, batch_size=B, seq_len=L, lr=cfg.train_lr,
                        warmup_steps=min(100, cfg.train_steps // 10), eval_every=0, weight_decay=0.0,
                        seed=derive_seed(cfg.seed, "train"))  # fmt: skip
     train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc="law: train model")

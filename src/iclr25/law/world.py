@@ -125,11 +125,11 @@ class World:
     def fact_rows(self, facts: list[Fact]):
         return self.encode([f.prompt + f.target for f in facts])
 
-    def recall_rows(self, n: int, seed: int):
+    def recall_rows(self, n: int, seed: int, length: int | None = None):
         """Multi-query recall training rows: ``k₁ v₁ … k_p v_p`` then queried pairs ``k_j v_j`` up to the row
         length; every queried value is a label (the evaluation prompt ``k₁ v₁ … k_p v_p k_j`` is a prefix)."""
         rng = np.random.default_rng(seed)
-        p, L = self.cfg.recall_pairs, self.seq_len()
+        p, L = self.cfg.recall_pairs, length or self.seq_len()
         K, V = len(self.rk), len(self.rv)
         kidx = np.argsort(rng.random((n, K)), axis=1)[:, :p]
         vidx = rng.integers(0, V, (n, p))
