@@ -1,0 +1,534 @@
+"""Reproduction: FreeVS-tiny on ToyDrive — does the viewpoint-translation simulation make the generator robust on
+trajectories the car never drove?
+
+1. Data (shared by all seeds, cached in the run folder): ``n_train_scenes`` recorded drives (GT images, coloured
+   LiDAR, pseudo-images with the point window centred at t and at t ± k); ``n_test_scenes`` drives re-rendered on
+   laterally shifted trajectories Δy ∈ ``offsets`` (GT by ray casting; pseudo-images from the recorded points).
+2. Per seed, two FreeVS-tiny models trained with the same steps, batch and optimiser: **with** the simulation
+   (mismatch ratio 0.5, the paper's) and **without** (ratio 0). A classical hole-filling baseline and a detection
+   probe (trained on recorded GT frames) complete the comparison.
+3. Metrics per Δy on the test clips: PSNR, hole-PSNR (pixels empty in the pseudo-image), SSIM, detection AP, FD-proxy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from ..common.claims import all_of, make_claim  # noqa: E402
+from ..common.io import atomic_savefig, atomic_write_with  # noqa: E402
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
+from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe  # noqa: E402
+from .model import EDMConfig, FreeVSTiny, edm_loss, sample  # noqa: E402
+from .pseudo import pseudo_image, record_drive  # noqa: E402
+from .world import Camera, ToyDriveScene, camera_pose  # noqa: E402
+
+VARIANTS = ("sim", "nosim")
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    seeds: int = 3
+    width: int = 80
+    height: int = 32
+    hfov_deg: float = 90.0
+    n_frames: int = 24
+    n_train_scenes: int = 12
+    n_test_scenes: int = 4
+    test_starts: tuple[int, ...] = (4, 10, 16)  # test clips start at these frames
+    clip_len: int = 2
+    beams: int = 32
+    azimuths: int = 720
+    window_n: int = 2  # point window t − n … t + n
+    occupancy_radius: int = 2
+    shift_k: int = 3  # viewpoint simulation: window centred at t ± k
+    mismatch_ratio: float = 0.5  # the paper's; the ablation uses 0
+    offsets: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
+    channels: tuple[int, ...] = (8, 16, 32)
+    cond_channels: int = 8
+    train_steps: int = 250
+    batch: int = 8
+    lr: float = 2e-3
+    sample_steps: int = 10
+    guidance: float = 2.0
+    drop_prob: float = 0.2
+    probe_steps: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("n_train_scenes", "n_test_scenes", "train_steps", "batch", "sample_steps", "clip_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if not 0.0 <= self.mismatch_ratio <= 1.0:
+            raise ValueError(f"mismatch_ratio must be in [0, 1], got {self.mismatch_ratio}")
+        if any(s < 0 or s + self.clip_len > self.n_frames for s in self.test_starts):
+            raise ValueError(
+                f"test_starts must leave a clip of {self.clip_len} frames inside {self.n_frames} frames"
+            )
+        if 2.0 not in self.offsets or 0.0 not in self.offsets:
+            raise ValueError(f"offsets must contain 0 and 2 (the claims' Δy), got {self.offsets}")
+
+
+PRESETS = {
+    "smoke": Config(
+        seeds=2,
+        n_frames=10,
+        n_train_scenes=2,
+        n_test_scenes=1,
+        test_starts=(4,),
+        train_steps=6,
+        batch=2,
+        sample_steps=2,
+        probe_steps=5,
+        azimuths=360,
+        beams=16,
+    ),
+    "quick": Config(),
+    "full": Config(
+        device="cuda",
+        width=192,
+        height=80,
+        n_train_scenes=60,
+        n_test_scenes=12,
+        channels=(32, 64, 128),
+        cond_channels=16,
+        train_steps=20_000,
+        batch=16,
+        lr=5e-4,
+        sample_steps=25,
+        test_starts=(4, 6, 8, 10, 12, 14, 16, 18),
+        probe_steps=2000,
+    ),
+}
+
+
+# --- data ----------------------------------------------------------------------------------------------------
+def _data_key(cfg: Config) -> str:
+    d = {
+        k: v
+        for k, v in asdict(cfg).items()
+        if k
+        in (
+            "width",
+            "height",
+            "hfov_deg",
+            "n_frames",
+            "n_train_scenes",
+            "n_test_scenes",
+            "test_starts",
+            "clip_len",
+            "beams",
+            "azimuths",
+            "window_n",
+            "occupancy_radius",
+            "shift_k",
+            "offsets",
+        )
+    }
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def build_data(cfg: Config) -> dict[str, np.ndarray]:
+    """Train arrays (scene, frame, H, W, 3) and test arrays (offset, clip, frame, H, W, …)."""
+    cam = Camera(cfg.width, cfg.height, cfg.hfov_deg)
+    tr_gt, tr_p0, tr_pp, tr_pm, probe_img, probe_c = [], [], [], [], [], []
+    for s in range(cfg.n_train_scenes):
+        scene = ToyDriveScene(1000 + s, cfg.n_frames)
+        imgs, log = record_drive(scene, cam, cfg.beams, cfg.azimuths)
+        p0, pp, pm = [], [], []
+        for t in range(cfg.n_frames):
+            pose = camera_pose(float(t), 0.0)
+            kw = dict(n=cfg.window_n, occupancy_radius=cfg.occupancy_radius)
+            p0.append(pseudo_image(log, scene, cam, pose, t, **kw)[0])
+            pp.append(pseudo_image(log, scene, cam, pose, t, centre=t + cfg.shift_k, **kw)[0])
+            pm.append(pseudo_image(log, scene, cam, pose, t, centre=t - cfg.shift_k, **kw)[0])
+            if t % 2 == 0:
+                _, _, ids = scene.render(cam, pose, t)
+                probe_img.append(imgs[t])
+                probe_c.append(scene.car_centres_2d(cam, pose, t, ids))
+        tr_gt.append(imgs)
+        tr_p0.append(np.stack(p0))
+        tr_pp.append(np.stack(pp))
+        tr_pm.append(np.stack(pm))
+    te = {k: [] for k in ("gt", "pseudo", "filled", "ref")}
+    te_centres: list[np.ndarray] = []
+    drives = []
+    for s in range(cfg.n_test_scenes):
+        scene = ToyDriveScene(5000 + s, cfg.n_frames)
+        drives.append((scene, *record_drive(scene, cam, cfg.beams, cfg.azimuths)))
+    for dy in cfg.offsets:
+        rows = {k: [] for k in te}
+        for scene, rec, log in drives:
+            for t0 in cfg.test_starts:
+                g, p, f = [], [], []
+                for t in range(t0, t0 + cfg.clip_len):
+                    pose = camera_pose(float(t), dy)
+                    img, _, ids = scene.render(cam, pose, t)
+                    pim, fil = pseudo_image(
+                        log, scene, cam, pose, t, n=cfg.window_n, occupancy_radius=cfg.occupancy_radius
+                    )
+                    g.append(img)
+                    p.append(pim)
+                    f.append(fil)
+                    te_centres.append(scene.car_centres_2d(cam, pose, t, ids))
+                rows["gt"].append(np.stack(g))
+                rows["pseudo"].append(np.stack(p))
+                rows["filled"].append(np.stack(f))
+                rows["ref"].append(
+                    rec[t0]
+                )  # the reference is the recorded-trajectory frame at the clip start
+        for k in te:
+            te[k].append(np.stack(rows[k]))
+    n_c = max(len(c) for c in probe_c + te_centres) if probe_c + te_centres else 0
+    pad = lambda cs: np.stack([np.pad(c, ((0, n_c - len(c)), (0, 0)), constant_values=np.nan) for c in cs])  # noqa: E731
+    return {
+        "train_gt": np.stack(tr_gt).astype(np.float32),
+        "train_p0": np.stack(tr_p0).astype(np.float32),
+        "train_pp": np.stack(tr_pp).astype(np.float32),
+        "train_pm": np.stack(tr_pm).astype(np.float32),
+        "probe_img": np.stack(probe_img).astype(np.float32),
+        "probe_centres": pad(probe_c),
+        "test_gt": np.stack(te["gt"]).astype(np.float32),
+        "test_pseudo": np.stack(te["pseudo"]).astype(np.float32),
+        "test_filled": np.stack(te["filled"]),
+        "test_ref": np.stack(te["ref"]).astype(np.float32),
+        "test_centres": pad(te_centres).reshape(len(cfg.offsets), -1, cfg.clip_len, n_c, 2),
+    }
+
+
+def load_data(cfg: Config, out: Path) -> dict[str, np.ndarray]:
+    """Build the data once per configuration and cache it in the run folder (npz, no pickle)."""
+    path = Path(out) / "cache" / f"toydrive_{_data_key(cfg)}.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except (OSError, ValueError):
+            path.unlink()
+    data = build_data(cfg)
+    atomic_write_with(path, lambda tmp: np.savez(open(tmp, "wb"), **data))
+    return data
+
+
+def _centres(arr: np.ndarray) -> np.ndarray:
+    return arr[~np.isnan(arr).any(1)]
+
+
+# --- training and evaluation ---------------------------------------------------------------------------------
+def train_variant(
+    cfg: Config, data: dict, ratio: float, seed: int, device: torch.device
+) -> tuple[FreeVSTiny, dict]:
+    torch.manual_seed(seed)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    edm = EDMConfig(drop_prob=cfg.drop_prob)
+    model = FreeVSTiny(cfg.channels, cfg.cond_channels).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    gt = torch.tensor(data["train_gt"]) * 2 - 1  # (S, F, H, W, 3)
+    pseudo = [torch.tensor(data[k]) * 2 - 1 for k in ("train_p0", "train_pp", "train_pm")]
+    S, Fn = gt.shape[:2]
+    T = cfg.clip_len
+    t0 = time.process_time()
+    losses = []
+    for _ in range(cfg.train_steps):
+        si = torch.randint(0, S, (cfg.batch,), generator=g)
+        ti = torch.randint(0, Fn - T + 1, (cfg.batch,), generator=g)
+        frames = ti[:, None] + torch.arange(T)
+        shifted = torch.rand(cfg.batch, generator=g) < ratio
+        sign = torch.randint(1, 3, (cfg.batch,), generator=g)  # 1: +k, 2: −k (whole clip)
+        which = torch.where(shifted, sign, torch.zeros_like(sign))
+        x0 = gt[si[:, None], frames].permute(0, 1, 4, 2, 3)
+        p = torch.stack([pseudo[int(w)][int(s), f] for w, s, f in zip(which, si, frames)]).permute(
+            0, 1, 4, 2, 3
+        )
+        ref = gt[si, ti].permute(0, 3, 1, 2)
+        loss = edm_loss(model, x0.to(device), p.to(device), ref.to(device), edm, g)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    n = max(1, len(losses) // 10)
+    return model.eval(), {
+        "loss_first": float(np.mean(losses[:n])),
+        "loss_last": float(np.mean(losses[-n:])),
+        "train_cpu_s": time.process_time() - t0,
+    }
+
+
+def evaluate(cfg: Config, data: dict, frames: np.ndarray, probe, gt_feats: dict) -> dict:
+    """Metrics per offset for generated (or baseline) frames ``frames`` (offset, clip, T, H, W, 3) in [0, 1]."""
+    out = {}
+    for i, dy in enumerate(cfg.offsets):
+        gt, fil, pred = data["test_gt"][i], data["test_filled"][i], frames[i]
+        flat_p, flat_g = pred.reshape(-1, *pred.shape[2:]), gt.reshape(-1, *gt.shape[2:])
+        flat_f = fil.reshape(-1, *fil.shape[2:])
+        ps = [psnr(a, b) for a, b in zip(flat_p, flat_g)]
+        hs = [psnr(a, b, ~m) for a, b, m in zip(flat_p, flat_g, flat_f)]
+        ss = [ssim(a.astype(np.float64), b.astype(np.float64)) for a, b in zip(flat_p, flat_g)]
+        dets, feats = detect(probe, flat_p)
+        cents = [_centres(c) for c in data["test_centres"][i].reshape(-1, *data["test_centres"].shape[3:])]
+        out[f"dy{dy:g}"] = {
+            "psnr": float(np.mean(ps)),
+            "hole_psnr": float(np.nanmean(hs)),
+            "ssim": float(np.mean(ss)),
+            "ap": average_precision(dets, cents),
+            "fd_proxy": frechet_distance(feats, gt_feats[dy]),
+        }
+    return out
+
+
+def one_seed(cfg: Config, seed: int, data: dict) -> dict:
+    dev = torch.device("cuda" if cfg.device.startswith("cuda") and torch.cuda.is_available() else "cpu")
+    probe = train_probe(
+        data["probe_img"], [_centres(c) for c in data["probe_centres"]], cfg.probe_steps, seed
+    )
+    gt_feats = {}
+    for i, dy in enumerate(cfg.offsets):
+        gt_feats[dy] = detect(probe, data["test_gt"][i].reshape(-1, *data["test_gt"].shape[3:]))[1]
+    res: dict = {}
+    holefill = np.stack(
+        [
+            [[fill_holes(p, f) for p, f in zip(clip_p, clip_f)] for clip_p, clip_f in zip(P, Fm)]
+            for P, Fm in zip(data["test_pseudo"], data["test_filled"])
+        ]
+    )
+    res["holefill"] = evaluate(cfg, data, holefill, probe, gt_feats)
+    res["pseudo_only"] = evaluate(cfg, data, data["test_pseudo"], probe, gt_feats)
+    O, C, T, H, W, _ = data["test_gt"].shape
+    pseudo = torch.tensor(data["test_pseudo"]).reshape(O * C, T, H, W, 3).permute(0, 1, 4, 2, 3) * 2 - 1
+    ref = (
+        torch.tensor(np.repeat(data["test_ref"], 1, axis=0)).reshape(O * C, H, W, 3).permute(0, 3, 1, 2) * 2
+        - 1
+    )
+    samples = {}
+    for variant, ratio in (("sim", cfg.mismatch_ratio), ("nosim", 0.0)):
+        model, stats = train_variant(cfg, data, ratio, seed, dev)
+        g = torch.Generator(device="cpu").manual_seed(10_000 + seed)
+        with torch.no_grad():
+            x = sample(
+                model,
+                pseudo.to(dev),
+                ref.to(dev),
+                EDMConfig(drop_prob=cfg.drop_prob),
+                cfg.sample_steps,
+                cfg.guidance,
+                g,
+            ).cpu()
+        frames = ((x + 1) / 2).permute(0, 1, 3, 4, 2).reshape(O, C, T, H, W, 3).numpy()
+        samples[variant] = frames
+        res[variant] = {**evaluate(cfg, data, frames, probe, gt_feats), **stats}
+    res["examples"] = {v: samples[v][:, 0, 0].tolist() for v in VARIANTS} if seed == cfg.seed else {}
+    return res
+
+
+# --- claims, figure, report ----------------------------------------------------------------------------------
+def _paired(a, b) -> str:
+    d = np.asarray(a) - np.asarray(b)
+    return "per-seed differences " + ", ".join(f"{x:+.2f}" for x in d)
+
+
+def _claims(cfg: Config, ps: dict) -> list:
+    v = lambda k: values(ps, k)  # noqa: E731
+    sim2, nos2 = v("sim/dy2/psnr"), v("nosim/dy2/psnr")
+    hs2, hn2 = v("sim/dy2/hole_psnr"), v("nosim/dy2/hole_psnr")
+    sim0, nos0 = v("sim/dy0/psnr"), v("nosim/dy0/psnr")
+    claims = [
+        all_of(
+            "shift_sim_helps",
+            "At Δy = 2 m, FreeVS-tiny trained with viewpoint simulation beats the same model "
+            "without it by ≥ 0.5 dB hole-PSNR and ≥ 0.2 dB full-image PSNR",
+            [
+                make_claim(
+                    "hole_psnr",
+                    "hole-PSNR gain ≥ 0.5 dB",
+                    "hole-PSNR (dB)",
+                    hs2,
+                    0.5,
+                    ">=",
+                    baseline=hn2,
+                    compare="difference",
+                    note=_paired(hs2, hn2),
+                ),
+                make_claim(
+                    "psnr",
+                    "full-image PSNR gain ≥ 0.2 dB",
+                    "PSNR (dB)",
+                    sim2,
+                    0.2,
+                    ">=",
+                    baseline=nos2,
+                    compare="difference",
+                    note=_paired(sim2, nos2),
+                ),
+            ],
+        ),
+        make_claim(
+            "beats_hole_filling",
+            "At Δy = 2 m, FreeVS-tiny beats classical nearest-pixel hole filling of the "
+            "pseudo-image by ≥ 1.0 dB PSNR",
+            "PSNR (dB)",
+            sim2,
+            1.0,
+            ">=",
+            baseline=v("holefill/dy2/psnr"),
+            compare="difference",
+            note=_paired(sim2, v("holefill/dy2/psnr")),
+        ),
+        all_of(
+            "recorded_parity",
+            "On the recorded trajectory (Δy = 0) the two variants are within 0.5 dB PSNR",
+            [
+                make_claim(
+                    "lower",
+                    "sim − nosim ≥ −0.5 dB",
+                    "PSNR (dB)",
+                    sim0,
+                    -0.5,
+                    ">=",
+                    baseline=nos0,
+                    compare="difference",
+                    note=_paired(sim0, nos0),
+                ),
+                make_claim(
+                    "upper",
+                    "sim − nosim ≤ +0.5 dB",
+                    "PSNR (dB)",
+                    sim0,
+                    0.5,
+                    "<=",
+                    baseline=nos0,
+                    compare="difference",
+                ),
+            ],
+        ),
+    ]
+    gains = {
+        dy: np.asarray(v(f"sim/dy{dy:g}/psnr")) - np.asarray(v(f"nosim/dy{dy:g}/psnr")) for dy in cfg.offsets
+    }
+    parts = []
+    shifts = [dy for dy in (1.0, 2.0, 3.0) if dy in cfg.offsets]
+    for a, b in zip(shifts, shifts[1:]):
+        parts.append(
+            make_claim(
+                f"gain_{b:g}_vs_{a:g}",
+                f"PSNR gain of the simulation at Δy = {b:g} m ≥ at {a:g} m",
+                "PSNR gain (dB)",
+                gains[b].tolist(),
+                0.0,
+                ">=",
+                baseline=gains[a].tolist(),
+                compare="difference",
+                note=f"gains {mean_std(gains[a], 2)} → {mean_std(gains[b], 2)}",
+            )
+        )
+    ap_s, ap_n = v("sim/dy2/ap"), v("nosim/dy2/ap")
+    parts.append(
+        make_claim(
+            "ap_dy2",
+            "detection AP on synthesised Δy = 2 m frames, with ≥ without simulation",
+            "AP",
+            ap_s,
+            0.0,
+            ">=",
+            baseline=ap_n,
+            compare="difference",
+            note=_paired(ap_s, ap_n),
+        )
+    )
+    claims.append(
+        all_of(
+            "gain_grows_with_shift",
+            "The simulation's PSNR gain grows with the lateral shift "
+            "(Δy = 1, 2, 3 m, 3-seed means) and detection AP at Δy = 2 m is at least as high with it",
+            parts,
+        )
+    )
+    return claims
+
+
+def _figure(cfg: Config, ps: dict, path: Path, data: dict) -> Path:
+    fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+    for name, style in (("sim", "o-"), ("nosim", "s--"), ("holefill", "^:"), ("pseudo_only", "x:")):
+        m = [np.mean(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
+        sd = [np.std(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
+        ax[0].errorbar(cfg.offsets, m, yerr=sd, fmt=style, capsize=3, label=name)
+    ax[0].set_xlabel("lateral offset Δy (m)")
+    ax[0].set_ylabel("PSNR (dB)")
+    ax[0].legend()
+    ax[0].set_title("novel-trajectory synthesis")
+    ex = next(iter(ps.values()))["examples"]
+    i2 = list(cfg.offsets).index(2.0)
+    rows = [
+        data["test_pseudo"][i2, 0, 0],
+        np.asarray(ex["nosim"][i2]) if ex else None,
+        np.asarray(ex["sim"][i2]) if ex else None,
+        data["test_gt"][i2, 0, 0],
+    ]
+    rows = [r for r in rows if r is not None]
+    ax[1].imshow(np.clip(np.concatenate(rows, 0), 0, 1))
+    ax[1].set_title("Δy = 2 m: pseudo | no sim | sim | GT (top→bottom)")
+    ax[1].axis("off")
+    fig.tight_layout()
+    return atomic_savefig(fig, path)
+
+
+def _report(cfg: Config, ps: dict) -> str:
+    rows = ["| Δy (m) | method | PSNR | hole-PSNR | SSIM | AP | FD-proxy |", "|---|---|---|---|---|---|---|"]
+    for dy in cfg.offsets:
+        for m in ("sim", "nosim", "holefill", "pseudo_only"):
+            k = f"{m}/dy{dy:g}"
+            rows.append(
+                f"| {dy:g} | {m} | {mean_std(values(ps, k + '/psnr'), 2)} | "
+                f"{mean_std(values(ps, k + '/hole_psnr'), 2)} | {mean_std(values(ps, k + '/ssim'), 3)} | "
+                f"{mean_std(values(ps, k + '/ap'), 3)} | {mean_std(values(ps, k + '/fd_proxy'), 3)} |"
+            )
+    tr = "; ".join(
+        f"{m}: loss {mean_std(values(ps, m + '/loss_first'), 3)} → {mean_std(values(ps, m + '/loss_last'), 3)}, "
+        f"{mean_std(values(ps, m + '/train_cpu_s'), 0)} CPU-s"
+        for m in VARIANTS
+    )
+    return "\n".join(
+        [
+            f"ToyDrive {cfg.width}×{cfg.height} px, {cfg.n_train_scenes} train / {cfg.n_test_scenes} test scenes (shared by "
+            f"all seeds; seeds vary the model initialisation, batches, noise and sampling). Both variants: {cfg.train_steps} "
+            f"steps × batch {cfg.batch} clips of {cfg.clip_len} frames, AdamW lr {cfg.lr}; sampling {cfg.sample_steps} EDM "
+            f"Euler steps, CFG {cfg.guidance}. Simulation: window centred at t ± {cfg.shift_k} frames with ratio "
+            f"{cfg.mismatch_ratio}.",
+            "",
+            "Training: " + tr,
+            "",
+            *rows,
+            "",
+            "Deviations: pixel-space model (no VAE / SVD weights offline), EDM pixel-space noise prior (ln σ ~ N(−1.2, "
+            "1.2²)) instead of SVD's (0.7, 1.6), a small learned reference-frame encoder instead of CLIP, FD-proxy on the "
+            "probe's features instead of FID, a 2-D car-centre probe instead of a 3-D detector.",
+        ]
+    )
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg)
+    data = load_data(cfg, rd.path)
+    ps = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
+    claims = _claims(cfg, ps)
+    fig = _figure(cfg, ps, rd.figures / "freevs_shift.png", data)
+    metrics = aggregate({s: {k: v for k, v in r.items() if k != "examples"} for s, r in ps.items()})
+    return RunResult(
+        seeds=cfg.seed_list,
+        metrics=metrics,
+        claims=claims,
+        per_seed={s: {k: v for k, v in r.items() if k != "examples"} for s, r in ps.items()},
+        figures=[fig],
+        report_md=_report(cfg, ps),
+    )
