@@ -19,6 +19,8 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	# tool_planner's real BFCL API classes: the wheel's declared dependencies pin an old numpy, the classes need none
+	$(BIN)/python -m pip install -q --no-deps 'bfcl-eval>=2025.10'
 	@touch $(STAMP)
 
 setup: $(STAMP)
