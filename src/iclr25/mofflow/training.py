@@ -9,6 +9,7 @@ import torch
 
 from iclr25.common.io import atomic_torch_save
 from iclr25.common.progress import progress
+from iclr25.common.schedule import warmup_cosine_schedule
 
 from .building_blocks import MOF, MOFBatch, collate
 from .flow import MIN_T, LatticePrior, flow_matching_loss, interpolate, sample_prior
@@ -76,16 +77,10 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
 
 
 def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up over ``cfg.warmup`` steps, then cosine decay to ``min_lr_ratio · lr`` at ``cfg.steps``.
-
-    ``transformers.get_cosine_with_min_lr_schedule_with_warmup``; call ``.step()`` after each optimiser step.
-    Step s < warmup runs at lr·s/warmup (Hugging Face's convention: the first step has lr 0).
-    """
-    from transformers import get_cosine_with_min_lr_schedule_with_warmup
-
-    return get_cosine_with_min_lr_schedule_with_warmup(
-        opt, num_warmup_steps=cfg.warmup, num_training_steps=cfg.steps, min_lr_rate=cfg.min_lr_ratio
-    )
+    """Linear warm-up over ``cfg.warmup`` steps (step s at lr·(s+1)/warmup), then cosine decay to
+    ``min_lr_ratio · lr`` at ``cfg.steps`` — transformers' schedule via :mod:`iclr25.common.schedule`; call
+    ``.step()`` after each optimiser step."""
+    return warmup_cosine_schedule(opt, cfg.warmup, cfg.steps, cfg.min_lr_ratio)
 
 
 def train_mofflow(

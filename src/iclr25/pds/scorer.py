@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from iclr25.common.progress import progress
+from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import torch_generator
 
 
@@ -184,12 +185,9 @@ def train_data_scorer(
 ) -> ScorerFit:
     """Train ``scorer`` with MSE on (tokens, z); the first ``dev_num`` rows are the validation split.
 
-    AdamW, linear warm-up then cosine to 0 (``transformers.get_cosine_schedule_with_warmup`` as in Hugging Face
-    trainers: step s < warmup runs at lr·s/warmup), clipping, and the checkpoint with the best validation Spearman
-    is loaded back at the end (the released trainer's defaults: lr 1e-4, wd 0.01, 10 warm-up, clip 1, 5 epochs).
+    AdamW, linear warm-up then cosine to 0 (transformers' schedule via :mod:`iclr25.common.schedule`; step s < warmup
+    runs at lr·(s+1)/warmup), clipping, and the checkpoint with the best validation Spearman is loaded back at the end (the released trainer's defaults: lr 1e-4, wd 0.01, 10 warm-up, clip 1, 5 epochs).
     """
-    from transformers import get_cosine_schedule_with_warmup
-
     x = torch.as_tensor(_as_numpy_tokens(tokens))
     y = torch.as_tensor(np.asarray(targets, dtype=np.float32))
     if y.shape != (x.shape[0],):
@@ -205,7 +203,7 @@ def train_data_scorer(
     per_epoch = math.ceil(x_tr.shape[0] / batch_size)
     total = epochs * per_epoch
 
-    sched = get_cosine_schedule_with_warmup(opt, num_warmup_steps=warmup_steps, num_training_steps=total)
+    sched = warmup_cosine_schedule(opt, warmup_steps, total, min_lr_ratio=0.0)
 
     g = torch_generator(seed)
     best = (-math.inf, -1, None)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from iclr25.common.progress import progress
+from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import derive_seed, torch_generator
 
 KL_DIRECTIONS = ("ref_policy", "policy_ref")
@@ -193,13 +194,11 @@ def _pick(logp: torch.Tensor, cfg: ReinforceConfig, g: torch.Generator) -> tuple
 
 def make_optimizer(params: Sequence[torch.Tensor], cfg: ReinforceConfig):
     """``(optimizer, scheduler or None)``: Adam at a constant lr (official code), or AdamW with cosine decay to 0
-    over ``cfg.steps`` (the paper; ``transformers.get_cosine_schedule_with_warmup`` without warm-up)."""
+    over ``cfg.steps`` (the paper; transformers' schedule without warm-up, :mod:`iclr25.common.schedule`)."""
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr), None
-    from transformers import get_cosine_schedule_with_warmup
-
     opt = torch.optim.AdamW(params, lr=cfg.lr)
-    return opt, get_cosine_schedule_with_warmup(opt, num_warmup_steps=0, num_training_steps=cfg.steps)
+    return opt, warmup_cosine_schedule(opt, 0, cfg.steps, 0.0)
 
 
 def train_reinforce(
