@@ -1,0 +1,211 @@
+"""Pinhole cameras with gsplat's conventions, orbit rigs and Plücker ray embeddings.
+
+Conventions (identical to gsplat / nerfstudio's ``rasterization``):
+
+* ``viewmats`` are **world-to-camera** 4×4 matrices in the OpenCV frame (x right, y down, z forward).
+* ``Ks`` are 3×3 intrinsics in pixels; pixel ``(u, v)`` has its centre at ``(u + 0.5, v + 0.5)``.
+* The world is y-up; an orbit camera at azimuth 0 sits on the +z axis looking at the origin (the body's
+  front faces +z), azimuth 180° is the back view.
+
+Plücker rays (HGM §3.1, inherited from LGM): every input pixel carries ``(o × d, d)`` with ``o`` the camera
+centre and ``d`` the unit viewing direction, so the network knows each pixel's ray in world space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Camera",
+    "intrinsics_from_fov",
+    "look_at",
+    "orbit_cameras",
+    "pixel_rays",
+    "plucker_rays",
+    "project_points",
+    "unproject_pixels",
+]
+
+
+def _check_finite(name: str, t: Tensor) -> None:
+    if not torch.isfinite(t).all():
+        raise ValueError(
+            f"{name} must be finite; got a tensor containing NaN or inf (shape {tuple(t.shape)})"
+        )
+
+
+@dataclass(frozen=True)
+class Camera:
+    """A set of ``C`` pinhole cameras sharing one image size.
+
+    ``viewmats``: (..., C, 4, 4) world-to-camera (OpenCV); ``Ks``: (..., C, 3, 3); ``width``/``height`` in pixels.
+    A leading batch dimension is allowed (one rig per subject).
+    """
+
+    viewmats: Tensor
+    Ks: Tensor
+    width: int
+    height: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.width, int) or self.width <= 0:
+            raise ValueError(f"width must be a positive int; got {self.width!r}")
+        if not isinstance(self.height, int) or self.height <= 0:
+            raise ValueError(f"height must be a positive int; got {self.height!r}")
+        if self.viewmats.dim() < 3 or self.viewmats.shape[-2:] != (4, 4):
+            raise ValueError(f"viewmats must have shape (..., C, 4, 4); got {tuple(self.viewmats.shape)}")
+        if self.Ks.shape[:-2] != self.viewmats.shape[:-2] or self.Ks.shape[-2:] != (3, 3):
+            raise ValueError(
+                f"Ks must have shape {tuple(self.viewmats.shape[:-2]) + (3, 3)} to match viewmats; "
+                f"got {tuple(self.Ks.shape)}"
+            )
+        _check_finite("viewmats", self.viewmats)
+        _check_finite("Ks", self.Ks)
+
+    @property
+    def num_views(self) -> int:
+        return int(self.viewmats.shape[-3])
+
+    def to(self, *args, **kwargs) -> Camera:
+        return Camera(self.viewmats.to(*args, **kwargs), self.Ks.to(*args, **kwargs), self.width, self.height)
+
+    def __getitem__(self, idx) -> Camera:
+        """Select views (last batch axis) — ``cam[[0, 6]]`` keeps views 0 and 6."""
+        return Camera(self.viewmats[..., idx, :, :], self.Ks[..., idx, :, :], self.width, self.height)
+
+    def expand(self, batch: int) -> Camera:
+        """Add a leading batch axis of size ``batch`` (shared rig)."""
+        if self.viewmats.dim() != 3:
+            raise ValueError("expand needs an un-batched camera with viewmats of shape (C, 4, 4)")
+        return Camera(
+            self.viewmats.expand(batch, -1, -1, -1),
+            self.Ks.expand(batch, -1, -1, -1),
+            self.width,
+            self.height,
+        )
+
+    @property
+    def camtoworlds(self) -> Tensor:
+        return torch.linalg.inv(self.viewmats)
+
+    @property
+    def centres(self) -> Tensor:
+        """Camera centres in world space, (..., C, 3)."""
+        R = self.viewmats[..., :3, :3]
+        t = self.viewmats[..., :3, 3]
+        return -(R.transpose(-1, -2) @ t.unsqueeze(-1)).squeeze(-1)
+
+
+def intrinsics_from_fov(fovy_deg: float, width: int, height: int, dtype=torch.float32) -> Tensor:
+    """Pinhole intrinsics for a vertical field of view (degrees), square pixels, principal point at the centre."""
+    if not 0.0 < fovy_deg < 180.0:
+        raise ValueError(f"fovy_deg must be in (0, 180); got {fovy_deg}")
+    f = 0.5 * height / math.tan(math.radians(fovy_deg) / 2)
+    return torch.tensor([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]], dtype=dtype)
+
+
+def look_at(
+    eye: Tensor, target: Tensor | None = None, up: tuple[float, float, float] = (0.0, 1.0, 0.0)
+) -> Tensor:
+    """World-to-camera (OpenCV) matrices for cameras at ``eye`` (..., 3) looking at ``target``."""
+    if target is None:
+        target = torch.zeros_like(eye)
+    f = torch.nn.functional.normalize(target - eye, dim=-1)
+    u = torch.tensor(up, dtype=eye.dtype, device=eye.device).expand_as(f)
+    r = torch.nn.functional.normalize(torch.cross(f, u, dim=-1), dim=-1)
+    d = torch.cross(f, r, dim=-1)  # camera y axis points down
+    R = torch.stack([r, d, f], dim=-2)  # rows = camera axes in world coordinates
+    t = -(R @ eye.unsqueeze(-1)).squeeze(-1)
+    M = torch.zeros(eye.shape[:-1] + (4, 4), dtype=eye.dtype, device=eye.device)
+    M[..., :3, :3] = R
+    M[..., :3, 3] = t
+    M[..., 3, 3] = 1.0
+    return M
+
+
+def orbit_cameras(
+    num_views: int = 12,
+    width: int = 32,
+    height: int = 32,
+    radius: float = 1.5,
+    fovy_deg: float = 49.1,
+    elevation_deg: float = 0.0,
+    azimuths_deg: list[float] | Tensor | None = None,
+    dtype=torch.float32,
+) -> Camera:
+    """``num_views`` cameras on a circle (HGM's rig: radius 1.5, FOV 49.1°, every 360/num_views degrees).
+
+    View ``k`` has azimuth ``k · 360 / num_views``; with 12 views, view 0 is the front and view 6 the back.
+    """
+    if num_views <= 0:
+        raise ValueError(f"num_views must be positive; got {num_views}")
+    if radius <= 0:
+        raise ValueError(f"radius must be positive; got {radius}")
+    if azimuths_deg is None:
+        az = torch.arange(num_views, dtype=torch.float64) * (360.0 / num_views)
+    else:
+        az = torch.as_tensor(azimuths_deg, dtype=torch.float64).reshape(-1)
+    a, e = torch.deg2rad(az), math.radians(elevation_deg)
+    eye = torch.stack(
+        [
+            radius * math.cos(e) * torch.sin(a),
+            torch.full_like(a, radius * math.sin(e)),
+            radius * math.cos(e) * torch.cos(a),
+        ],
+        dim=-1,
+    )
+    viewmats = look_at(eye).to(dtype)
+    Ks = intrinsics_from_fov(fovy_deg, width, height, dtype).expand(len(az), 3, 3).clone()
+    return Camera(viewmats, Ks, width, height)
+
+
+def pixel_rays(camera: Camera) -> tuple[Tensor, Tensor]:
+    """Ray origins and unit directions through every pixel centre, each (..., C, H, W, 3) in world space."""
+    H, W = camera.height, camera.width
+    dtype, device = camera.Ks.dtype, camera.Ks.device
+    v, u = torch.meshgrid(
+        torch.arange(H, dtype=dtype, device=device) + 0.5,
+        torch.arange(W, dtype=dtype, device=device) + 0.5,
+        indexing="ij",
+    )
+    pix = torch.stack([u, v, torch.ones_like(u)], dim=-1)  # (H, W, 3)
+    Kinv = torch.linalg.inv(camera.Ks)  # (..., C, 3, 3)
+    d_cam = torch.einsum("...ij,hwj->...hwi", Kinv, pix)
+    R = camera.viewmats[..., :3, :3]
+    d_world = torch.einsum("...ji,...hwj->...hwi", R, d_cam)  # R^T d
+    d_world = torch.nn.functional.normalize(d_world, dim=-1)
+    o = camera.centres[..., None, None, :].expand_as(d_world)
+    return o, d_world
+
+
+def plucker_rays(camera: Camera) -> Tensor:
+    """Plücker embedding ``(o × d, d)`` per pixel, (..., C, 6, H, W) — channels-first, ready to concatenate to RGB."""
+    o, d = pixel_rays(camera)
+    pl = torch.cat([torch.cross(o, d, dim=-1), d], dim=-1)  # (..., C, H, W, 6)
+    return pl.movedim(-1, -3)
+
+
+def project_points(points: Tensor, camera: Camera) -> tuple[Tensor, Tensor]:
+    """Project world points (..., N, 3) into every view: pixel coordinates (..., C, N, 2) and depths (..., C, N).
+
+    Pixel coordinates follow gsplat (continuous, pixel ``u`` spans ``[u, u+1)``).
+    """
+    R = camera.viewmats[..., :3, :3]
+    t = camera.viewmats[..., :3, 3]
+    pc = torch.einsum("...cij,...nj->...cni", R, points) + t[..., None, :]
+    z = pc[..., 2]
+    uv = torch.einsum("...cij,...cnj->...cni", camera.Ks[..., :2, :], pc) / z.unsqueeze(-1)
+    return uv, z
+
+
+def unproject_pixels(uv: Tensor, depth: Tensor, camera: Camera) -> Tensor:
+    """Inverse of :func:`project_points`: pixels (..., C, N, 2) at camera depths (..., C, N) → world (..., C, N, 3)."""
+    pix = torch.cat([uv, torch.ones_like(uv[..., :1])], dim=-1)
+    pc = torch.einsum("...cij,...cnj->...cni", torch.linalg.inv(camera.Ks), pix) * depth.unsqueeze(-1)
+    R = camera.viewmats[..., :3, :3]
+    t = camera.viewmats[..., :3, 3]
+    return torch.einsum("...cji,...cnj->...cni", R, pc - t[..., None, :])
