@@ -145,8 +145,7 @@ PRESETS = {
         sft_steps=4000,
         sft_batch=128,
         sft_lr=5e-4,
-        tune_lr=2e-5,
-        device="auto",
+        device="auto",  # with --set base_model_path=<local 1–3B model>, use --set tune_lr=1e-6 (the paper's)
     ),
 }
 
@@ -210,7 +209,9 @@ def _train(model, ids, lab, steps, batch, lr, seed, device, desc, warmup=None, o
             steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=0, seed=seed, beta2=0.999,
             weight_decay=0.0, min_lr_ratio=0.0,
         )  # fmt: skip
-    hist = train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc=desc)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)  # dropout masks: a function of the seed, not of what ran before
+        hist = train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc=desc)
     model.eval()
     return float(hist["final_train_loss"])
 
