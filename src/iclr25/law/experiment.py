@@ -58,11 +58,11 @@ class Config(ExperimentConfig):
     hidden: int = 64
     layers: int = 3
     heads: int = 4
-    train_steps: int = 2400
+    train_steps: int = 3000
     train_lr: float = 3e-3
     batch_size: int = 64
-    fact_share: float = 0.5  # of each training batch; recall_share of it recall, the rest generic text
-    recall_share: float = 0.375
+    fact_share: float = 0.375  # of each training batch; recall_share of it recall, the rest generic text
+    recall_share: float = 0.5
     recall_train_len: int = 32  # recall training rows: the pairs, then queried pairs up to this length
     known_threshold: float = 0.98
     # editing (LaW / MEMIT→EOS); λ fixed (the official band search drives λ to 1e4–1e5 on small models)
@@ -443,15 +443,20 @@ def _annotate(claims: list, ps: dict) -> list:
 
     v = lambda k: float(np.mean(values(ps, k)))  # noqa: E731
     why = {
-        "washed": f"LaW leaves {v('law/washed'):.2f} of the washed facts (MEMIT→EOS {v('memit/washed'):.2f}): the "
-        "EOS target vectors do not make every prompt emit EOS in this small model (z is read at the subject's "
-        "last token, only the blocks after the edited layers can carry it to the answer position).",
+        "washed": f"LaW leaves {v('law/washed'):.2f} of the washed facts answered (MEMIT→EOS {v('memit/washed'):.2f}, "
+        f"FT-UL {v('ft_ul/washed'):.2f}, FT→EOS {v('ft_eos/washed'):.2f}); facts still answered after each LaW "
+        f"layer (mean over seeds): {_remaining(ps)}.",
         "retained": f"LaW retained {v('law/retained'):.2f}, FT-UL {v('ft_ul/retained'):.2f}, FT→EOS "
         f"{v('ft_eos/retained'):.2f} at matched forgetting.",
         "reasoning_kept": f"recall drop LaW {v('law/recall_drop'):.3f} (FT-UL {v('ft_ul/recall_drop'):.3f}); generic-"
         f"loss increase LaW {v('law/generic_increase'):.3f} nats (FT-UL {v('ft_ul/generic_increase'):.3f}).",
     }
     return [c if c.holds else dataclasses.replace(c, note=why[c.id]) for c in claims]
+
+
+def _remaining(ps: dict) -> list[float]:
+    n = min(len(p["law_layers"]) for p in ps.values())
+    return [float(np.mean([p["law_layers"][i]["remaining_after"] for p in ps.values()])) for i in range(n)]
 
 
 def _table(ps: dict) -> str:
