@@ -150,24 +150,28 @@ def test_cache_validation():
 
 
 def test_time_prefills_interleaves_rounds_and_keeps_the_best(monkeypatch):
-    """Timing ratios on a loaded machine: rounds alternate direction, each configuration keeps its minimum,
+    """Timing ratios on a loaded machine: rounds alternate the order, each configuration keeps its minimum,
     and on CPU the clock is the process CPU time (other processes' load does not count)."""
     import time
 
     from iclr25.cascading_kv import profiling
+    from iclr25.common import timing
 
     assert profiling.default_clock(torch.device("cpu")) is time.process_time
+    now = [0.0]
     calls: list[str] = []
-    fake_times = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 9.0, 4.0])}
+    durations = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 9.0, 4.0])}
 
     def fake_prefill(model, ids, method, *args, **kw):
         calls.append(method)
-        return next(fake_times[method]), None
+        now[0] += next(durations[method])  # the fake process clock advances by the scripted run time
 
     monkeypatch.setattr(profiling, "prefill_once", fake_prefill)
+    monkeypatch.setitem(timing.CLOCKS, "process", lambda: now[0])
+    model = torch.nn.Linear(1, 1)  # on CPU: the process clock is chosen
     runs = [("a", torch.zeros(1, 4, dtype=torch.long)), ("b", torch.zeros(1, 16, dtype=torch.long))]
-    best = profiling.time_prefills(None, runs, 8, 1, 2, 4, repeats=3, clock=time.process_time, warmup=False)
+    best = profiling.time_prefills(model, runs, 8, 1, 2, 4, repeats=3, warmup=0)
     assert calls == ["a", "b", "b", "a", "a", "b"]
     assert best == [1.0, 4.0]
     with pytest.raises(ValueError, match="repeats"):
-        profiling.time_prefills(None, runs, 8, 1, 2, 4, repeats=0, clock=time.process_time)
+        profiling.time_prefills(model, runs, 8, 1, 2, 4, repeats=0)

@@ -5,7 +5,7 @@ one forward over the whole prompt with a ``DynamicCache`` (quadratic), the casca
 (linear). Timing ratios must survive a shared machine, so :func:`time_prefills` measures every configuration
 ``repeats`` times in interleaved rounds (a slow spell of the machine hits all configurations alike, not one), keeps
 the best (minimum) time of each, and on CPU reads the process CPU clock (``time.process_time``: time other
-processes take from this one does not count) instead of the wall clock.
+processes take from this one does not count) instead of the wall clock (:mod:`iclr25.common.timing`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from contextlib import contextmanager
 
 import torch
 from transformers import DynamicCache
+
+from iclr25.common.timing import best_times
 
 from .attention import ATTN_NAME, enable_cascade_attention
 from .cache import CascadingKVCache
@@ -91,33 +93,28 @@ def time_prefill(model, input_ids, method, cache_size, sink_tokens, cascades, st
 
 def time_prefills(model, runs: Sequence[tuple[str, torch.Tensor]], cache_size: int, sink_tokens: int,
                   cascades: int, stride: int, repeats: int = 5, full_impl: str = "eager",
-                  clock: Callable[[], float] | None = None, warmup: bool = True) -> list[float]:  # fmt: skip
+                  clock: str | None = None, warmup: int = 1) -> list[float]:  # fmt: skip
     """Best time (seconds) of each ``(method, input_ids)`` in ``runs`` over ``repeats`` interleaved rounds.
 
-    Each round runs every configuration once, alternating the order between rounds (forward, then reversed), so
-    drifts and load spikes of a shared machine are spread over all configurations instead of landing on one;
-    the minimum of each configuration is its least-disturbed run. ``warmup`` first runs each method once on a short
-    prompt (one-off allocations and dispatch caches are not timed).
+    :func:`iclr25.common.timing.best_times`: every round runs every configuration once, in an order rotated from
+    round to round, so drifts and load spikes of a shared machine are spread over all configurations instead of
+    landing on one; the minimum of each configuration is its least-disturbed run; ``warmup`` untimed rounds come
+    first. ``clock``: ``"process"`` (CPU time, the default on CPU) or ``"wall"`` (the default on an accelerator).
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
     if not runs:
         raise ValueError("runs must list at least one (method, input_ids) pair")
-    clock = clock or default_clock(next(model.parameters()).device)
-    if warmup:
-        for method in dict.fromkeys(m for m, _ in runs):
-            ids = runs[0][1][:, : min(runs[0][1].shape[1], 2 * stride)]
-            prefill_once(model, ids, method, cache_size, sink_tokens, cascades, stride, full_impl, clock)
-    best = [float("inf")] * len(runs)
-    order = list(range(len(runs)))
-    for r in range(repeats):
-        for i in order if r % 2 == 0 else order[::-1]:
-            method, ids = runs[i]
-            s = prefill_once(model, ids, method, cache_size, sink_tokens, cascades, stride, full_impl, clock)[
-                0
-            ]
-            best[i] = min(best[i], s)
-    return best
+    if clock is None:
+        clock = "process" if next(model.parameters()).device.type == "cpu" else "wall"
+    fns = {
+        str(i): (
+            lambda m=m, ids=ids: prefill_once(
+                model, ids, m, cache_size, sink_tokens, cascades, stride, full_impl
+            )
+        )
+        for i, (m, ids) in enumerate(runs)
+    }
+    best = best_times(fns, repeats=repeats, clock=clock, warmup=warmup)
+    return [best[str(i)] for i in range(len(runs))]
 
 
 @torch.no_grad()
