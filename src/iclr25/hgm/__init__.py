@@ -10,7 +10,9 @@ rendered and supervised. At inference, generate-then-refine renders the coarse r
 (a ControlNet in the paper) and feeds [front, enhanced back] to a two-view model.
 
 This package provides the differentiable renderer (pure PyTorch EWA splatting with gsplat's conventions,
-tile-culled; gsplat's CUDA kernels on GPU), cameras and Plücker rays, activations and metrics.
+tile-culled; gsplat's CUDA kernels on GPU), cameras and Plücker rays, activations and metrics, the HGM model
+(image branch, body branch, 3-D fusion, three supervised Gaussian sets), the back-view refiner, a ``BodyModel``
+protocol with a procedural capsule body, and the ToyHumans dataset (offline, seeded, cached).
 
 Public API::
 
@@ -30,6 +32,7 @@ from .cameras import (
 )
 from .gaussians import GAUSSIAN_DIM, GaussianSet, activate_gaussians, sample_image_features, sample_volume
 from .metrics import chamfer_distance, psnr, ssim
+from .model import HGM, BackViewRefiner, HGMConfig, HGMOutput, hgm_loss
 from .renderer import (
     RenderOutput,
     composite,
@@ -38,6 +41,7 @@ from .renderer import (
     quat_to_rotmat,
     render_gaussians,
 )
+from .toyhumans import BodyModel, CapsuleBody, ToyHumans, make_toyhumans, zbuffer_render
 
 __all__ = [
     "GAUSSIAN_DIM",
@@ -62,4 +66,14 @@ __all__ = [
     "sample_volume",
     "ssim",
     "unproject_pixels",
+    "HGM",
+    "HGMConfig",
+    "HGMOutput",
+    "hgm_loss",
+    "BackViewRefiner",
+    "BodyModel",
+    "CapsuleBody",
+    "ToyHumans",
+    "make_toyhumans",
+    "zbuffer_render",
 ]
