@@ -5,6 +5,24 @@ One engine, :class:`DynamicSparseTraining`, covers the four DST methods of the p
 rigl-torch's ``RigLScheduler``: call ``engine.step()`` *instead of* ``optimizer.step()`` after
 ``loss.backward()``.
 
+Training-loop contract (gradient clipping, AMP, checkpoints, DDP)::
+
+    loss.backward()                      # or scaler.scale(loss).backward()
+    # scaler.unscale_(optimizer)         # AMP only, before clipping
+    engine.mask_gradients()              # grads of inactive weights -> 0 (dense grads kept for RigL regrow)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # now sees the sparse model's gradient norm
+    engine.step(scaler)                  # scaler=None without AMP; with AMP a skipped (inf/NaN) step changes
+    # scaler.update()                    # neither weights, masks nor the step counter
+
+``mask_gradients`` is explicit rather than a ``Tensor.register_hook`` because RigL/GraNet regrow by the *dense*
+gradient of the update step; a backward hook would destroy it. ``step`` masks the gradients itself too, so
+calling ``mask_gradients`` is only needed before something that reads ``.grad`` (clipping, logging).
+Checkpoints: ``engine.state_dict()`` / ``engine.load_state_dict()`` hold the masks, the step counter, the
+generator and the history; build model, optimiser and engine first, then load the model, optimiser and engine
+states (loading the model *before* building the engine lets the new engine's initial masks zero trained weights;
+``load_state_dict`` warns when it sees that). Under DDP give every rank the same ``seed``: masks are drawn from
+the engine's generator and regrow uses the all-reduced gradient, so every rank keeps identical masks.
+
 Sparsity is simulated with masks (as in every public DST code base): each masked weight ``W_l`` (all
 conv / linear weights, i.e. 2-D and 4-D parameters; biases and BN stay dense) has a boolean mask ``M_l``;
 after every optimiser step ``W_l ← W_l ⊙ M_l`` and the optimiser state (momentum, Adam moments) of inactive
@@ -244,6 +262,7 @@ class DynamicSparseTraining:
         self.upper_counts = init_counts if cfg.method == "mest" else list(self.target_counts)
         self.all_dense = all(c == n for c, n in zip(init_counts, self.sizes)) and d >= 1.0
         self._mest_final_done = False
+        self._dense_grads: list[torch.Tensor] | None = None  # kept by mask_gradients for the coming update
         self.history: list[dict] = []  # one record per topology change
         self.masks: list[torch.Tensor] = []
         for p, c in zip(self.params, init_counts):
@@ -289,23 +308,69 @@ class DynamicSparseTraining:
         return (not self.all_dense) and t % self.cfg.delta_t == 0 and t <= self.t_end
 
     # -- the training-step hook ----------------------------------------------------------------
-    def step(self) -> bool:
-        """Masked optimiser step, then (every ΔT steps) a topology update. Returns True when masks changed."""
+    def _needs_dense_grads(self, t: int) -> bool:
+        return self.is_update_step(t) and (self.cfg.regrow_mode == "gradient" or self.cfg.mest_lambda > 0)
+
+    @torch.no_grad()
+    def mask_gradients(self) -> None:
+        """Zero the gradients of inactive weights now (call after ``backward``, before ``clip_grad_norm_``).
+
+        If the coming :meth:`step` is a topology update that regrows by gradient, the dense gradient is kept
+        first (it is what RigL/GraNet rank inactive positions by). Idempotent; :meth:`step` calls it too.
+        """
+        self._mask_gradients(self.t + 1)
+
+    @torch.no_grad()
+    def _mask_gradients(self, coming_t: int) -> None:
+        if self.all_dense:
+            return
+        if self._dense_grads is None and self._needs_dense_grads(coming_t):
+            self._dense_grads = [
+                torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in self.params
+            ]
+        for p, m in zip(self.params, self.masks):
+            if p.grad is not None:
+                p.grad.mul_(m)
+
+    def _grads_finite(self) -> bool:
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                    return False
+        return True
+
+    def step(self, scaler: torch.amp.GradScaler | None = None) -> bool:
+        """Masked optimiser step, then (every ΔT steps) a topology update. Returns True when masks changed.
+
+        ``scaler``: a ``torch.amp.GradScaler`` for mixed precision. The gradients are unscaled (unless the
+        caller already called ``scaler.unscale_``), masked, and ``scaler.step(optimizer)`` is called; when they
+        hold inf/NaN the scaler skips the optimiser step and the engine skips everything else too (no mask
+        change, no step count, no topology update). Call ``scaler.update()`` afterwards as usual.
+        """
+        if scaler is not None:
+            if not isinstance(scaler, torch.amp.GradScaler):
+                raise ValueError(
+                    f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}"
+                )
+            if scaler.is_enabled():
+                try:
+                    scaler.unscale_(self.optimizer)
+                except RuntimeError as e:  # the caller unscaled already (e.g. to clip): fine
+                    if "already been called" not in str(e):
+                        raise
+                if not self._grads_finite():  # overflow: the scaler will skip the step; so do we
+                    self._dense_grads = None
+                    scaler.step(self.optimizer)  # records the skip for scaler.update()
+                    return False
         self.t += 1
         t = self.t
         if self.all_dense:  # sparsity 0: plain dense training, no RNG consumed, no mask arithmetic
-            self.optimizer.step()
+            self._optimizer_step(scaler)
             return False
         update = self.is_update_step(t)
-        grads = None
-        if update and (self.cfg.regrow_mode == "gradient" or self.cfg.mest_lambda > 0):
-            # dense gradient ∂L/∂W (inactive W are 0 in the forward pass, so autograd computed it at every entry)
-            grads = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in self.params]
-        with torch.no_grad():
-            for p, m in zip(self.params, self.masks):
-                if p.grad is not None:
-                    p.grad.mul_(m)
-        self.optimizer.step()
+        self._mask_gradients(t)  # keeps the dense gradient first when this is a gradient-regrow update
+        grads, self._dense_grads = self._dense_grads, None
+        self._optimizer_step(scaler)
         self.apply_masks()
         changed = False
         if update:
@@ -317,6 +382,12 @@ class DynamicSparseTraining:
             self.history.append({"t": t, "kind": "mest_final", "nnz": self.nnz()})
             changed = True
         return changed
+
+    def _optimizer_step(self, scaler: torch.amp.GradScaler | None) -> None:
+        if scaler is not None and scaler.is_enabled():
+            scaler.step(self.optimizer)
+        else:
+            self.optimizer.step()
 
     # -- topology ------------------------------------------------------------------------------
     @torch.no_grad()
@@ -415,8 +486,63 @@ class DynamicSparseTraining:
         return k
 
     def state_dict(self) -> dict:
+        """Masks, step counter, generator state and history (tensors and plain types: ``torch.save``-able and
+        loadable with ``torch.load(..., weights_only=True)``). Weights and optimiser state are not included:
+        save ``model.state_dict()`` and ``optimizer.state_dict()`` beside it."""
         return {
             "t": self.t,
-            "masks": [m.clone() for m in self.masks],
+            "masks": [m.detach().cpu().clone() for m in self.masks],
             "generator": self.generator.get_state(),
+            "mest_final_done": self._mest_final_done,
+            "history": [dict(h) for h in self.history],
+            "method": self.cfg.method,
+            "total_steps": self.total_steps,
+            "shapes": [list(p.shape) for p in self.params],
         }
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict) -> None:
+        """Restore masks, step counter, generator and history, then apply the masks to the weights.
+
+        Build the engine, then load the model's and optimiser's states, then this one (see the module
+        docstring). Raises ``ValueError`` when the checkpoint belongs to another model or method.
+        """
+        if not isinstance(state, dict) or "masks" not in state or "t" not in state:
+            raise ValueError(
+                "state must be a dict from DynamicSparseTraining.state_dict() (needs 'masks' and 't')"
+            )
+        masks = state["masks"]
+        shapes = [tuple(p.shape) for p in self.params]
+        got = [tuple(m.shape) for m in masks]
+        if got != shapes:
+            raise ValueError(f"state['masks'] shapes {got} do not match the model's masked weights {shapes}")
+        for k, want in (("method", self.cfg.method), ("total_steps", self.total_steps)):
+            if k in state and state[k] != want:
+                raise ValueError(f"checkpoint has {k}={state[k]!r} but this engine has {k}={want!r}")
+        t = state["t"]
+        if not isinstance(t, int) or t < 0:
+            raise ValueError(f"state['t'] must be an int >= 0, got {t!r}")
+        new_masks = [m.to(device=p.device, dtype=torch.bool).clone() for m, p in zip(masks, self.params)]
+        # weights that the loaded masks keep but the engine's own initial masks zeroed: if they are all exactly 0,
+        # the model's trained weights were loaded *before* this engine was built and are lost.
+        lost = sum(
+            int(((nm & ~om) & (p == 0)).sum()) for nm, om, p in zip(new_masks, self.masks, self.params)
+        )
+        cand = sum(int((nm & ~om).sum()) for nm, om in zip(new_masks, self.masks))
+        if t > 0 and cand > 0 and lost > 0.5 * cand:
+            import warnings
+
+            warnings.warn(
+                f"{lost} of {cand} weights the checkpoint's masks keep are exactly 0: load the model's state_dict "
+                "after building the DynamicSparseTraining engine (its initial masks zero the weights they drop)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.masks = new_masks
+        self.t = t
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        self._mest_final_done = bool(state.get("mest_final_done", False))
+        self.history = [dict(h) for h in state.get("history", [])]
+        self._dense_grads = None
+        self.apply_masks()
