@@ -247,6 +247,13 @@ def run(cfg: Config, out: Path) -> RunResult:
         f"toy checker + a {per_seed[seeds[0]]['train']['params']:,}-parameter LM trained in the run, "
         f"{cfg.n_theorems} generated theorems; not Lean, not GPT-4o."
     )
+    cos_d = [a - b for a, b in zip(v("tinylm/improver/improvement"), v("tinylm/improver_no_cos/improvement"))]
+    cos_note = (
+        f"strictly greater, to 0.01 points; paired per-seed differences {[round(x, 1) for x in cos_d]}. "
+        "In the toy language the statement already fixes every goal, and the tiny LM sees the goal states "
+        "only as ⊢ lines, which roughly double its prompt: the paper's benefit of CoS (Table 4, declarativity "
+        "with GPT-4o on Mathlib-style proofs) is not something a 0.6 M-parameter model on this task can show."
+    )
     claims = [
         make_claim(
             "improved_accuracy",
@@ -279,7 +286,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             ">=",
             baseline=v("tinylm/improver_no_cos/improvement"),
             compare="difference",
-            note="strictly greater, to 0.01 points. The LM sees the goal states only as ⊢ lines after each step.",
+            note=cos_note,
         ),
     ]
     metrics = {
