@@ -171,7 +171,11 @@ def parse_repl_output(stdout: str) -> list[dict]:
 
 
 def repl_response_to_result(resp: dict, line_offset: int) -> CheckResult:
-    """Map one REPL answer to a :class:`CheckResult` with lines relative to the proof text."""
+    """Map one REPL answer to a :class:`CheckResult` with lines relative to the proof text.
+
+    The upstream REPL's ``goals`` field holds the goals *before* each tactic (the authors' fork reports them
+    after); they are stored in ``goals_after`` unchanged, so Chain-of-States text is shifted by one step there.
+    """
     steps = []
     for t in resp.get("tactics", []):
         goals = t.get("goals", "")
