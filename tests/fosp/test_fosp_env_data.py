@@ -18,6 +18,7 @@ from iclr25.fosp import (
 )
 
 
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped")
 def test_registered_env_passes_gymnasium_checker():
     check_env(SafetyToGymnasium(SafeNav2D(layout="shifted")), skip_render_check=True)
     env = gym.make("SafeNav2D-v0", layout="shifted")
