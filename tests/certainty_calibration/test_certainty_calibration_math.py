@@ -155,8 +155,9 @@ def test_phrases_sorted_by_mean_and_parse():
     ],
 )
 def test_bad_parameters_raise_naming_them(kwargs, param):
+    est = OTCalibrator(gpt4o(12), **kwargs)  # scikit-learn convention: __init__ stores, fit validates
     with pytest.raises(ValueError, match=param):
-        OTCalibrator(gpt4o(12), **kwargs)
+        est.fit([0, 1, 2], [0, 1, 1])
 
 
 def test_bad_inputs_raise():

@@ -234,7 +234,7 @@ def test_inputs_gensim_and_sklearn_shapes(corpus):
 def test_bad_parameters_raise_naming_them(corpus):
     _, _, X, model = corpus
     with pytest.raises(ValueError, match="n_topics"):
-        AnchorTopicModel(1)
+        AnchorTopicModel(1).fit(X)
     with pytest.raises(ValueError, match="sensitivity"):
         unlearn_base(copy.deepcopy(model), X[:3], epsilon=1.0, delta=1e-5)
     with pytest.raises(ValueError, match="newton"):

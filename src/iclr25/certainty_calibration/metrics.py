@@ -105,6 +105,10 @@ def calibration_error(
 
 def _check_outcomes(outcomes, n: int) -> np.ndarray:
     y = np.asarray(outcomes, float)
+    if n == 0:
+        raise ValueError(
+            "phrases_used/outcomes must not be empty: the calibration error of no items is undefined"
+        )
     if y.shape != (n,):
         raise ValueError(f"outcomes must have shape ({n},) like phrases_used, got {y.shape}")
     if np.any((y < 0) | (y > 1)) or not np.all(np.isfinite(y)):

@@ -96,6 +96,13 @@ GPT4O: dict[int, dict[str, tuple[float, float]]] = {
 }
 
 
+def _check_seed(seed) -> int:
+    """Seeds are non-negative ints (numpy's generators refuse negative ones)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return int(seed)
+
+
 @dataclass(frozen=True)
 class PhraseSet:
     """K phrases, each a Beta(α_k, β_k), kept sorted by mean (ties keep the given order)."""
@@ -135,7 +142,16 @@ class PhraseSet:
         in [0, 1] that people (or a model) gave for it."""
         params = {}
         for name, x in samples.items():
-            x = np.clip(np.asarray(x, float), 1e-8, 1 - 1e-8)
+            x = np.asarray(x, float).ravel()
+            if not np.all(np.isfinite(x)) or np.any((x < 0) | (x > 1)):
+                bad = x[~(np.isfinite(x) & (x >= 0) & (x <= 1))]
+                raise ValueError(
+                    f"samples[{name!r}] must be probabilities in [0, 1] (finite), got {bad.size} value(s) outside, "
+                    f"e.g. {bad[:3].tolist()}; rescale percentages to [0, 1] first"
+                )
+            x = np.clip(
+                x, 1e-8, 1 - 1e-8
+            )  # 0 and 1 themselves are valid answers; the Beta fit needs the open interval
             if x.size < 2:
                 raise ValueError(f"samples[{name!r}] needs at least 2 numbers, got {x.size}")
             a, b, _, _ = stats.beta.fit(x, method="MM", floc=0, fscale=1)

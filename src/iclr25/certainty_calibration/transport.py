@@ -16,9 +16,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
 
 from .metrics import MODES, _check_bins, _check_outcomes, bin_integrals, reliability_from_counts
-from .phrases import PhraseSet
+from .phrases import PhraseSet, _check_seed
 
 SOLVERS = ("sinkhorn_unbalanced", "emd")
 UNUSED = ("identity", "uniform")
@@ -83,21 +86,67 @@ def cost_matrix(
     return C, E0
 
 
-class OTCalibrator:
-    """Phrase → phrase recalibration map fitted by optimal transport (scikit-learn fit/transform shape).
+def _phrase_input(X, phrase_set: PhraseSet, name: str = "X") -> tuple[np.ndarray, bool]:
+    """Phrases as a 1-D array (names or indices) or a one-column 2-D array (scikit-learn shape) → (indices, was_2d).
+
+    Float arrays are accepted only when every value is a whole number (phrase indices read as floats)."""
+    if hasattr(X, "tocsr") or hasattr(X, "toarray"):
+        raise TypeError(f"sparse input is not supported: {name} holds one phrase (name or index) per item")
+    if isinstance(X, np.ndarray) or hasattr(X, "__array__") or hasattr(X, "iloc"):
+        arr = np.asarray(X)
+    else:
+        arr = np.asarray(list(X))
+    two_d = arr.ndim == 2
+    if two_d:
+        if arr.shape[1] != 1:
+            raise ValueError(
+                f"{name} must be a 1-D sequence of phrases or a 2-D array with exactly one column, got shape "
+                f"{arr.shape}"
+            )
+        arr = arr[:, 0]
+    elif arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one phrase per item) or (n, 1), got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} holds NaN or inf; expected phrase names or integer phrase indices")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(
+                f"{name} holds non-integer numbers; expected phrase names or integer indices in [0, {len(phrase_set)})"
+            )
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "O":
+        arr = arr.astype(str) if all(isinstance(v, str) for v in arr.tolist()) else arr
+    return phrase_set.index(arr), two_d
+
+
+def _check_params(est) -> None:
+    """Parameter validation (in ``fit``, as scikit-learn estimators do)."""
+    if not isinstance(est.phrase_set, PhraseSet):
+        raise ValueError(f"phrase_set must be a PhraseSet, got {type(est.phrase_set).__name__}")
+
+
+class OTCalibrator(TransformerMixin, BaseEstimator):
+    """Phrase → phrase recalibration map fitted by optimal transport (a scikit-learn transformer).
 
     Parameters follow the paper: ``bins=100``, ``eps=tau=1e-3``, unbalanced Sinkhorn with KL. ``mode`` is the bin
     integration ('exact' closed form; 'midpoint' as the paper's code default). ``n_bootstrap=100`` reproduces the
     code's bootstrap-median cost; 0 (default) uses the full-data estimate, which is deterministic and 100× cheaper.
     ``unused_rows``: what a phrase unseen in calibration maps to — 'identity' (default) or 'uniform' (the code).
+    ``max_iter``: Sinkhorn iterations (≥ 1); a run that stops before POT's tolerance emits a
+    :class:`sklearn.exceptions.ConvergenceWarning` (POT's own warning text is kept in ``convergence_warnings_``).
+
+    ``X`` is one phrase per item: names or indices into ``phrase_set``, 1-D or a one-column 2-D array (so the
+    calibrator sits in a :class:`sklearn.pipeline.Pipeline`); ``y`` the outcomes (0/1 or P(Y=1)). ``transform``
+    returns new phrase indices with the input's dimensionality.
 
     Fitted attributes: ``plan_`` (K, K), ``cost_`` (K, K), ``a_`` (K,), ``ece_`` (calibration gECE before),
-    ``mapping_`` (most likely target per source phrase, as names).
+    ``mapping_`` (most likely target per source phrase, as names), ``converged_``, ``marginal_error_`` (relative
+    violation of the exact source marginal T1 = a), ``n_features_in_`` (= 1).
     """
 
     def __init__(
         self,
-        phrase_set: PhraseSet,
+        phrase_set: PhraseSet | None = None,
         bins: int = 100,
         eps: float = 1e-3,
         tau: float = 1e-3,
@@ -108,90 +157,134 @@ class OTCalibrator:
         seed: int = 0,
         max_iter: int = 10000,
     ):
-        if not isinstance(phrase_set, PhraseSet):
-            raise ValueError(f"phrase_set must be a PhraseSet, got {type(phrase_set).__name__}")
-        _check_bins(bins)
-        if not eps > 0:
-            raise ValueError(f"eps must be > 0, got {eps!r}")
-        if not tau > 0:
-            raise ValueError(f"tau must be > 0, got {tau!r}")
-        if solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if not isinstance(n_bootstrap, int) or n_bootstrap < 0:
-            raise ValueError(f"n_bootstrap must be an int >= 0, got {n_bootstrap!r}")
-        if unused_rows not in UNUSED:
-            raise ValueError(f"unused_rows must be one of {UNUSED}, got {unused_rows!r}")
-        self.phrase_set, self.bins, self.eps, self.tau = phrase_set, int(bins), float(eps), float(tau)
+        self.phrase_set, self.bins, self.eps, self.tau = phrase_set, bins, eps, tau
         self.solver, self.mode, self.n_bootstrap, self.unused_rows = solver, mode, n_bootstrap, unused_rows
-        self.seed, self.max_iter = int(seed), int(max_iter)
+        self.seed, self.max_iter = seed, max_iter
 
-    def fit(self, phrases_used, outcomes) -> OTCalibrator:
+    def _validate_params(self) -> None:  # noqa: D401 - scikit-learn calls its own validator by this name
+        _check_params(self)
+        _check_bins(self.bins)
+        for name in ("eps", "tau"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not v > 0:
+                raise ValueError(f"{name} must be a number > 0, got {v!r}")
+            if not np.isfinite(v):
+                raise ValueError(f"{name} must be finite, got {v!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not isinstance(self.n_bootstrap, (int, np.integer)) or self.n_bootstrap < 0:
+            raise ValueError(f"n_bootstrap must be an int >= 0, got {self.n_bootstrap!r}")
+        if self.unused_rows not in UNUSED:
+            raise ValueError(f"unused_rows must be one of {UNUSED}, got {self.unused_rows!r}")
+        _check_seed(self.seed)
+        if (
+            isinstance(self.max_iter, bool)
+            or not isinstance(self.max_iter, (int, np.integer))
+            or self.max_iter < 1
+        ):
+            raise ValueError(f"max_iter must be an int >= 1 (Sinkhorn iterations), got {self.max_iter!r}")
+
+    def fit(self, X, y=None) -> OTCalibrator:
+        """Fit the plan on calibration items: ``X`` the phrases said, ``y`` the outcomes (required)."""
         import ot
 
+        self._validate_params()
+        if y is None:
+            raise ValueError(
+                "OTCalibrator requires y to be passed, but the target y is None (y: the outcomes, 0/1 or P(Y=1))"
+            )
         ps = self.phrase_set
-        idx = ps.index(phrases_used)
+        idx, _ = _phrase_input(X, ps)
         if idx.size == 0:
-            raise ValueError("phrases_used must not be empty")
-        y = _check_outcomes(outcomes, idx.size)
+            raise ValueError("X (phrases_used) must not be empty")
+        y = _check_outcomes(np.ravel(np.asarray(y, float)) if np.ndim(y) == 2 else y, idx.size)
         K = len(ps)
-        w, e = bin_integrals(ps.alpha, ps.beta, self.bins, self.mode)
-        edges = _check_bins(self.bins)
+        bins = int(self.bins)
+        w, e = bin_integrals(ps.alpha, ps.beta, bins, self.mode)
+        edges = _check_bins(bins)
         c = np.bincount(idx, minlength=K).astype(float)
         s = np.bincount(idx, weights=y, minlength=K)
-        C, E0 = cost_matrix(c, s, w, e, edges, self.n_bootstrap, self.seed, idx, y)
+        C, E0 = cost_matrix(c, s, w, e, edges, int(self.n_bootstrap), int(self.seed), idx, y)
         a = c / c.sum()
         used = a > 0
         T = np.zeros((K, K))
         au = a[used]
         Cu = C[np.ix_(used, used)]
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter(
-                "ignore"
-            )  # POT warns about non-convergence at eps = tau = 1e-3, as in the paper
+                "always"
+            )  # record POT's warnings, re-emit them as one ConvergenceWarning below
             if self.solver == "emd":
-                Tu = ot.emd(au, au, Cu, numItermax=100 * self.max_iter)
+                Tu = ot.emd(au, au, Cu, numItermax=100 * int(self.max_iter))
             else:
                 Tu = ot.sinkhorn_unbalanced(
                     au,
                     au,
                     Cu,
-                    reg=self.eps,
-                    reg_m=(float("inf"), self.tau),
+                    reg=float(self.eps),
+                    reg_m=(float("inf"), float(self.tau)),
                     method="sinkhorn_stabilized",
                     reg_type="kl",
-                    numItermax=self.max_iter,
+                    numItermax=int(self.max_iter),
                 )
-        Tu = np.nan_to_num(np.asarray(Tu, float), nan=0.0, posinf=0.0, neginf=0.0)
+        self.convergence_warnings_ = [str(w.message) for w in caught]
+        Tu = np.asarray(Tu, float)
+        n_bad = int((~np.isfinite(Tu)).sum())
+        Tu = np.nan_to_num(Tu, nan=0.0, posinf=0.0, neginf=0.0)
         Tu = np.clip(Tu, 0.0, None)
         T[np.ix_(used, used)] = Tu
+        # the source marginal T1 = a is exact in the problem: its violation measures how far the solver got
+        self.marginal_error_ = float(np.abs(Tu.sum(1) - au).max() / au.max())
+        self.converged_ = not caught and n_bad == 0
+        if not self.converged_:
+            warnings.warn(
+                f"OTCalibrator: the {self.solver} solver did not converge (max_iter={self.max_iter}, "
+                f"eps={self.eps}, tau={self.tau}; source-marginal error max|T1 - a|/max a = "
+                f"{self.marginal_error_:.3g}; {n_bad} non-finite plan entries set to 0; POT said: "
+                f"{'; '.join(sorted(set(self.convergence_warnings_))) or 'nothing'}). At the paper's "
+                "eps = tau = 1e-3 this is expected; the plan is still used as returned.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         self.plan_, self.cost_, self.a_, self.ece_ = T, C, a, E0
         self.mapping_ = {ps.names[k]: ps.names[int(T[k].argmax())] for k in range(K) if used[k]}
+        self.n_features_in_ = 1
         return self
 
     def row_probabilities(self) -> np.ndarray:
         """Row-normalised plan: P(new phrase = l | old phrase = k), shape (K, K)."""
-        self._check_fitted()
+        check_is_fitted(self, "plan_")
         T = self.plan_
         rs = T.sum(1, keepdims=True)
         K = T.shape[0]
         fill = np.eye(K) if self.unused_rows == "identity" else np.full((K, K), 1.0 / K)
         return np.where(rs > 0, T / np.where(rs > 0, rs, 1.0), fill)
 
-    def transform(self, phrases_used, seed: int | None = None) -> np.ndarray:
-        """New phrase indices: each u_k is replaced by a draw from row k of the plan (seeded)."""
-        idx = self.phrase_set.index(phrases_used)
+    def transform(self, X, seed: int | None = None) -> np.ndarray:
+        """New phrase indices: each u_k is replaced by a draw from row k of the plan (seeded). Same dimensionality
+        as ``X`` ((n,) or (n, 1))."""
+        check_is_fitted(self, "plan_")
+        idx, two_d = _phrase_input(X, self.phrase_set)
         P = self.row_probabilities()
-        rng = np.random.default_rng(self.seed if seed is None else seed)
+        if seed is not None:
+            _check_seed(seed)
+        rng = np.random.default_rng(int(self.seed) if seed is None else seed)
         cdf = np.cumsum(P, axis=1)
         cdf[:, -1] = 1.0
         u = rng.random(idx.size)
-        return (u[:, None] > cdf[idx]).sum(1).astype(np.int64)  # inverse-CDF sampling, vectorised
+        out = (u[:, None] > cdf[idx]).sum(1).astype(np.int64)  # inverse-CDF sampling, vectorised
+        return out[:, None] if two_d else out
 
-    def fit_transform(self, phrases_used, outcomes, seed: int | None = None) -> np.ndarray:
-        return self.fit(phrases_used, outcomes).transform(phrases_used, seed)
+    def fit_transform(self, X, y=None, seed: int | None = None) -> np.ndarray:
+        return self.fit(X, y).transform(X, seed)
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "plan_"):
-            raise RuntimeError("OTCalibrator is not fitted yet: call fit(phrases_used, outcomes) first")
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = True
+        tags.target_tags.required = True
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.non_deterministic = False
+        return tags

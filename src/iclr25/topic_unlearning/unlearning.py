@@ -14,14 +14,24 @@ The sensitivity Δ is an input: the theory bounds it through constants real data
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.stats import norm
+from sklearn.utils.validation import check_is_fitted
 
-from .model import AnchorTopicModel, TopicStats, as_doc_word, cooccurrence_sum, row_normalise, topics_from_C
+from .model import (
+    AnchorTopicModel,
+    TopicStats,
+    as_doc_word,
+    cooccurrence_sum,
+    doc_keys,
+    row_normalise,
+    topics_from_C,
+)
 from .simplex import face_newton, project_simplex
 
 NEWTON = ("face", "plain")
@@ -83,6 +93,7 @@ def newton_unlearn(stats: TopicStats, forget_docs, newton: str = "face", layout:
     Xf = as_doc_word(forget_docs, layout, n_words=stats.Sigma.shape[0])
     if Xf.shape[0] and Xf.shape[1] != stats.Sigma.shape[0]:
         raise ValueError(f"forget_docs must have {stats.Sigma.shape[0]} word columns, got {Xf.shape[1]}")
+    keys = _remaining_keys(stats, Xf)
     if Xf.shape[0]:
         Sf, mf = cooccurrence_sum(Xf)
     else:
@@ -109,7 +120,41 @@ def newton_unlearn(stats: TopicStats, forget_docs, newton: str = "face", layout:
             C = project_simplex(C)
         C[stats.anchors] = np.eye(len(stats.anchors))
     A, R = topics_from_C(C, p, Q, stats.anchors)
-    return A, R, TopicStats(Sigma, m, stats.anchors, C, p), int(bad.sum())
+    return A, R, TopicStats(Sigma, m, stats.anchors, C, p, keys), int(bad.sum())
+
+
+def _remaining_keys(stats: TopicStats, Xf: sp.csr_matrix) -> Counter | None:
+    """The training-document fingerprints left after removing the forget set; ``ValueError`` if a forget document
+    is not in the statistic (never trained on, or already forgotten). ``None`` when the model does not know its
+    documents (built with ``fit_from_stats``)."""
+    if stats.doc_keys is None:
+        return None
+    if Xf.shape[1] != stats.Sigma.shape[0]:
+        return stats.doc_keys  # the width check below reports it
+    kf = doc_keys(Xf)
+    need = Counter(zip(kf[:, 0].tolist(), kf[:, 1].tolist()))
+    missing = sum(max(0, c - stats.doc_keys.get(k, 0)) for k, c in need.items())
+    if missing:
+        raise ValueError(
+            f"forget_docs: {missing} of {kf.shape[0]} documents (with >= 2 tokens) are not in the model's training "
+            "statistic — never trained on, or already forgotten; unlearning them would subtract statistics that "
+            "were never added"
+        )
+    return stats.doc_keys - need
+
+
+def _base_topics(stats: TopicStats) -> np.ndarray:
+    """The noise-free A of the statistic (Bayes rule on its C and p_w), whatever the model published."""
+    A, _ = topics_from_C(stats.C, stats.p_w, stats.Sigma / stats.m, stats.anchors)
+    return A
+
+
+def _rng(seed) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0 or a numpy Generator, got {seed!r}")
+    return np.random.default_rng(seed)
 
 
 def _noise(shape, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -138,15 +183,20 @@ def unlearn_base(
             "sensitivity is required when epsilon is given: pass a bound on ||A^F − A(S')||_F "
             "(estimate_sensitivity() gives an empirical estimate, not a certificate)"
         )
+    check_is_fitted(model, "stats_")
+    rng = _rng(seed)
+    if epsilon is not None:  # validate before touching the model
+        sig = gaussian_sigma(sensitivity, epsilon, delta, mechanism)
+        sig_r = None if sensitivity_R is None else gaussian_sigma(sensitivity_R, epsilon, delta, mechanism)
     A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
-    model.set_state(A, R, stats)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if epsilon is None:
+        model.set_state(A, R, stats)
         return Release(A.copy(), R.copy(), 0.0, 0.0, n_bad)
-    sig = gaussian_sigma(sensitivity, epsilon, delta, mechanism)
-    sig_r = None if sensitivity_R is None else gaussian_sigma(sensitivity_R, epsilon, delta, mechanism)
     Rn = None if sig_r is None else R + _noise(R.shape, sig_r, rng)
-    return Release(A + _noise(A.shape, sig, rng), Rn, sig, sig_r, n_bad)
+    released = Release(A + _noise(A.shape, sig, rng), Rn, sig, sig_r, n_bad)
+    # the public topic_word_ is the published noisy matrix; the noise-free A^F stays private
+    model.set_state(A, R, stats, released=released.A)
+    return released
 
 
 @dataclass(frozen=True)
@@ -193,19 +243,22 @@ def unlearn_head(
     layout: str = "doc_word",
 ) -> Release:
     """U_head: release only B̃ = A w + N(0, σ_B² I_n). ``variant='updated'`` uses A^F (the model's internal state
-    is updated, nothing about the base is released); ``'base_fixed'`` leaves the base model untouched and only adds
-    noise (``sensitivity`` must then cover ||(A(S) − A(S')) w||₂)."""
+    is computed from the model's statistic, nothing about the base is released); ``'base_fixed'`` uses the base A(S)
+    and only adds noise (``sensitivity`` must then cover ||(A(S) − A(S')) w||₂). Neither variant modifies ``model``
+    (to also update the base, call :func:`unlearn_base`)."""
     if variant not in ("updated", "base_fixed"):
         raise ValueError(f"variant must be 'updated' or 'base_fixed', got {variant!r}")
     if epsilon is not None and sensitivity is None:
         raise ValueError("sensitivity is required when epsilon is given: a bound on ||(A^F − A(S'))w||_2")
-    n_bad = 0
-    if variant == "updated":
-        A, R, stats, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
-        model.set_state(A, R, stats)
-    B = release_head(model.topic_word_, head)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    check_is_fitted(model, "stats_")
+    rng = _rng(seed)
     sig = 0.0 if epsilon is None else gaussian_sigma(sensitivity, epsilon, delta, mechanism)
+    n_bad = 0
+    if variant == "updated":  # A^F computed from the statistic; the base model itself is not modified
+        A, _, _, n_bad = newton_unlearn(model.stats_, forget_docs, newton, layout)
+    else:
+        A = _base_topics(model.stats_)
+    B = release_head(A, head)
     return Release(B + _noise(B.shape, sig, rng), None, sig, None, n_bad)
 
 
@@ -247,7 +300,7 @@ def estimate_sensitivity(
         if method == "newton":
             A, R, _, _ = newton_unlearn(model.stats_, X[idx])
         else:
-            A, R = model.topic_word_, model.topic_cov_
+            A, R = _base_topics(model.stats_), model.topic_cov_
         gaps["A"].append(float(np.linalg.norm(A - ref.topic_word_)))
         gaps["R"].append(float(np.linalg.norm(R - ref.topic_cov_)))
         if head is not None:
