@@ -22,7 +22,7 @@ from .budget import (
     step_flops,
 )
 from .freezing import AdaptiveLayerFreezer, bfc_decision, bfc_scores, feature_grad_norm, info_per_compute
-from .model import TinyResNet, block_parameters, sar_target_layers
+from .model import BlockStructure, TinyResNet, block_parameters, sar_target_layers
 from .persample import PerSampleGradCapture
 from .retrieval import (
     ClassBalancedMemory,
@@ -44,7 +44,14 @@ from .runner import (
     frozen_step,
     run_online,
 )
-from .stream import DigitsData, disjoint_stream, gaussian_stream, load_digits16
+from .stream import (
+    DigitsData,
+    ImageStreamData,
+    disjoint_stream,
+    gaussian_stream,
+    images_to_float,
+    load_digits16,
+)
 
 __all__ = [
     "AdaptiveLayerFreezer",
@@ -52,6 +59,9 @@ __all__ = [
     "ClassBalancedMemory",
     "ClassSimilarity",
     "DigitsData",
+    "ImageStreamData",
+    "images_to_float",
+    "BlockStructure",
     "FrequencySampler",
     "METHODS",
     "MethodConfig",

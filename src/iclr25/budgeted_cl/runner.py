@@ -26,10 +26,10 @@ from torch.nn import functional as F
 
 from .budget import BlockFlops, count_block_flops, exemplar_capacity, model_bytes, step_flops
 from .freezing import AdaptiveLayerFreezer
-from .model import TinyResNet, block_parameters, masked_logits, sar_target_layers
+from .model import BlocksSpec, BlockStructure, HeadSpec, TinyResNet, masked_logits, sar_target_layers
 from .persample import PerSampleGradCapture
 from .retrieval import ClassBalancedMemory, ClassSimilarity, FrequencySampler, ReservoirMemory
-from .stream import DigitsData
+from .stream import ImageStreamData, images_to_float
 
 __all__ = ["MethodConfig", "OnlineResult", "run_online", "frozen_step", "a_auc", "a_last", "METHODS"]
 
@@ -180,26 +180,49 @@ class _OnlineLearner:
     """
 
     def __init__(
-        self, method: MethodConfig, data: DigitsData, *, seed, total_bytes, batch_size, lr, model_fn, device
+        self,
+        method: MethodConfig,
+        data: ImageStreamData,
+        *,
+        seed,
+        total_bytes,
+        batch_size,
+        lr,
+        model_fn,
+        device,
+        blocks: BlocksSpec = None,
+        head: HeadSpec = None,
     ):
         self.method, self.batch_size = method, batch_size
         self.dev = dev = torch.device(device)
         torch.manual_seed(seed)
-        self.model = model = (model_fn or (lambda c: TinyResNet(n_classes=c)))(data.n_classes).to(dev)
+        model = (model_fn or (lambda c: TinyResNet(n_classes=c)))(data.n_classes)
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model_fn must return a torch.nn.Module, got {type(model).__name__}")
+        self.model = model = model.to(dev)
+        self.view = view = BlockStructure(model, blocks, head)
+        if method.freezing:
+            view.require_freezable()
         self.g = torch.Generator().manual_seed(seed + 1)  # retrieval / memory / exploration randomness
-        self.bf: BlockFlops = count_block_flops(model, data.sample_shape)
+        self.bf: BlockFlops = count_block_flops(model if view.native else view, data.sample_shape)
         self.C = data.n_classes
-        self.groups = block_parameters(model)
+        self.groups = view.parameter_groups()
         self.opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
         self._method_state(data, total_bytes)
         self._bookkeeping(data)
 
     # --- stage 1: method state (SAR, aL) and the bytes it costs; memory sized from what is left ------------
-    def _method_state(self, data: DigitsData, total_bytes: int) -> None:
+    def _method_state(self, data: ImageStreamData, total_bytes: int) -> None:
         method, model, dev, C = self.method, self.model, self.dev, self.C
         n_params = sum(p.numel() for p in model.parameters())
         self.sar = sar = method.retrieval == "sar"
         self.targets = targets = sar_target_layers(model)
+        if sar and not targets:
+            raise ValueError(
+                f"method {method.name!r} uses SAR retrieval, whose per-sample gradient targets are the conv2 layers "
+                "of the package's BasicBlock residual blocks; this model has none. Use a method with "
+                "retrieval='random' (ER, vanilla, +aL) for other models"
+            )
         self.sub_idx = _subsample_indices(targets, n_params, method, self.g) if sar else []
         self.dim = sum(int(i.numel()) for i in self.sub_idx)
         per_ex, fixed = 0, 0
@@ -232,7 +255,7 @@ class _OnlineLearner:
                 f"total_bytes={total_bytes} leaves {cap} exemplars, fewer than batch_size={self.batch_size}"
             )
         mem_cls = ReservoirMemory if method.memory == "reservoir" else ClassBalancedMemory
-        self.memory = mem_cls(cap, data.sample_shape)
+        self.memory = mem_cls(cap, data.sample_shape, dtype=data.train_x.dtype)
         if sar:
             self.sampler = FrequencySampler(
                 cap,
@@ -243,7 +266,7 @@ class _OnlineLearner:
                 device=dev,
             )
         self.fisher_layers = [
-            [m for m in blk.modules() if isinstance(m, (nn.Conv2d, nn.Linear))] for blk in model.blocks
+            [m for m in blk.modules() if isinstance(m, (nn.Conv2d, nn.Linear))] for blk in self.view.blocks
         ]
         capture_layers = list(targets) if sar else []
         if self.freezer is not None and method.fisher == "per_sample":
@@ -253,7 +276,7 @@ class _OnlineLearner:
         self.capture = PerSampleGradCapture(capture_layers) if capture_layers else None
         self.sar_entry_flops = self._sar_entry_flops(data) if sar else 0.0
 
-    def _sar_entry_flops(self, data: DigitsData) -> float:
+    def _sar_entry_flops(self, data: ImageStreamData) -> float:
         """Per-sample subsampled gradient entries: k·P multiply-adds per target layer and sample (P = positions)."""
         model = self.model
         with torch.no_grad():
@@ -272,7 +295,7 @@ class _OnlineLearner:
         )
 
     # --- stage 2: counters and the data on the device -------------------------------------------------------
-    def _bookkeeping(self, data: DigitsData) -> None:
+    def _bookkeeping(self, data: ImageStreamData) -> None:
         dev, groups = self.dev, self.groups
         self.seen = torch.zeros(self.C, dtype=torch.bool, device=dev)
         self.train_x, self.train_y = data.train_x.to(dev), data.train_y.to(dev)
@@ -281,7 +304,10 @@ class _OnlineLearner:
         self.frozen_log: list[int] = []
         self.eval_samples: list[int] = []
         self.eval_acc: list[float] = []
-        self.D = getattr(self.model, "feature_dim", self.model.head.in_features)
+        head = self.view.head_module
+        self.D = getattr(self.model, "feature_dim", None) or (
+            head.in_features if isinstance(head, nn.Linear) else 0
+        )
         self.block_params = sum(p.numel() for grp in groups[:-1] for p in grp)
         self.offsets = np.cumsum(
             [0] + [len(grp) for grp in groups]
@@ -300,7 +326,7 @@ class _OnlineLearner:
         loss = F.cross_entropy(z, yb)
         n_frozen, extra = 0, 2.0 * b * C  # loss: 2 FLOPs per logit
         if freezer is not None:
-            b_t = freezer.informativeness(z, yb, self.model.head.weight)
+            b_t = freezer.informativeness(z, yb, self.view.head_module.weight)
             extra += b * C * self.D + 3.0 * b * C  # (softmax − onehot) W_fc
             n_frozen = freezer.decide(b_t)
         grads = frozen_step(loss, self.groups, n_frozen, self.opt)
@@ -413,12 +439,12 @@ class _OnlineLearner:
 
 
 def _to_float(x: torch.Tensor) -> torch.Tensor:
-    return x.float().div_(255.0)
+    return images_to_float(x)  # uint8 / 255; float images (validated to lie in [0, 1]) unchanged
 
 
 def run_online(
     method: MethodConfig,
-    data: DigitsData,
+    data: ImageStreamData,
     order: np.ndarray,
     *,
     seed: int,
@@ -428,12 +454,30 @@ def run_online(
     eval_period: int = 50,
     model_fn: Callable[[int], nn.Module] | None = None,
     device: str = "cpu",
+    blocks: BlocksSpec = None,
+    head: HeadSpec = None,
 ) -> OnlineResult:
     """Run one method over the stream ``order`` (indices into ``data.train_*``) and return its anytime accuracy.
 
     ``total_bytes`` is the memory budget (model + exemplars + method state); ``model_fn(n_classes)`` builds the
-    block-structured model (default :class:`TinyResNet`), initialised from ``seed``.
+    model (default :class:`TinyResNet`), initialised from ``seed``: any ``nn.Module`` mapping a batch of images
+    to ``n_classes`` logits. Adaptive layer freezing (aL) needs its ordered blocks: ``blocks`` = submodule names
+    or a callable ``model -> [modules]`` (forward order) and ``head`` = its linear classifier (default
+    ``model.head``); models with ``.blocks``/``.head`` (like :class:`TinyResNet`) need neither. Methods without
+    freezing (ER, vanilla) take any module as it is; SAR retrieval needs the package's ``BasicBlock`` layers.
+    ``data`` images are uint8 (0–255) or float in [0, 1] (see :class:`ImageStreamData`).
     """
+    if not isinstance(data, ImageStreamData):
+        raise ValueError(f"data must be an ImageStreamData, got {type(data).__name__}")
+    order = np.asarray(order)
+    if order.ndim != 1 or order.size == 0 or not np.issubdtype(order.dtype, np.integer):
+        raise ValueError(
+            f"order must be a non-empty 1-D integer array of stream indices, got {order.dtype} {order.shape}"
+        )
+    if int(order.min()) < 0 or int(order.max()) >= data.train_x.shape[0]:
+        raise ValueError(
+            f"order indexes train samples 0..{data.train_x.shape[0] - 1}, got [{int(order.min())}, {int(order.max())}]"
+        )
     if batch_size < 2:
         raise ValueError(f"batch_size must be >= 2, got {batch_size}")
     if eval_period < 1:
@@ -449,6 +493,8 @@ def run_online(
         lr=lr,
         model_fn=model_fn,
         device=device,
+        blocks=blocks,
+        head=head,
     )
     n_stream = len(order)
     for t, idx in enumerate(order):

@@ -8,13 +8,21 @@ groups the shuffled classes into tasks instead.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-__all__ = ["gaussian_stream", "disjoint_stream", "DigitsData", "load_digits16"]
+__all__ = [
+    "gaussian_stream",
+    "disjoint_stream",
+    "ImageStreamData",
+    "DigitsData",
+    "images_to_float",
+    "load_digits16",
+]
 
 
 def gaussian_stream(labels: np.ndarray, sigma: float = 0.1, repeat: int = 1, seed: int = 0) -> np.ndarray:
@@ -54,14 +62,58 @@ def disjoint_stream(labels: np.ndarray, n_tasks: int = 5, seed: int = 0) -> np.n
 
 
 @dataclass
-class DigitsData:
-    """uint8 images (N, 1, H, W) and int64 labels, split into train (the stream) and test."""
+class ImageStreamData:
+    """An image classification benchmark for an online stream: train images (the stream) and test images.
+
+    ``train_x`` / ``test_x``: ``(N, C, H, W)`` tensors, either ``uint8`` in 0–255 (stored as is, divided by 255 when
+    fed to the model) or floating point already in [0, 1] (fed as is). Anything else (other dtypes, float values
+    outside [0, 1], NaN/inf) is refused: a float image in 0–255 would otherwise be silently mis-scaled.
+    ``train_y`` / ``test_y``: int64 labels in ``[0, n_classes)``.
+    """
 
     train_x: torch.Tensor
     train_y: torch.Tensor
     test_x: torch.Tensor
     test_y: torch.Tensor
     n_classes: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_classes, int) or self.n_classes < 2:
+            raise ValueError(f"n_classes must be an int >= 2, got {self.n_classes!r}")
+        for name in ("train_x", "test_x"):
+            x = getattr(self, name)
+            if not torch.is_tensor(x) or x.dim() != 4 or x.shape[0] == 0:
+                shape = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
+                raise ValueError(f"{name} must be a non-empty (N, C, H, W) tensor, got {shape}")
+            if x.dtype == torch.uint8:
+                continue
+            if not x.is_floating_point():
+                raise ValueError(
+                    f"{name} must be uint8 (0-255) or floating point in [0, 1], got dtype {x.dtype}"
+                )
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"{name} holds NaN or inf values; expected floats in [0, 1]")
+            lo, hi = float(x.min()), float(x.max())
+            if lo < 0.0 or hi > 1.0:
+                raise ValueError(
+                    f"{name} is floating point with values in [{lo:g}, {hi:g}]; expected [0, 1] "
+                    "(pass uint8 images for 0-255 data, or divide by 255 once yourself)"
+                )
+        if self.train_x.shape[1:] != self.test_x.shape[1:] or self.train_x.dtype != self.test_x.dtype:
+            raise ValueError(
+                f"train_x and test_x must share sample shape and dtype, got {tuple(self.train_x.shape[1:])} "
+                f"{self.train_x.dtype} and {tuple(self.test_x.shape[1:])} {self.test_x.dtype}"
+            )
+        for name, xname in (("train_y", "train_x"), ("test_y", "test_x")):
+            y = getattr(self, name)
+            n = getattr(self, xname).shape[0]
+            if not torch.is_tensor(y) or y.dtype != torch.int64 or tuple(y.shape) != (n,):
+                got = f"{tuple(y.shape)} {y.dtype}" if torch.is_tensor(y) else type(y).__name__
+                raise ValueError(f"{name} must be an int64 tensor of shape ({n},), got {got}")
+            if int(y.min()) < 0 or int(y.max()) >= self.n_classes:
+                raise ValueError(
+                    f"{name} must hold labels in [0, {self.n_classes}), got [{int(y.min())}, {int(y.max())}]"
+                )
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -72,7 +124,24 @@ class DigitsData:
         return int(self.train_x[0].numel() * self.train_x.element_size())
 
 
-def load_digits16(seed: int = 0, size: int = 16, test_fraction: float = 0.2) -> DigitsData:
+class DigitsData(ImageStreamData):
+    """Deprecated alias of :class:`ImageStreamData` (the container was never specific to digits)."""
+
+    def __post_init__(self) -> None:
+        warnings.warn(
+            "DigitsData is deprecated; use ImageStreamData (same fields)", DeprecationWarning, stacklevel=3
+        )
+        super().__post_init__()
+
+
+def images_to_float(x: torch.Tensor) -> torch.Tensor:
+    """Model input from stored images: uint8 0–255 → float / 255; float images (already in [0, 1]) as they are."""
+    if x.dtype == torch.uint8:
+        return x.float().div_(255.0)
+    return x.float()
+
+
+def load_digits16(seed: int = 0, size: int = 16, test_fraction: float = 0.2) -> ImageStreamData:
     """scikit-learn's bundled digits (1 797 8×8 images), upsampled bilinearly to size×size, stored as uint8."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -90,4 +159,4 @@ def load_digits16(seed: int = 0, size: int = 16, test_fraction: float = 0.2) -> 
     tr, te = train_test_split(np.arange(y.size), test_size=test_fraction, random_state=seed, stratify=y)
     tr, te = np.sort(tr), np.sort(te)
     yt = torch.from_numpy(y)
-    return DigitsData(x[tr], yt[tr], x[te], yt[te], int(y.max()) + 1)
+    return ImageStreamData(x[tr], yt[tr], x[te], yt[te], int(y.max()) + 1)
