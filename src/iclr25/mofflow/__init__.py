@@ -24,6 +24,15 @@ import torch
 from .atom_flow import AtomFlowConfig, AtomFlowNet, sample_atom_flow, train_atom_flow
 from .baselines import assembly_energy, prior_only, random_search
 from .building_blocks import MOF, MOFBatch, canonical_frame, collate, mof_from_blocks, mof_from_structure
+from .decomposition import (
+    BlockDecomposition,
+    bond_graph,
+    decompose_mof,
+    mof_from_cif,
+    unwrap_blocks,
+    validate_lattice,
+    validate_structure,
+)
 from .evaluation import MATCHER_KWARGS, default_matcher, match_structures
 from .flow import (
     LatticePrior,
@@ -59,6 +68,8 @@ def predict(
 
 __all__ = [
     "MOF", "MOFBatch", "canonical_frame", "collate", "mof_from_blocks", "mof_from_structure",
+    "BlockDecomposition", "bond_graph", "decompose_mof", "mof_from_cif", "unwrap_blocks", "validate_lattice",
+    "validate_structure",
     "ToyMOFConfig", "make_toymof", "toymof_dataset",
     "LatticePrior", "sample_prior", "interpolate", "loss_scale", "flow_matching_loss", "euler_sample",
     "model_predictor", "MOFFlowConfig", "MOFFlowNet", "TrainConfig", "train_mofflow", "save_checkpoint",

@@ -128,8 +128,9 @@ def mof_from_blocks(
     meta: dict | None = None,
 ) -> MOF:
     """Preprocess ``blocks = [(Z_i (n_i,), X_i (n_i,3) Cartesian, unwrapped)]`` in ``lattice`` into a :class:`MOF`."""
-    if not isinstance(lattice, Lattice):
-        lattice = Lattice(np.asarray(lattice, dtype=float))
+    from .decomposition import MAX_Z, validate_lattice
+
+    lattice = validate_lattice(lattice if isinstance(lattice, Lattice) else np.asarray(lattice, dtype=float))
     if not blocks:
         raise ValueError("blocks must hold at least one (Z, X) block, got an empty list")
     if niggli:
@@ -143,6 +144,12 @@ def mof_from_blocks(
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != 3 or Z.shape != (X.shape[0],) or X.shape[0] == 0:
             raise ValueError(f"blocks[{i}] must be (Z (n,), X (n,3)) with n >= 1, got {Z.shape}, {X.shape}")
+        if Z.min() < 1 or Z.max() > MAX_Z:
+            raise ValueError(
+                f"blocks[{i}] atomic numbers must lie in 1..{MAX_Z}, got {sorted(set(Z.tolist()))}"
+            )
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"blocks[{i}] coordinates must be finite, got NaN/inf")
         Zs.append(Z)
         Xs.append(X @ Q)
     t = np.stack([x.mean(0) for x in Xs])
@@ -155,13 +162,41 @@ def mof_from_blocks(
 
 
 def mof_from_structure(structure: Structure, block_index: np.ndarray) -> MOF:
-    """Build a :class:`MOF` from a pymatgen ``Structure`` and a per-site block id (blocks unwrapped as given)."""
+    """Build a :class:`MOF` from a pymatgen ``Structure`` and a per-site block id, coordinates taken as given.
+
+    The coordinates must already be unwrapped (each block whole). Structures read from CIF files are wrapped into
+    the cell: use :func:`~.decomposition.mof_from_cif` (decomposes and unwraps), or
+    :func:`~.decomposition.unwrap_blocks`. A block that is much more compact with periodic images than as
+    given (split across a cell face) raises a warning.
+    """
+    from .decomposition import validate_structure
+
+    validate_structure(structure)
     block_index = np.asarray(block_index, dtype=int)
     if block_index.shape != (len(structure),):
         raise ValueError(f"block_index must have shape ({len(structure)},), got {block_index.shape}")
     Z = np.array([s.specie.Z for s in structure])
     X = structure.cart_coords
     blocks = [(Z[block_index == b], X[block_index == b]) for b in np.unique(block_index)]
+    frac = structure.frac_coords
+    for b, (_, x) in zip(np.unique(block_index), blocks):
+        if len(x) < 2:
+            continue
+        f = frac[block_index == b]
+        f_mi = f[0] + (f - f[0]) - np.round(f - f[0])  # minimum-image placement around the first atom
+        x_mi = f_mi @ structure.lattice.matrix
+        span = float(np.linalg.norm(x[:, None] - x[None], axis=-1).max())
+        span_mi = float(np.linalg.norm(x_mi[:, None] - x_mi[None], axis=-1).max())
+        if span > span_mi + 1.0:
+            import warnings
+
+            warnings.warn(
+                f"block {int(b)} spans {span:.1f} Å as given but {span_mi:.1f} Å with periodic images: it is "
+                "probably split across the periodic boundary (CIF structures are wrapped into the cell); unwrap "
+                "it with iclr25.mofflow.unwrap_blocks or use mof_from_cif",
+                UserWarning,
+                stacklevel=2,
+            )
     return mof_from_blocks(structure.lattice, blocks)
 
 
