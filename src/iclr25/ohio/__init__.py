@@ -13,10 +13,15 @@ Public API::
 
     from iclr25.ohio import LQRLowLevel, ArmModel, collect_flat_dataset, relabel, train_bc
     hd = relabel(ds, LQRLowLevel(ArmModel()), method="numerical")   # flat data → high-level data
+    env = gymnasium.make("iclr25/TwoLinkArm-v0")                     # registered on import
+
+Any gymnasium env: ``collect_offline_dataset(env, policy, n)`` and ``evaluate_hierarchical_env(env, high, low, n)``
+with ``LQRLowLevel(your_model, state_map=callable)`` (README: ``Pendulum-v1``).
 """
 
-from .arm import ArmBatch, ArmParams, TwoLinkArmEnv, arm_step, flat_expert_action
+from .arm import ENV_ID, ArmBatch, ArmParams, TwoLinkArmEnv, arm_step, flat_expert_action
 from .dynamics import ArmModel, LearnedLinearModel, LinearModel, linearize
+from .envs import PendulumModel, collect_offline_dataset, evaluate_hierarchical_env, pendulum_state
 from .learners import (
     IQL,
     DirichletPolicy,
@@ -43,6 +48,11 @@ from .relabel import OfflineDataset, relabel, to_d3rlpy, windows
 from .rollouts import collect_flat_dataset, evaluate_flat, evaluate_hierarchical
 
 __all__ = [
+    "ENV_ID",
+    "PendulumModel",
+    "collect_offline_dataset",
+    "evaluate_hierarchical_env",
+    "pendulum_state",
     "ArmBatch",
     "ArmModel",
     "ArmParams",

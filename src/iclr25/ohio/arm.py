@@ -157,7 +157,16 @@ class TwoLinkArmEnv(gym.Env):
         return obs[0], {"target": self._arm.target[0].copy()}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        obs, r, trunc = self._arm.step(np.asarray(action, dtype=float)[None])
+        """Apply torques; ``action`` must hold 2 finite numbers (values beyond ±max_torque are clipped)."""
+        try:
+            a = np.asarray(action, dtype=float)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"action must be 2 torques (shape (2,)), got {action!r}") from err
+        if a.shape not in ((2,), (1, 2)):
+            raise ValueError(f"action must have shape (2,) (two joint torques), got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action must be finite, got {a.ravel().tolist()}")
+        obs, r, trunc = self._arm.step(a.reshape(1, 2))
         return obs[0], float(r[0]), False, bool(trunc), {"distance": float(self._arm.distance()[0])}
 
 
@@ -188,3 +197,8 @@ def flat_expert_action(
     if rng is not None and noise_std > 0:
         tau = tau + rng.normal(0.0, noise_std, tau.shape)
     return np.clip(tau, -p.max_torque, p.max_torque)
+
+
+ENV_ID = "iclr25/TwoLinkArm-v0"
+if ENV_ID not in gym.registry:  # gym.make("iclr25/TwoLinkArm-v0") after importing iclr25.ohio
+    gym.register(id=ENV_ID, entry_point="iclr25.ohio.arm:TwoLinkArmEnv")

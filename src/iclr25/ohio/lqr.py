@@ -24,7 +24,7 @@ The residual of every method is its re-simulation error: endpoint MSE of the cli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -71,6 +71,11 @@ class LQRLowLevel:
         k: temporal abstraction = LQR horizon N (paper: 5).
         max_ctrl: control clipping bound (±1).
         state_idx: observation indices of the LQR state x.
+        state_map: instead of ``state_idx``, a callable observations (..., obs_dim) → states (..., state_dim)
+            (numpy in, numpy out), e.g. angles from (cos θ, sin θ) observations.
+        periodic_dims: state dimensions that are angles (period 2π): the tracking error x − z is wrapped to
+            [−π, π) and every inverted window is unwrapped along time, so a window crossing ±π is not read as a
+            2π jump. Empty (the arm's default) leaves everything as before.
     """
 
     def __init__(
@@ -82,7 +87,11 @@ class LQRLowLevel:
         k: int = 5,
         max_ctrl: float = 1.0,
         state_idx: Sequence[int] = STATE_IDX,
+        state_map: Callable[[np.ndarray], np.ndarray] | None = None,
+        periodic_dims: Sequence[int] = (),
     ):
+        if state_map is not None and not callable(state_map):
+            raise ValueError(f"state_map must be a callable obs -> state, got {type(state_map).__name__}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k!r}")
         if max_ctrl <= 0:
@@ -95,10 +104,25 @@ class LQRLowLevel:
         if self.Q.shape != (n, n) or self.R.shape != (m, m):
             raise ValueError(f"Q must have {n} entries and R {m} (or be a scalar), got Q {Q!r}, R {R!r}")
         self.k, self.max_ctrl, self.state_idx = k, float(max_ctrl), list(state_idx)
+        self.state_map = state_map
+        self.periodic_dims = [int(i) for i in periodic_dims]
+        if any(not 0 <= i < n for i in self.periodic_dims):
+            raise ValueError(
+                f"periodic_dims must be state dimensions in [0, {n}), got {list(periodic_dims)!r}"
+            )
 
     # ---------------------------------------------------------------- forward map
     def state(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(obs)[..., self.state_idx], dtype=torch.float64)
+        """The LQR state x of observations (..., obs_dim): ``state_map(obs)`` or ``obs[..., state_idx]``."""
+        if self.state_map is None:
+            return torch.as_tensor(np.asarray(obs)[..., self.state_idx], dtype=torch.float64)
+        x = np.asarray(self.state_map(np.asarray(obs, dtype=float)), dtype=float)
+        if x.shape != (*np.shape(obs)[:-1], self.model.state_dim):
+            raise ValueError(
+                f"state_map must map observations {np.shape(obs)} to states (..., {self.model.state_dim}), "
+                f"got {x.shape}"
+            )
+        return torch.as_tensor(x, dtype=torch.float64)
 
     def gains(self, x: torch.Tensor) -> torch.Tensor:
         """K_0 … K_{k−1} (n, k, m, state_dim) from the LQR linearised at x (n, state_dim)."""
@@ -107,7 +131,12 @@ class LQRLowLevel:
 
     def control(self, x: torch.Tensor, z: torch.Tensor, K_l: torch.Tensor, clip: bool = True) -> torch.Tensor:
         """ctrl = clip(K_l (x − z), −max_ctrl, max_ctrl)."""
-        a = (K_l @ (x - z)[..., None])[..., 0]
+        e = x - z
+        if self.periodic_dims:  # angles: the shortest way round
+            pd = self.periodic_dims
+            e = e.clone()
+            e[..., pd] = torch.remainder(e[..., pd] + torch.pi, 2 * torch.pi) - torch.pi
+        a = (K_l @ e[..., None])[..., 0]
         return a.clamp(-self.max_ctrl, self.max_ctrl) if clip else a
 
     def rollout(
@@ -151,6 +180,11 @@ class LQRLowLevel:
         if obs_windows.ndim != 3 or obs_windows.shape[1] != self.k + 1:
             raise ValueError(f"obs_windows must be (n, k+1={self.k + 1}, obs_dim), got {obs_windows.shape}")
         xs = self.state(obs_windows)  # (n, k+1, d)
+        if self.periodic_dims:  # continuous angles inside each window
+            xs = xs.clone()
+            xs[..., self.periodic_dims] = torch.as_tensor(
+                np.unwrap(xs[..., self.periodic_dims].numpy(), axis=1)
+            )
         s, x_k = xs[:, 0], xs[:, -1]
         K = self.gains(s)
         if method == "observed_state":

@@ -11,6 +11,7 @@ dropping exactly the windows whose re-simulation residual exceeds ``threshold`` 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +30,9 @@ class OfflineDataset:
     terminations: np.ndarray  # (n,) bool
     truncations: np.ndarray  # (n,) bool
     infos: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, Any] = field(
+        default_factory=dict
+    )  # dataset-level facts (e.g. relabel's masked-window count)
 
     def __post_init__(self) -> None:
         n = len(self.observations)
@@ -51,6 +55,7 @@ class OfflineDataset:
             self.terminations[mask],
             self.truncations[mask],
             {k: v[mask] for k, v in self.infos.items()},
+            dict(self.meta),
         )
 
     def episode_ids(self) -> np.ndarray:
@@ -122,6 +127,8 @@ def relabel(
 
     ``method``: ``"analytic"``, ``"numerical"`` or ``"observed_state"`` (what the low level supports).
     ``threshold``: windows whose re-simulation residual is > threshold are dropped (None keeps all).
+    Windows with NaN/inf observations, actions or rewards (or a non-finite inverse) are masked out, counted in the
+    result's ``meta["n_nonfinite"]`` and reported by a ``RuntimeWarning``; the other windows are unaffected.
     The result's ``infos`` hold ``residual`` and ``start_index`` (row of s_t in ``ds``).
     """
     if threshold is not None and not threshold >= 0:
@@ -131,9 +138,35 @@ def relabel(
         raise ValueError(f"ds has no whole window of k={low_level.k} steps")
     obs_w = np.concatenate([ds.observations[idx], ds.next_observations[idx[:, -1:]]], 1)  # (n, k+1, o)
     act_w = ds.actions[idx]  # (n, k, a)
-    u, residual = low_level.invert(obs_w, act_w, method=method, **inverse_kw)
-    residual = np.asarray(residual, dtype=float)
-    keep = np.ones(len(idx), bool) if threshold is None else residual <= threshold
+    rew_w = np.asarray(ds.rewards, dtype=float)[idx]  # (n, k)
+    finite = (
+        np.isfinite(obs_w).all((1, 2))
+        & np.isfinite(act_w.reshape(len(idx), -1)).all(1)
+        & np.isfinite(rew_w).all(1)
+    )
+    if finite.all():
+        u, residual = low_level.invert(obs_w, act_w, method=method, **inverse_kw)
+        u, residual = np.asarray(u, dtype=float), np.asarray(residual, dtype=float)
+    else:  # invert only the finite windows: one NaN must not poison the batched solve of the others
+        if not finite.any():
+            raise ValueError(
+                f"every one of the {len(idx)} windows of ds holds NaN/inf observations or actions"
+            )
+        u_f, r_f = low_level.invert(obs_w[finite], act_w[finite], method=method, **inverse_kw)
+        u_f = np.asarray(u_f, dtype=float)
+        u = np.full((len(idx), *u_f.shape[1:]), np.nan)
+        residual = np.full(len(idx), np.nan)
+        u[finite], residual[finite] = u_f, np.asarray(r_f, dtype=float)
+    ok = finite & np.isfinite(u.reshape(len(idx), -1)).all(1) & np.isfinite(residual)
+    n_bad = int((~ok).sum())
+    if n_bad:
+        warnings.warn(
+            f"relabel: {n_bad} of {len(idx)} windows were masked (NaN/inf in the data or in the inverse); "
+            "their count is in the result's meta['n_nonfinite']",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    keep = ok if threshold is None else ok & (np.where(ok, residual, np.inf) <= threshold)
     last = idx[:, -1]
     out = OfflineDataset(
         observations=ds.observations[idx[:, 0]],
@@ -144,7 +177,9 @@ def relabel(
         truncations=ds.truncations[last],
         infos={"residual": residual, "start_index": idx[:, 0]},
     )
-    return out.subset(keep)
+    out = out.subset(keep)
+    out.meta = {"n_windows": len(idx), "n_nonfinite": n_bad, "n_over_threshold": int((ok & ~keep).sum())}
+    return out
 
 
 def to_d3rlpy(ds: OfflineDataset) -> Any:
