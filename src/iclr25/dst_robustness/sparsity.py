@@ -333,11 +333,14 @@ class DynamicSparseTraining:
                 p.grad.mul_(m)
 
     def _grads_finite(self) -> bool:
-        for group in self.optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
-                    return False
-        return True
+        """All optimiser gradients finite (one device sync, not one per parameter)."""
+        flags = [
+            torch.isfinite(p.grad).all()
+            for group in self.optimizer.param_groups
+            for p in group["params"]
+            if p.grad is not None
+        ]
+        return bool(torch.stack([f.to(flags[0].device) for f in flags]).all()) if flags else True
 
     def step(self, scaler: torch.amp.GradScaler | None = None) -> bool:
         """Masked optimiser step, then (every ΔT steps) a topology update. Returns True when masks changed.
