@@ -41,6 +41,21 @@ def test_registered_env_and_action_validation():
             raw.step(np.asarray(bad, dtype=float))
 
 
+def test_rebalancing_env_registered_and_validates_actions():
+    env = gym.make("iclr25/Rebalancing-v0")
+    obs, _ = env.reset(seed=0)
+    n = obs.shape[0]
+    _, r, *_ = env.step(np.zeros(n * n))
+    assert np.isfinite(r)
+    raw = env.unwrapped
+    with pytest.raises(ValueError, match="shape"):
+        raw.step(np.zeros(n))
+    bad = np.zeros(n * n)
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        raw.step(bad)
+
+
 def _pendulum_low():
     return LQRLowLevel(
         PendulumModel(), Q=(10.0, 1.0), R=0.1, k=5, max_ctrl=2.0, state_map=pendulum_state, periodic_dims=[0]

@@ -168,6 +168,12 @@ class RebalancingEnv(gym.Env):
         return np.floor(x * scale[:, None] + 1e-9)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        n = self.p.n_nodes
+        a = np.asarray(action, dtype=float)
+        if a.size != n * n or a.shape not in ((n * n,), (n, n)):
+            raise ValueError(f"action must be flows of shape ({n * n},) or ({n}, {n}), got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("action (flows) must be finite, got NaN/inf entries")
         x = self.feasible_flows(action)
         reb_cost = float((self.cost * x).sum())
         acc = self.acc - x.sum(1) + x.sum(0)  # after rebalancing
@@ -299,3 +305,8 @@ def evaluate_network(
             o, r, _, _, _ = env.step(flows_fn(o).reshape(-1))
             rets[ep] += r
     return rets
+
+
+REBALANCING_ENV_ID = "iclr25/Rebalancing-v0"
+if REBALANCING_ENV_ID not in gym.registry:  # gym.make("iclr25/Rebalancing-v0") after importing iclr25.ohio
+    gym.register(id=REBALANCING_ENV_ID, entry_point="iclr25.ohio.network:RebalancingEnv")
