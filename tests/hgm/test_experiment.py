@@ -11,7 +11,6 @@ from iclr25.hgm.experiment import PRESETS, Config, run
 CLAIM_IDS = {"dual_branch_psnr", "dual_branch_chamfer", "refine_helps"}
 
 
-@pytest.mark.slow
 def test_smoke_run_writes_claims_and_resumes(tmp_path):
     cfg = PRESETS["smoke"]
     res = run(cfg, tmp_path)
