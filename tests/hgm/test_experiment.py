@@ -34,3 +34,17 @@ def test_config_validation():
         Config(sup_views=1)
     with pytest.raises(ValueError, match="lr"):
         Config(lr=-1.0)
+
+
+def test_full_preset_builds_and_its_model_runs_at_toy_batch():
+    import torch
+
+    from iclr25.hgm.experiment import _model
+    from iclr25.hgm.toyhumans import make_toyhumans
+
+    cfg = PRESETS["full"]
+    assert cfg.steps > PRESETS["quick"].steps and cfg.n_train >= PRESETS["quick"].n_train
+    data = make_toyhumans(1, seed=0, size=cfg.image_size, num_points=2000)
+    m = _model(cfg, True, data.prior_vertices.shape[1])
+    out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)
+    assert out.merged.num == cfg.splat_size**2 and torch.isfinite(out.merged.means).all()
