@@ -1,5 +1,6 @@
 """The committed reference results (``results/quick/<slug>/claims.json``) are valid claims documents with
-provenance, and their claim ids (parts included) are exactly those the code produces today."""
+provenance, and their claim ids are exactly those the code produces today (part ids: same naming scheme;
+their number can depend on the preset)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,8 @@ def test_reference_claim_ids_match_the_code(slug, tmp_path):
         pytest.skip(f"no committed reference result for {slug} yet")
     ref = read_json(RESULTS / slug / "claims.json")
     fresh = iclr25.run(slug, "smoke", tmp_path)
-    assert _ids(fresh["claims"]) == _ids(ref["claims"])
+    # top-level claim ids are fixed; the parts of a compound claim may depend on the preset (e.g. one part per
+    # layer width, and the smoke preset has fewer widths), so only their naming is checked
+    assert [c["id"] for c in fresh["claims"]] == [c["id"] for c in ref["claims"]]
+    for c in fresh["claims"] + ref["claims"]:
+        assert all(p["id"].startswith(c["id"] + ".") for p in c.get("parts", []))
