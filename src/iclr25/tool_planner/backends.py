@@ -44,6 +44,18 @@ class ToolBackend(Protocol):
     def call(self, name: str, arguments: dict) -> ToolResult: ...
 
 
+def _lookup(by_name: dict[str, Tool], name: str, arguments: Any) -> tuple[Tool | None, ToolResult | None]:
+    """The tool called ``name`` and None, or None and the failed result a server would send (unknown API,
+    arguments that do not match its schema)."""
+    tool = by_name.get(name)
+    if tool is None:
+        return None, ToolResult(False, error=f"no API named {name!r}")
+    errs = validate_arguments(tool, arguments)
+    if errs:
+        return None, ToolResult(False, error="arguments do not match the schema: " + "; ".join(errs))
+    return tool, None
+
+
 def _u01(*key: Any) -> float:
     """A uniform number in [0, 1) that depends only on ``key`` (paired across methods)."""
     h = hashlib.blake2b(json.dumps(key, default=str).encode(), digest_size=8).digest()
@@ -481,12 +493,9 @@ class SimulatedToolEnv:
         self._counts = Counter()
 
     def call(self, name: str, arguments: dict) -> ToolResult:
-        tool = self._by_name.get(name)
-        if tool is None:
-            return ToolResult(False, error=f"no API named {name!r}")
-        errs = validate_arguments(tool, arguments)
-        if errs:
-            return ToolResult(False, error="arguments do not match the schema: " + "; ".join(errs))
+        tool, rejected = _lookup(self._by_name, name, arguments)
+        if rejected is not None:
+            return rejected
         self._counts[name] += 1
         u = _u01(self.seed, self._episode, name, self._counts[name])
         key, inp, outp, wrong = self._impl[name]
@@ -684,12 +693,9 @@ class BFCLToolEnv:
         self._instances = {}
 
     def call(self, name: str, arguments: dict) -> ToolResult:
-        tool = self._by_name.get(name)
-        if tool is None:
-            return ToolResult(False, error=f"no API named {name!r}")
-        errs = validate_arguments(tool, arguments)
-        if errs:
-            return ToolResult(False, error="arguments do not match the schema: " + "; ".join(errs))
+        tool, rejected = _lookup(self._by_name, name, arguments)
+        if rejected is not None:
+            return rejected
         try:
             out = getattr(self._instance(self._owner[name]), tool.meta["bfcl_name"])(**arguments)
         except Exception as e:  # a real API class raising is a failed call, not a crashed run
@@ -764,12 +770,9 @@ class HTTPToolBackend:
         import urllib.error
         import urllib.request
 
-        tool = self._by_name.get(name)
-        if tool is None:
-            return ToolResult(False, error=f"no API named {name!r}")
-        errs = validate_arguments(tool, arguments)
-        if errs:
-            return ToolResult(False, error="arguments do not match the schema: " + "; ".join(errs))
+        tool, rejected = _lookup(self._by_name, name, arguments)
+        if rejected is not None:
+            return rejected
         body = json.dumps({"name": name, "arguments": arguments}).encode()
         req = urllib.request.Request(
             self.url, data=body, headers={"Content-Type": "application/json", **self.headers}
