@@ -28,7 +28,15 @@ import torch
 
 from iclr25.common.claims import make_claim
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from iclr25.common.results import (
+    ExperimentConfig,
+    RunDir,
+    RunResult,
+    aggregate,
+    mean_std,
+    t_interval95,
+    values,
+)
 from iclr25.common.seeding import derive_seed, seed_everything
 
 from .audio import AudioCache
@@ -349,12 +357,10 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
 # ---------------------------------------------------------------------------------------------------------
 def _interval(d: np.ndarray) -> str:
-    from scipy import stats
-
     if len(d) < 2:
         return "n/a (1 seed)"
-    h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return f"[{d.mean() - h:+.3f}, {d.mean() + h:+.3f}]"
+    lo, hi = t_interval95(d)
+    return f"[{lo:+.3f}, {hi:+.3f}]"
 
 
 def _claims(per_seed: dict) -> list:

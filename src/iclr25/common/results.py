@@ -457,3 +457,15 @@ def mean_std(x: Sequence[float], digits: int = 3) -> str:
     """``"mean ± std"`` of per-seed values with ``digits`` decimals (for report tables); NaN seeds are
     counted, not dropped (:func:`iclr25.common.fmt.fmt_fixed`)."""
     return fmt_fixed(x, digits)
+
+
+def t_interval95(d: Sequence[float]) -> tuple[float, float]:
+    """Two-sided 95 % Student-t interval of the mean of paired per-seed differences ``d`` ((nan, nan) for
+    fewer than two seeds)."""
+    from scipy import stats
+
+    a = np.asarray(d, dtype=float)
+    if a.size < 2:
+        return float("nan"), float("nan")
+    h = float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
+    return float(a.mean() - h), float(a.mean() + h)

@@ -29,7 +29,15 @@ import torch
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from iclr25.common.results import (
+    ExperimentConfig,
+    RunDir,
+    RunResult,
+    aggregate,
+    mean_std,
+    t_interval95,
+    values,
+)
 from iclr25.common.seeding import derive_seed
 
 from .data import SyntheticSpec, Video, load_released, make_synthetic_dataset
@@ -325,12 +333,10 @@ def one_seed(cfg: Config, seed: int, k: int) -> dict:
 
 
 def _interval(d: np.ndarray) -> str:
-    from scipy import stats
-
     if len(d) < 2:
         return f"{d.mean():+.3f} (one seed)"
-    h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return f"{d.mean():+.3f}, 95% t-interval [{d.mean() - h:+.3f}, {d.mean() + h:+.3f}]"
+    lo, hi = t_interval95(d)
+    return f"{d.mean():+.3f}, 95% t-interval [{lo:+.3f}, {hi:+.3f}]"
 
 
 def run(cfg: Config, out: Path) -> RunResult:

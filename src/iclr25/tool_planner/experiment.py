@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from ..common.claims import all_of, make_claim  # noqa: E402
 from ..common.io import atomic_savefig  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, t_interval95, values  # noqa: E402
 from .backends import SimulatedToolEnv  # noqa: E402
 from .llm import HEURISTIC_LABEL, HeuristicPolicy, OpenAICompatibleLLM  # noqa: E402
 from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces  # noqa: E402
@@ -266,19 +266,9 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
     return r
 
 
-def _ci95(d: np.ndarray) -> tuple[float, float]:
-    """Two-sided 95 % t-interval of the mean of paired per-seed differences."""
-    from scipy import stats
-
-    if len(d) < 2:
-        return float("nan"), float("nan")
-    h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return float(d.mean() - h), float(d.mean() + h)
-
-
 def _paired(a: list[float], b: list[float]) -> str:
     d = np.asarray(a) - np.asarray(b)
-    lo, hi = _ci95(d)
+    lo, hi = t_interval95(d)
     return f"per-seed differences {', '.join(f'{x:+.1f}' for x in d)}; 95 % CI [{lo:+.1f}, {hi:+.1f}]"
 
 
