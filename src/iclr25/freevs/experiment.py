@@ -308,7 +308,7 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
     O, C, T, H, W, _ = data["test_gt"].shape
     pseudo = torch.tensor(data["test_pseudo"]).reshape(O * C, T, H, W, 3).permute(0, 1, 4, 2, 3) * 2 - 1
     ref = (
-        torch.tensor(np.repeat(data["test_ref"], 1, axis=0)).reshape(O * C, H, W, 3).permute(0, 3, 1, 2) * 2
+        torch.tensor(data["test_ref"]).reshape(O * C, H, W, 3).permute(0, 3, 1, 2) * 2
         - 1
     )
     samples = {}
