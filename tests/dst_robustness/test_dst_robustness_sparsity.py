@@ -145,6 +145,36 @@ def test_granet_follows_cubic_schedule():
     assert abs(eng.density() - 0.3) <= 1 / total
 
 
+
+def test_granet_ends_at_target_density_when_no_update_lands_on_tf():
+    # T = 40, t_f = ⌊0.5875·40⌋ = 23, ΔT = 8: updates at 8, 16, 24 — none on t_f = 23, so the last scheduled
+    # prune (t = 16, d_t ≈ 0.314) leaves the net above d = 0.3; the engine must still end at exactly round(d·ΣN)
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    cfg = DSTConfig("granet", sparsity=0.7, delta_t=8, p0=0.3, init_density=0.8, granet_tf_frac=0.5875)
+    eng = DynamicSparseTraining(model, opt, cfg, total_steps=40, seed=0)
+    total = sum(eng.sizes)
+    assert eng.granet_tf == 23 and eng.granet_tf % cfg.delta_t != 0
+    nnz_at = {}
+
+    def check(e, o):
+        _inactive_zero(e, o)
+        nnz_at[e.t] = sum(e.nnz())
+
+    _loop(eng, model, opt, 40, check)
+    last = [h for h in eng.history if "granet_density" in h][-1]
+    assert last["t"] == 16 and sum(last["nnz"]) > round(0.3 * total) + 10  # the schedule alone stops above d
+    assert nnz_at[22] == sum(last["nnz"])
+    assert all(nnz_at[t] == round(0.3 * total) for t in range(23, 41))  # pruned at t_f; drop/regrow keeps it
+    final = [h for h in eng.history if h["kind"] == "granet_final"]
+    assert len(final) == 1 and final[0]["t"] == 23 and final[0]["granet_pruned"] > 0
+    # the flag survives a checkpoint: a restored engine does not prune again
+    model2 = _net()
+    opt2 = torch.optim.SGD(model2.parameters(), lr=0.05, momentum=0.9)
+    eng2 = DynamicSparseTraining(model2, opt2, cfg, total_steps=40, seed=0)
+    eng2.load_state_dict(eng.state_dict())
+    assert eng2._granet_final_done
+
 def test_mest_soft_bound():
     model = _net()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)

