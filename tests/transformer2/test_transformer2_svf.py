@@ -11,14 +11,18 @@ from iclr25.transformer2 import (
     SVFLinear,
     apply_svf,
     count_svf_params,
+    find_targets,
     get_expert,
     load_expert,
     lora_trainable_params,
     make_lora,
+    merge_expert,
     reset_svf,
     save_expert,
     set_expert,
+    set_scales,
     svf_disabled,
+    svf_modules,
     svf_parameters,
     using_expert,
 )
@@ -154,3 +158,158 @@ def test_apply_svf_on_tiny_llama_names_freeze_reset_and_io(tmp_path):
         apply_svf(tiny_causal_lm("llama", vocab_size=8, hidden=8, layers=1, heads=2), ["no_such_proj"])
     with pytest.raises(ValueError, match="mode"):
         SVFLinear(nn.Linear(2, 2), mode="bogus")
+
+
+# ---- W' cache, merge for export, idempotent injection (regressions) ------------------------------------------
+ALL7 = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _tiny(arch):  # Qwen2 has biases on q/k/v: exercises the bias path of the wrapper and of merge_expert
+    return tiny_causal_lm(arch, seed=0, vocab_size=40, hidden=16, layers=2, heads=2, intermediate=32).eval()
+
+
+def _perturb(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in svf_parameters(model):
+            p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype))
+
+
+def _uncached_logits(model, ids):
+    """Reference: the same model with every W' recomposed from z right now (no cache involved)."""
+    saved = {}
+    for m in svf_modules(model).values():
+        saved[m] = m.adapted_weight
+        m.adapted_weight = m.merged_weight  # instance attribute shadows the caching method
+    try:
+        with torch.no_grad():
+            return model(input_ids=ids).logits
+    finally:
+        for m in saved:
+            del m.adapted_weight
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_generate_composes_each_weight_once_and_matches_uncached(arch, monkeypatch):
+    model = apply_svf(_tiny(arch), ALL7, seed=1)
+    _perturb(model)
+    ids = torch.randint(3, 40, (2, 5), generator=torch.Generator().manual_seed(0))
+    calls = []
+    orig = SVFLinear.compose
+    monkeypatch.setattr(SVFLinear, "compose", lambda self, s: calls.append(1) or orig(self, s))
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=16,
+            min_new_tokens=16,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    n_mod = len(svf_modules(model))
+    assert n_mod == 14 and len(calls) == n_mod  # before the cache: 16 forwards × 14 recompositions
+    monkeypatch.setattr(SVFLinear, "compose", orig)
+    full = out[:, :-1]
+    with torch.no_grad():
+        cached = model(input_ids=full).logits
+    assert torch.allclose(cached, _uncached_logits(model, full), atol=1e-6, rtol=0)
+    assert torch.equal(cached[:, ids.shape[1] - 1 :].argmax(-1), out[:, ids.shape[1] :])
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_cache_invalidated_by_optimizer_expert_and_scale_changes(foreach):
+    model = apply_svf(_tiny("llama"), MLP_MODULES, seed=1)
+    ids = torch.randint(3, 40, (3, 6), generator=torch.Generator().manual_seed(1))
+    opt = torch.optim.Adam(svf_parameters(model), lr=0.5, foreach=foreach)
+
+    def check():
+        with torch.no_grad():
+            got = model(input_ids=ids).logits
+        assert torch.allclose(got, _uncached_logits(model, ids), atol=1e-6, rtol=0)
+        return got
+
+    before = check()
+    for _ in range(2):  # train: the gradient flows through W' (recomposed per forward), then z moves
+        opt.zero_grad()
+        model(input_ids=ids).logits.logsumexp(-1).mean().backward()
+        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in svf_parameters(model))
+        opt.step()
+    after = check()
+    assert not torch.allclose(before, after)  # the step changed z, and the cached W' followed
+    e = get_expert(model)
+    _perturb(model, seed=5)
+    check()
+    with using_expert(model, e):
+        assert torch.allclose(check(), after, atol=1e-6)
+    scales = {
+        n: torch.rand(m.rank, generator=torch.Generator().manual_seed(2))
+        for n, m in svf_modules(model).items()
+    }
+    set_scales(model, scales)
+    mixed = check()
+    set_scales(model, None)
+    assert not torch.allclose(mixed, check())
+    with svf_disabled(model):
+        check()
+
+
+def test_two_backwards_through_the_module_train_like_uncached():
+    lin = _linear(6, 5, torch.float64, seed=4)
+    svf = SVFLinear(lin, noise_std=0.3, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        svf(x)  # fills the cache; the training forwards below must not reuse its graph-less W'
+    for _ in range(2):
+        svf.z.grad = None
+        svf(x).pow(2).sum().backward()
+        z = svf.z.detach().clone().requires_grad_(True)
+        (g,) = torch.autograd.grad((x @ svf.compose(svf.effective_scale(z)).T + lin.bias).pow(2).sum(), z)
+        assert torch.allclose(svf.z.grad, g, atol=1e-12)
+        with torch.no_grad():
+            svf.z.sub_(0.1 * svf.z.grad)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_merge_expert_exports_plain_linear_weights(arch, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    plain = _tiny(arch)
+    keys = set(plain.state_dict())
+    model = apply_svf(plain, ALL7, seed=1)
+    _perturb(model)
+    ids = torch.randint(3, 40, (2, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = model(input_ids=ids).logits
+    merge_expert(model)
+    assert not svf_modules(model)
+    assert all(type(model.get_submodule(n)) is nn.Linear for n in find_targets(model, ALL7))
+    assert set(model.state_dict()) == keys  # the original checkpoint layout
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=ids).logits, want, atol=1e-5, rtol=0)
+        assert torch.allclose(loaded(input_ids=ids).logits, want, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="apply_svf"):
+        merge_expert(model)  # nothing left to merge
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_count_after_apply_and_reapply_is_idempotent(arch):
+    model = _tiny(arch)
+    for targets in (MLP_MODULES, r".*proj"):  # a list and a regex (which would also match '...proj.base')
+        m = apply_svf(_tiny(arch), targets, seed=1)
+        n0 = count_svf_params(_tiny(arch), targets)
+        assert n0 > 0 and count_svf_params(m, targets) == n0 == sum(p.numel() for p in svf_parameters(m))
+        e = get_expert(m)
+        names = list(svf_modules(m))
+        apply_svf(m, targets, seed=2)
+        assert list(svf_modules(m)) == names  # no double wrapping
+        assert not any(isinstance(mod.base, SVFLinear) for mod in svf_modules(m).values())
+        assert all(torch.equal(get_expert(m)[k], e[k]) for k in e)  # z untouched
+        assert all(p.requires_grad for p in svf_parameters(m))
+        assert count_svf_params(m, targets) == n0
+    apply_svf(model, MLP_MODULES)
+    apply_svf(model, ATTN_MODULES)  # extends the targets; the MLP wrappers stay as they are
+    assert len(svf_modules(model)) == 2 * (3 + 2)
+    with pytest.raises(ValueError, match="mode"):
+        apply_svf(model, MLP_MODULES, mode="paper")

@@ -9,8 +9,14 @@ For a frozen weight ``W = U Σ Vᵀ`` (thin SVD, computed once) an expert holds 
 
 :class:`SVFLinear` wraps an ``nn.Linear`` (PEFT-style: the base layer is kept, frozen, for exact resets);
 :func:`apply_svf` injects it into any model by module-name matching (``gate_proj``/``up_proj``/``down_proj`` of a
-Llama-family model by default, as in the official code); experts are plain ``{module_name: z}`` dicts saved as
-small safetensors files.
+Llama-family model by default, as in the official code; applying it again is a no-op); experts are plain
+``{module_name: z}`` dicts saved as small safetensors files; :func:`merge_expert` writes W' into plain ``nn.Linear``
+layers for export.
+
+W' is cached while z (or a mixture's scale override) is unchanged, so inference (e.g. a ``generate`` loop) costs
+one recomposition per expert change, not one per forward — the official code likewise materialises W' once per
+optimizer step. When z needs a gradient (grad mode on, ``z.requires_grad``, no override) W' is recomposed on every
+forward so each backward gets its own graph.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class SVFLinear(nn.Module):
         self.z = nn.Parameter(torch.empty(r, device=w.device, dtype=cdtype))
         self.scale_override: torch.Tensor | None = None  # effective scale s set by a mixture (not trained)
         self.enabled = True
+        self._cache: tuple[tuple, torch.Tensor | None, torch.Tensor] | None = None  # (key, override, W')
         self.reset_z(generator)
 
     @property
@@ -115,12 +122,53 @@ class SVFLinear(nn.Module):
         return W
 
     def merged_weight(self, z: torch.Tensor | None = None) -> torch.Tensor:
+        """W' for ``z`` (default: the current z or override), recomposed now (differentiable in z)."""
         return self.compose(self.effective_scale(z)).to(self.base.weight.dtype)
+
+    def _cache_key(self) -> tuple:
+        z, w, o = self.z, self.base.weight, self.scale_override
+        # in-place updates (optimizer steps, copy_) bump ``_version``; ``.to()``/``.data =`` change data_ptr
+        return (
+            z._version,
+            z.data_ptr(),
+            w._version,
+            w.data_ptr(),
+            w.dtype,
+            w.device,
+            self.S.data_ptr(),
+            None if o is None else o._version,
+            self.mode,
+            self.max_mult,
+            torch.is_inference_mode_enabled(),
+        )
+
+    def adapted_weight(self) -> torch.Tensor:
+        """W' used by ``forward``: cached while z / the override are unchanged; recomposed (with its graph) on every
+        call when z needs a gradient, since a graph is freed by the backward that uses it."""
+        o = self.scale_override
+        if o is None and self.z.requires_grad and torch.is_grad_enabled():
+            return self.merged_weight()
+        key = self._cache_key()
+        c = self._cache
+        if c is not None and c[1] is o and c[0] == key:
+            return c[2]
+        with torch.no_grad():
+            W = self.merged_weight()
+        self._cache = (key, o, W)
+        return W
+
+    def clear_cache(self) -> None:
+        """Drop the cached W' (needed only after editing ``z.data`` in place, which bypasses version tracking)."""
+        self._cache = None
+
+    def _apply(self, fn, *args, **kwargs):  # .to() / .half() / .cuda(): the cached W' is stale
+        self._cache = None
+        return super()._apply(fn, *args, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return self.base(x)
-        return F.linear(x, self.merged_weight(), self.base.bias)
+        return F.linear(x, self.adapted_weight(), self.base.bias)
 
     def extra_repr(self) -> str:
         n, m = self.base.weight.shape
@@ -135,16 +183,28 @@ def _matches(name: str, target_modules: str | Sequence[str]) -> bool:
 
 
 def find_targets(model: nn.Module, target_modules: str | Sequence[str] = MLP_MODULES) -> list[str]:
-    """Names of the ``nn.Linear`` modules of ``model`` selected by ``target_modules``."""
-    return [
-        n for n, mod in model.named_modules() if isinstance(mod, nn.Linear) and _matches(n, target_modules)
-    ]
+    """Names of the linear layers of ``model`` selected by ``target_modules``: plain ``nn.Linear`` modules and
+    layers already wrapped by :class:`SVFLinear` (the frozen ``.base`` inside a wrapper is never a target itself)."""
+    wrapped = {n for n, mod in model.named_modules() if isinstance(mod, SVFLinear)}
+    out = []
+    for n, mod in model.named_modules():
+        parent, _, child = n.rpartition(".")
+        if isinstance(mod, nn.Linear) and child == "base" and parent in wrapped:
+            continue  # the frozen layer inside an SVFLinear
+        if isinstance(mod, (nn.Linear, SVFLinear)) and _matches(n, target_modules):
+            out.append(n)
+    return out
 
 
 def count_svf_params(model: nn.Module, target_modules: str | Sequence[str] = MLP_MODULES) -> int:
-    """Trainable parameters of one SVF expert: Σ min(n_out, n_in) over the targeted matrices (no SVD needed)."""
+    """Trainable parameters of one SVF expert: Σ min(n_out, n_in) over the targeted matrices (no SVD needed; the
+    same number before and after :func:`apply_svf`)."""
     mods = dict(model.named_modules())
-    return sum(min(mods[n].weight.shape) for n in find_targets(model, target_modules))
+    total = 0
+    for n in find_targets(model, target_modules):
+        mod = mods[n]
+        total += mod.rank if isinstance(mod, SVFLinear) else min(mod.weight.shape)
+    return total
 
 
 def apply_svf(
@@ -160,16 +220,26 @@ def apply_svf(
 
     Returns ``model``; its only trainable parameters are then the z vectors. Raises ``ValueError`` when no module
     matches. Works on any HF Llama-family model (names ``gate_proj``/``up_proj``/``down_proj``, ``q_proj``/``v_proj``).
+    Idempotent: layers already wrapped are left as they are (their z untouched; a different ``mode`` or
+    ``max_mult`` is a ``ValueError``), so applying it twice never wraps a layer twice.
     """
     names = find_targets(model, target_modules)
     if not names:
         raise ValueError(
             f"target_modules={target_modules!r} matched no nn.Linear module of {type(model).__name__}"
         )
-    for p in model.parameters():
-        p.requires_grad_(False)
+    mods = dict(model.named_modules())
+    for name in names:
+        m = mods[name]
+        if isinstance(m, SVFLinear) and (m.mode != mode or m.max_mult != float(max_mult)):
+            raise ValueError(
+                f"{name!r} is already an SVFLinear with mode={m.mode!r}, max_mult={m.max_mult}; "
+                f"apply_svf was asked for mode={mode!r}, max_mult={max_mult}"
+            )
     g = torch_generator(seed)
     for name in names:
+        if isinstance(mods[name], SVFLinear):
+            continue
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(
@@ -177,6 +247,41 @@ def apply_svf(
             child,
             SVFLinear(getattr(parent, child), mode, init_value, noise_std, max_mult, generator=g),
         )
+    zs = {id(m.z) for m in svf_modules(model).values()}
+    for p in model.parameters():
+        if id(p) not in zs:
+            p.requires_grad_(False)
+    return model
+
+
+def merge_expert(model: nn.Module, expert: Mapping[str, torch.Tensor] | None = None) -> nn.Module:
+    """Replace every :class:`SVFLinear` by a plain ``nn.Linear`` holding its adapted weight W' (in place).
+
+    Uses ``expert`` when given, else each layer's current z or mixture override (a disabled layer keeps W). The
+    result has the original model's module names and ``state_dict`` keys, so ``save_pretrained`` exports a
+    standard checkpoint; the merged layers stay frozen. Returns ``model``.
+    """
+    mods = _svf_or_raise(model)
+    if expert is not None:
+        set_expert(model, expert)
+    for name, m in mods.items():
+        base = m.base
+        with torch.no_grad():
+            W = m.merged_weight() if m.enabled else base.weight
+            lin = nn.Linear(
+                base.in_features,
+                base.out_features,
+                bias=base.bias is not None,
+                device=base.weight.device,
+                dtype=base.weight.dtype,
+            )
+            lin.weight.copy_(W)
+            if base.bias is not None:
+                lin.bias.copy_(base.bias)
+        lin.requires_grad_(False)
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, lin)
     return model
 
 
