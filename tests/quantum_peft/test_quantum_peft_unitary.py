@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -118,36 +120,55 @@ def test_qsd_columns_orthonormal(dim: int, k: int) -> None:
 
 @pytest.mark.parametrize("dim", [3, 6, 12, 96])
 def test_qsd_full_matrix_orthogonal_with_cs_structure(dim: int) -> None:
-    p = node_param_count(dim, 2, trim=False)
+    p = node_param_count(dim, 2)
     theta = torch.randn(p, generator=_gen(dim), dtype=F64)
     q = node_apply(theta, dim, 2, torch.eye(dim, dtype=F64))
     assert (q.T @ q - torch.eye(dim, dtype=F64)).abs().max() < 1e-10
-    # Q = (A ⊕ B) · CS(φ) · (C ⊕ D): scipy's cosine–sine decomposition with p = q = N1 must find exactly
+    # Q = (A ⊕ B) · CS(φ) · (C ⊕ I): scipy's cosine–sine decomposition with p = q = N1 must find exactly
     # min(N1, N2) = N2 principal angles, all equal to the shared mixer angle φ (up to sign and π).
     n1 = 1 << (dim.bit_length() - 1)
     n2 = dim - n1
-    phi = float(theta[node_param_count(n1, 2) + node_param_count(n2, 2, trim=False)])
+    phi = float(theta[node_param_count(n1, 2) + node_param_count(n2, 2)])
     (_, _), theta_cs, (_, _) = scipy.linalg.cossin(q.numpy(), p=n1, q=n1, separate=True)
     assert theta_cs.shape == (n2,)
     assert np.allclose(np.abs(np.cos(theta_cs)), abs(np.cos(phi)), atol=1e-8)
 
 
-def test_qsd_param_counts_and_trim() -> None:
-    # prototype counts (L = 1, one shared φ per mixer, untrimmed) and the trimmed top level
-    assert {d: node_param_count(d, 1, trim=False) for d in (3, 5, 6, 12, 96, 768, 3072)} == {
-        3: 3, 5: 9, 6: 11, 12: 23, 96: 59, 768: 95, 3072: 119,
+def test_qsd_param_counts() -> None:
+    # C(N) = 2·p(⌊log2 N⌋) + 1 + C(N2), L = 1: p(n) = 3n − 2
+    assert {d: node_param_count(d, 1) for d in (3, 5, 6, 12, 96, 768, 1000, 3072, 4095)} == {
+        3: 3, 5: 9, 6: 10, 12: 19, 96: 46, 768: 73, 1000: 202, 3072: 91, 4095: 363,
     }  # fmt: skip
-    assert node_param_count(768, 1, trim=True) == 73
     assert node_param_count(1024, 1) == 28
+    assert columns_param_count(12, 9, 1) == node_param_count(12, 1)  # K > N1 = 8 needs no extra angles
 
 
-def test_trimmed_factor_never_touches_first_columns() -> None:
-    dim, k = 12, 3  # N1 = 8 ≥ K: the block-2 right factor acts on zero rows
-    p_full = node_param_count(dim, 1, trim=False)
-    theta = torch.randn(p_full, generator=_gen(3), dtype=F64)
-    full = node_apply(theta, dim, 1, torch.eye(dim, k, dtype=F64))
-    trimmed = node_columns(theta[: columns_param_count(dim, k, 1)], dim, k, 1)
-    assert (full - trimmed).abs().max() < 1e-13
+def _popcount(n: int) -> int:
+    return bin(n).count("1")
+
+
+@pytest.mark.parametrize("layers", [0, 1, 2, 3])
+def test_qsd_count_polylogarithmic_for_every_n(layers: int) -> None:
+    """Every N = 3…20,000: C(N) ≤ 2(L+1)·log2²N, ≤ popcount·(2p+1), and below LoRA r=1's N from N = 2^(L+6)."""
+    for n in range(3, 20_001):
+        c = node_param_count(n, layers)
+        lg = math.log2(n)
+        p = pauli_param_count(n.bit_length() - 1, layers)
+        assert c <= 2 * (layers + 1) * lg * lg, (n, c)
+        assert c <= _popcount(n) * (2 * p + 1), (n, c)
+        if n >= 1 << (layers + 6):
+            assert c < n, (n, c)
+
+
+@pytest.mark.parametrize("dim", [3, 7, 255, 1000, 4095, 12_345, 19_999])
+def test_qsd_orthonormal_for_sampled_sizes(dim: int) -> None:
+    k = min(dim, 4)
+    theta = torch.randn(node_param_count(dim, 1), generator=_gen(dim), dtype=F64)
+    u = node_columns(theta, dim, k, 1)
+    assert (u.T @ u - torch.eye(k, dtype=F64)).abs().max() < 1e-10
+    if dim <= 1000:  # the whole node is orthogonal, not only its first columns
+        q = node_apply(theta, dim, 1, torch.eye(dim, dtype=F64))
+        assert (q.T @ q - torch.eye(dim, dtype=F64)).abs().max() < 1e-10
 
 
 @pytest.mark.parametrize("dim", [3, 12, 96])
@@ -168,7 +189,7 @@ def test_count_parameters_formula_and_lora() -> None:
     # layer total = count(N) + count(M) + K (the paper's count)
     assert count_parameters(64, 64, 2, 1) == 16 + 16 + 2
     assert count_parameters(1024, 4096, 2, 1) == 28 + 34 + 2
-    assert count_parameters(768, 3072, 1, 1) == 91 + 73 + 1  # trimmed QSD nodes: 3072 → 91, 768 → 73
+    assert count_parameters(768, 3072, 1, 1) == 91 + 73 + 1  # QSD nodes: 3072 → 91, 768 → 73
     assert lora_parameters(1024, 1024, 1) == 2048
     ratios = [count_parameters(2**n, 2**n, 1, 1) / lora_parameters(2**n, 2**n, 1) for n in range(6, 15)]
     assert all(b < a for a, b in zip(ratios, ratios[1:]))

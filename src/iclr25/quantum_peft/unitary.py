@@ -14,15 +14,18 @@ The node is never built as an N×N matrix in the adapter: ``pauli_apply`` applie
 contraction on one qubit axis of a (…, 2, …, 2, K) tensor (O(N·K) per gate) and each CZ layer as a ±1
 sign vector, so U = Q(θ)·I_{N×K} costs O(N·K·n·L).
 
-**QSD node** (any N). With N = N1 + N2, N1 = 2^⌊log2 N⌋ ≥ N2, the quantum-Shannon-decomposition shape::
+**QSD node** (any N). With N = N1 + N2, N1 = 2^⌊log2 N⌋ ≥ N2, a one-sided quantum-Shannon-decomposition shape::
 
-    Q_N = (P_{N1}(θ_a) ⊕ Q_{N2}(θ_b)) · CS_N(φ) · (P_{N1}(θ_c) ⊕ Q_{N2}(θ_d))
+    Q_N = (P_{N1}(θ_a) ⊕ Q_{N2}(θ_b)) · CS_N(φ) · (P_{N1}(θ_c) ⊕ I_{N2})
 
 where P are Pauli nodes, Q_{N2} is recursively a Pauli (power of two) or QSD node, and CS_N(φ) is the
 cosine–sine mixer rotating coordinate i of block 1 with coordinate i of block 2 (i < N2) by one shared
-angle φ. Every factor is orthogonal, hence Q_N is exactly orthogonal. When only the first K ≤ N1 columns
-are needed, the right-hand block-2 factor Q_{N2}(θ_d) never touches them; ``trim=True`` drops it at the top
-level (no dead parameters; N = 768, L = 1: 95 → 73 angles).
+angle φ. Every factor is orthogonal, hence Q_N is exactly orthogonal for every input (not only for the
+first columns). The recursion descends only into the left block-2 factor (the right one is the identity), so
+it has one level per set bit of N and the count is ``C(N) = 2·p(⌊log2 N⌋) + 1 + C(N2)``,
+``C(2^n) = p(n) = (2L+1)·n − 2L``: at most popcount(N)·(2p + 1) ≤ 2(L+1)·log2²N angles for every N ≥ 2
+(checked for N = 3…20,000 in the tests), e.g. L = 1: N = 768 → 73, 1000 → 202, 4095 → 363. (A two-sided
+recursion, Q_{N2} on both sides, doubles the count at every level: 2^popcount growth, 4095 → 9,210 angles.)
 
 **Fallback** ``node="pad_qr"`` (documented, not default): Pauli node of size 2^⌈log2 N⌉, keep the top N rows
 of its first K columns and re-orthonormalise with a QR decomposition.
@@ -65,8 +68,11 @@ def _split(dim: int) -> tuple[int, int]:
     return n1, dim - n1
 
 
-def node_param_count(dim: int, layers: int, node: str = "qsd", trim: bool = True) -> int:
-    """Angles of the unitary node of size ``dim`` (Pauli if a power of two, else QSD or pad+QR)."""
+def node_param_count(dim: int, layers: int, node: str = "qsd") -> int:
+    """Angles of the unitary node of size ``dim`` (Pauli if a power of two, else one-sided QSD or pad+QR).
+
+    QSD: C(N) = 2·p(⌊log2 N⌋) + 1 + C(N − 2^⌊log2 N⌋), C(2^n) = p(n) — polylogarithmic, ≤ 2(L+1)·log2²N.
+    """
     _check_int("dim", dim, 1)
     _check_int("layers", layers, 0)
     if node not in NODES:
@@ -76,9 +82,7 @@ def node_param_count(dim: int, layers: int, node: str = "qsd", trim: bool = True
     if node == "pad_qr":
         return pauli_param_count(dim.bit_length(), layers)
     n1, n2 = _split(dim)
-    p1 = pauli_param_count(n1.bit_length() - 1, layers)
-    p2 = node_param_count(n2, layers, "qsd", trim=False)
-    return 2 * p1 + (1 if trim else 2) * p2 + 1
+    return 2 * pauli_param_count(n1.bit_length() - 1, layers) + 1 + node_param_count(n2, layers, "qsd")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -188,52 +192,43 @@ def _cs_mix(x: torch.Tensor, n1: int, n2: int, phi: torch.Tensor) -> torch.Tenso
     return torch.cat([c * top - s * bot, mid, s * top + c * bot], dim=1)
 
 
-def _node_apply_flat(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, trim: bool) -> torch.Tensor:
+def _node_apply_flat(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor) -> torch.Tensor:
     """θ (B, P), x (B, dim, K)."""
     if is_power_of_two(dim):
         return pauli_apply(theta, dim.bit_length() - 1, layers, x)
     n1, n2 = _split(dim)
     q1 = n1.bit_length() - 1
     p1 = pauli_param_count(q1, layers)
-    p2 = node_param_count(n2, layers, "qsd", trim=False)
-    sizes = [p1, p2, 1, p1] + ([] if trim else [p2])
-    parts = torch.split(theta, sizes, dim=-1)
-    th_a, th_b, phi, th_c = parts[:4]
-    # right factor (P_{N1}(θ_c) ⊕ Q_{N2}(θ_d)); with trim the block-2 part is the identity
-    top = pauli_apply(th_c, q1, layers, x[:, :n1])
-    bot = x[:, n1:] if trim else _node_apply_flat(parts[4], n2, layers, x[:, n1:], trim=False)
-    y = _cs_mix(torch.cat([top, bot], 1), n1, n2, phi[:, 0])  # CS_N(φ)
-    # left factor (P_{N1}(θ_a) ⊕ Q_{N2}(θ_b))
+    th_a, th_b, phi, th_c = torch.split(theta, [p1, node_param_count(n2, layers, "qsd"), 1, p1], dim=-1)
+    # right factor (P_{N1}(θ_c) ⊕ I_{N2})
+    y = torch.cat([pauli_apply(th_c, q1, layers, x[:, :n1]), x[:, n1:]], 1)
+    y = _cs_mix(y, n1, n2, phi[:, 0])  # CS_N(φ)
+    # left factor (P_{N1}(θ_a) ⊕ Q_{N2}(θ_b)), Q_{N2} recursive
     return torch.cat(
-        [pauli_apply(th_a, q1, layers, y[:, :n1]), _node_apply_flat(th_b, n2, layers, y[:, n1:], False)], 1
+        [pauli_apply(th_a, q1, layers, y[:, :n1]), _node_apply_flat(th_b, n2, layers, y[:, n1:])], 1
     )
 
 
-def node_apply(
-    theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, node: str = "qsd", trim: bool = False
-) -> torch.Tensor:
-    """Q_dim(θ) @ x for any ``dim`` (Pauli node for powers of two, QSD node otherwise).
+def node_apply(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, node: str = "qsd") -> torch.Tensor:
+    """Q_dim(θ) @ x for any ``dim`` (Pauli node for powers of two, one-sided QSD node otherwise).
 
-    ``trim=True`` is only valid when ``x`` is zero outside its first 2^⌊log2 dim⌋ rows (it drops the
-    right-hand block-2 factor, which would act on zeros). ``node='pad_qr'`` is not a linear map and is
-    only available through :func:`node_columns`.
+    ``node='pad_qr'`` is not a linear map and is only available through :func:`node_columns`.
     """
     _check_int("dim", dim, 1)
     if node != "qsd":
         raise ValueError(f"node must be 'qsd' for node_apply (pad_qr only gives columns), got {node!r}")
-    p = node_param_count(dim, layers, "qsd", trim=trim)
+    p = node_param_count(dim, layers, "qsd")
     if theta.shape[-1:] != (p,):
         raise ValueError(
-            f"theta must have last dim {p} for dim={dim}, layers={layers}, trim={trim}, got {tuple(theta.shape)}"
+            f"theta must have last dim {p} for dim={dim}, layers={layers}, got {tuple(theta.shape)}"
         )
     th, xx, bshape = _batch(theta, x, dim)
-    return _node_apply_flat(th, dim, layers, xx, trim).reshape(*bshape, dim, x.shape[-1])
+    return _node_apply_flat(th, dim, layers, xx).reshape(*bshape, dim, x.shape[-1])
 
 
 def node_columns(theta: torch.Tensor, dim: int, k: int, layers: int, node: str = "qsd") -> torch.Tensor:
     """The first K columns of the node, U = Q(θ)·I_{N×K} ∈ St(N, K): orthonormal columns, (..., N, K).
 
-    For non-powers of two with ``node='qsd'`` the top level is trimmed (K ≤ N1 required, else untrimmed).
     """
     _check_int("dim", dim, 1)
     _check_int("k", k, 1)
@@ -250,12 +245,10 @@ def node_columns(theta: torch.Tensor, dim: int, k: int, layers: int, node: str =
         q, r = torch.linalg.qr(cols[..., :dim, :])
         # fix the sign ambiguity of QR so the map is continuous: diag(R) > 0
         return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
-    trim = k <= _split(dim)[0]
-    return node_apply(theta, dim, layers, eye, "qsd", trim=trim)
+    return node_apply(theta, dim, layers, eye, "qsd")
 
 
 def columns_param_count(dim: int, k: int, layers: int, node: str = "qsd") -> int:
-    """Angles used by :func:`node_columns` (trimmed QSD node when K ≤ N1)."""
-    if node == "qsd" and not is_power_of_two(dim):
-        return node_param_count(dim, layers, "qsd", trim=k <= _split(dim)[0])
+    """Angles used by :func:`node_columns` (the node's count; independent of K)."""
+    _check_int("k", k, 1)
     return node_param_count(dim, layers, node)
