@@ -18,7 +18,6 @@ CLAIM_IDS = {
     "expert_specificity",
     "cem_adaptation",
     "dispatch",  # the issue's
-    "expert_no_harm",
     "expert_specificity_controls",
     "cem_adaptation_every_task",  # stricter controls (method card)
 }
@@ -45,6 +44,23 @@ def test_smoke_run_claims_and_resume(tmp_path):
         4 * (64 + 64) + 3 * (64 + 256)
     )  # PEFT LoRA r=4 on the same matrices
     assert (tmp_path / "experts" / "seed_0" / "expert_A.safetensors").exists()
+    ids = {c["id"]: c for c in doc["claims"]}
+    assert [p["id"] for p in ids["cem_adaptation"]["parts"]] == [
+        "cem_adaptation.A_vs_best_single",
+        "cem_adaptation.A_vs_base",
+        "cem_adaptation.C_vs_best_single",
+        "cem_adaptation.C_vs_base",
+    ]  # per shifted task, never pooled
+    assert [p["id"] for p in ids["dispatch"]["parts"]] == [
+        "dispatch.prompt_based",
+        "dispatch.classification_expert",
+    ]
+    d = ps["dispatch"]
+    for k in ("prompt", "expert"):  # the overall routing accuracy is the mix of the two wordings
+        assert min(d[f"{k}_routing_acc_w1"], d[f"{k}_routing_acc_w2"]) <= d[f"{k}_routing_acc"]
+        assert d[f"{k}_routing_acc"] <= max(d[f"{k}_routing_acc_w1"], d[f"{k}_routing_acc_w2"])
+        assert d[f"two_pass_gain_{k}"] == pytest.approx(d[f"two_pass_{k}_acc"] - d["base_acc"])
+    assert "expert_no_harm" not in ids and "min_own_gain" in ps  # a sanity check, reported, not a claim
     assert (tmp_path / "figures" / "experts_and_adaptation.png").stat().st_size > 0
     res2 = run(cfg, tmp_path)  # resume: the seed is read back from disk
     assert res2.per_seed == res.per_seed
@@ -67,6 +83,28 @@ def test_skills_answers():
     assert S.answer("C", d).tolist() == [0, 2] and S.answer("D", d).tolist() == [9, 2]
     x, y = S.pretrain_batch(4, torch.Generator().manual_seed(0))
     assert x.shape[1] == 9 and ((y != -100).sum(1) == 1).all() and torch.equal(y[:, -1], x[:, -1])
+
+
+def test_routing_prompt_holds_the_question_not_a_label():
+    g = torch.Generator().manual_seed(0)
+    ids, lab, t, w = S.cls_batch(S.SKILLS, 600, g)
+    labels = torch.tensor(list(S.LABELS.values()))
+    assert (
+        torch.isin(lab, labels).all() and not torch.isin(ids, labels).any()
+    )  # the answer is never in the prompt
+    instr = torch.tensor([[S.TOKENS[x], S.TOKENS2[x]] for x in S.SKILLS])
+    assert torch.equal(ids[:, 1], instr[t, w - 1]) and set(w.tolist()) == {1, 2}
+    # a "copy the task token" router (what made the old dispatch claim unfalsifiable) now routes nothing right
+    label_of = {v: k for k, v in S.LABELS.items()}
+    assert not any(label_of.get(int(k)) == S.SKILLS[i] for k, i in zip(ids[:, 1], t))
+    # pre-training labels wording-1 questions only; skill prompts use both wordings
+    x, y = S.pretrain_batch(64, g)
+    q = x[:, 0] == S.Q_TOKEN
+    assert torch.isin(x[q, 1], torch.tensor(list(S.TOKENS.values()))).all()
+    assert torch.isin(x[q, -1], labels).all()
+    assert torch.isin(x[~q, 1], torch.tensor(list(S.TOKENS2.values()))).any()
+    with pytest.raises(ValueError, match="wordings"):
+        S.skill_batch("A", 4, g, wordings=(3,))
 
 
 @pytest.mark.slow

@@ -192,7 +192,8 @@ PRESETS = {
 class Symbols:
     """Maps toy symbol ids to the model's token ids (identity for the tiny model)."""
 
-    CHARS = [str(d) for d in range(10)] + ["A", "B", "C", "D", "?", "="]
+    # ids 0–21: digits, instructions A–D, Q, S, second-wording instructions, category labels (skills.py)
+    CHARS = [str(d) for d in range(10)] + ["A", "B", "C", "D", "?", "=", "E", "F", "G", "a", "b", "c"]
 
     def __init__(self, tokenizer=None):
         if tokenizer is None:
@@ -370,13 +371,20 @@ def experts_stage(
 
 # ---- stage 3: classification expert and two-pass dispatch (paper §3.2, strategies A and B) -------------------
 def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, dev) -> dict:
-    """Trains the classification expert, then routes held-out prompts by prompt and by that expert."""
+    """Trains the classification expert, then routes held-out questions by prompt and by that expert.
+
+    Pass 1 sees ``[Q] + question`` and must answer a category label (a/b/c) that never appears in a question; the
+    base model was pre-trained with labels for wording-1 questions only, so wording-2 questions (half of the
+    held-out set) are routed only through what the model knows about the question. The classification expert is
+    trained by RL on labelled questions of the expert tasks' own distribution (both wordings, fresh digits), as the
+    paper trains it on the tasks' training questions.
+    """
     reset_svf(model, derive_seed(seed, "z0", "cls"))
     known = list(S.SKILLS)
 
     def cls_prompts(step, g):
-        ids, tok, _ = S.cls_batch(S.SKILLS, cfg.rl_batch, g)
-        return sym(ids).to(dev), None, sym(tok).to(dev)
+        ids, lab, _, _ = S.cls_batch(S.SKILLS, cfg.rl_batch, g)
+        return sym(ids).to(dev), None, sym(lab).to(dev)
 
     cls_val = S.cls_batch(S.SKILLS, cfg.n_val, torch_generator(derive_seed(seed, "val", "cls")))
     cls_val = (sym(cls_val[0]), sym(cls_val[1]))
@@ -392,15 +400,15 @@ def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, d
     )
     cls_expert = get_expert(model)
     reset_svf(model, derive_seed(seed, "z0", "after"))
-    label_of = {int(sym(torch.tensor(S.TOKENS[t]))): t for t in S.SKILLS}
+    label_of = {int(sym(torch.tensor(S.LABELS[t]))): t for t in S.SKILLS}
 
     def classify(m, ids):
         return [label_of.get(int(k)) for k in S.greedy_tokens(m, ids.to(dev))]
 
     g_route = torch_generator(derive_seed(seed, "route"))
-    r_cls, _, r_task = S.cls_batch(S.SKILLS, cfg.n_route, g_route)
+    r_cls, _, r_task, r_word = S.cls_batch(S.SKILLS, cfg.n_route, g_route)
     r_truth = [S.SKILLS[i] for i in r_task.tolist()]
-    # pass-2 prompts: the same digits as a skill prompt ([S, task, digits])
+    # pass-2 prompts: the same question as a skill prompt ([S, instr, digits])
     r_skill = r_cls.clone()
     r_skill[:, 0] = S.S_TOKEN
     all_ans = torch.stack([S.answer(t, r_skill[:, 2:]) for t in S.SKILLS], 1)  # (N, 3)
@@ -416,18 +424,28 @@ def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, d
         ans = torch.stack(two_pass(model, r_skill, routes, experts, answer_fn))
         return float((ans == r_answer).float().mean())
 
+    def routing_acc(routes, wording=None):
+        ok = [a == b for a, b, w in zip(routes, r_truth, r_word.tolist()) if wording in (None, w)]
+        return float(np.mean(ok)) if ok else float("nan")
+
     d_cls = r_cls.clone()
     d_cls[:, 1] = sym(torch.tensor(S.TOKENS["D"]))
     routes_unseen = prompt_dispatch(model, classify, d_cls, known)
-    return {
-        "prompt_routing_acc": float(np.mean([a == b for a, b in zip(routes_prompt, r_truth)])),
-        "expert_routing_acc": float(np.mean([a == b for a, b in zip(routes_expert, r_truth)])),
+    out = {
+        "prompt_routing_acc": routing_acc(routes_prompt),
+        "expert_routing_acc": routing_acc(routes_expert),
         "two_pass_prompt_acc": two_pass_acc(routes_prompt),
         "two_pass_expert_acc": two_pass_acc(routes_expert),
         "two_pass_oracle_acc": two_pass_acc(r_truth),
         "base_acc": two_pass_acc(["other"] * len(r_truth)),
         "unseen_token_to_other": float(np.mean([r == "other" for r in routes_unseen])),
     }
+    for w in S.WORDINGS:  # wording 1 was labelled in pre-training, wording 2 never
+        out[f"prompt_routing_acc_w{w}"] = routing_acc(routes_prompt, w)
+        out[f"expert_routing_acc_w{w}"] = routing_acc(routes_expert, w)
+    for k in ("prompt", "expert", "oracle"):
+        out[f"two_pass_gain_{k}"] = out[f"two_pass_{k}_acc"] - out["base_acc"]
+    return out
 
 
 # ---- stage 4: few-shot CEM adaptation on shifted tasks (paper §3.2 strategy C, App. A.4) --------------------------
@@ -594,6 +612,18 @@ def _claims(cfg: Config, ps: dict) -> list:
             for t in cfg.shift_tasks
         )
 
+    def diff(t: str, a: str, b: str) -> list[float]:  # per seed, on shifted task t
+        return [ps[k]["adapt"][t][a] - ps[k]["adapt"][t][b] for k in sorted(ps)]
+
+    pooled_vs_base = [
+        float(np.mean([diff(t, "cem", "base")[i] for t in cfg.shift_tasks])) for i in range(len(ps))
+    ]
+    gain = {k: np.mean(values(ps, f"dispatch/two_pass_gain_{k}")) for k in ("prompt", "expert", "oracle")}
+    wacc = {
+        (k, w): np.mean(values(ps, f"dispatch/{k}_routing_acc_w{w}"))
+        for k in ("prompt", "expert")
+        for w in S.WORDINGS
+    }
     transfer_note = (
         f"matching expert − base on the shifted tasks: {shift_gain('matching')}; CEM − base: {shift_gain('cem')}. "
         "Where no expert transfers to the shifted distribution (an expert trained on digits 0–9 is biased towards "
@@ -608,15 +638,6 @@ def _claims(cfg: Config, ps: dict) -> list:
             values(ps, "n_tasks_gain_3pt"),
             2,
             ">=",
-        ),
-        make_claim(
-            "expert_no_harm",
-            "Stricter control: no expert falls below base − 1 point on its own task (every seed)",
-            "min own-task gain",
-            values(ps, "min_own_gain"),
-            -0.01,
-            ">=",
-            reduce="all",
         ),
         make_claim(
             "param_efficiency",
@@ -646,37 +667,35 @@ def _claims(cfg: Config, ps: dict) -> list:
         ),
         all_of(
             "cem_adaptation",
-            "On the shifted tasks the few-shot CEM mixture is ≥ best single expert − 1 point and ≥ base + 2 points "
-            "(means over shifted tasks and seeds)",
+            "On each shifted task the few-shot CEM mixture is ≥ best single expert − 1 point and ≥ base + 2 points "
+            "(mean over seeds, per shifted task)",
             [
-                make_claim(
-                    "cem_vs_best_single",
-                    "CEM − best single expert (mean over shifted tasks and seeds)",
-                    "acc difference",
-                    values(ps, "cem_minus_best_single"),
-                    -0.01,
-                    ">=",
-                ),
-                make_claim(
-                    "cem_vs_base",
-                    "CEM − base (mean over shifted tasks and seeds)",
-                    "acc difference",
-                    [
-                        float(
-                            np.mean(
-                                [
-                                    ps[k]["adapt"][t]["cem"] - ps[k]["adapt"][t]["base"]
-                                    for t in cfg.shift_tasks
-                                ]
-                            )
-                        )
-                        for k in sorted(ps)
-                    ],
-                    0.02,
-                    ">=",
-                ),
+                part
+                for t in cfg.shift_tasks
+                for part in (
+                    make_claim(
+                        f"{t}_vs_best_single",
+                        f"shifted {t}: CEM − best single expert (mean over seeds)",
+                        "acc difference",
+                        diff(t, "cem", "best_single"),
+                        -0.01,
+                        ">=",
+                    ),
+                    make_claim(
+                        f"{t}_vs_base",
+                        f"shifted {t}: CEM − base (mean over seeds)",
+                        "acc difference",
+                        diff(t, "cem", "base"),
+                        0.02,
+                        ">=",
+                    ),
+                )
             ],
-            note=transfer_note,
+            note=(
+                "each shifted task is its own part (pooling the shifted tasks let a large gain on one hide a loss "
+                f"on another; the pooled means were CEM − best single {np.mean(values(ps, 'cem_minus_best_single')):+.3f}, "
+                f"CEM − base {np.mean(pooled_vs_base):+.3f}). " + transfer_note
+            ),
         ),
         # ... and the method card's stricter controls, reported as their own claims so they cannot change the
         # verdict of the issue's claims in either direction.
@@ -735,15 +754,15 @@ def _claims(cfg: Config, ps: dict) -> list:
             "tasks to the right expert",
             [
                 make_claim(
-                    "dispatch",
-                    "prompt-based routing accuracy (base model classifies)",
+                    "prompt_based",
+                    "prompt-based routing accuracy (base model classifies the question)",
                     "routing acc",
                     values(ps, "dispatch/prompt_routing_acc"),
                     0.9,
                     ">=",
                 ),
                 make_claim(
-                    "dispatch",
+                    "classification_expert",
                     "classification-expert routing accuracy",
                     "routing acc",
                     values(ps, "dispatch/expert_routing_acc"),
@@ -751,7 +770,14 @@ def _claims(cfg: Config, ps: dict) -> list:
                     ">=",
                 ),
             ],
-            note="the toy's classification prompt contains the task token, so routing is easy by construction",
+            note=(
+                "pass 1 sees only [Q] + the question and answers a category label that never occurs in a question; "
+                "half of the held-out questions use a wording never labelled in pre-training. Routing accuracy by "
+                f"wording (labelled / never labelled): prompt-based {wacc['prompt', 1]:.3f} / {wacc['prompt', 2]:.3f}, "
+                f"classification expert {wacc['expert', 1]:.3f} / {wacc['expert', 2]:.3f}. Two-pass gain over the "
+                f"base model (accuracy, same questions): prompt-based {gain['prompt']:+.3f}, classification expert "
+                f"{gain['expert']:+.3f}, oracle routing {gain['oracle']:+.3f}"
+            ),
         ),
     ]
 

@@ -1,12 +1,17 @@
 """The "skills" toy of the reproduction (README "Reproduction"): one-token-answer digit tasks for a tiny causal LM.
 
-Vocabulary (16 ids): digits 0–9 are ids 0–9; task tokens A, B, C, D = 10–13; the classification marker Q = 14;
-the solve marker S = 15.
+Vocabulary (22 ids): digits 0–9 are ids 0–9; instruction tokens A, B, C, D = 10–13 (wording 1); the classification
+marker Q = 14; the solve marker S = 15; a second wording of the same three instructions A′, B′, C′ = 16–18; the
+category labels a, b, c = 19–21 (the classifier's answers — never part of a question).
 
-* skill prompt ``[S, task, d1 … d6]`` → one answer token; A = number of digits ≥ 5, B = max digit, C = min digit;
-  D is a task token never seen in pre-training whose rule is B's (max) — an "unseen task token";
+* skill prompt (a *question*) ``[S, instr, d1 … d6]`` → one answer token; A = number of digits ≥ 5, B = max digit,
+  C = min digit; each task is asked in two wordings (``instr`` ∈ {A, A′}, …), drawn 50/50; D is an instruction never
+  seen in pre-training whose rule is B's (max) — an "unseen task token";
 * shifted task: the same rule with digits drawn from 3–7 only (a distribution shift, like GSM8K → MATH);
-* classification prompt ``[Q, task, d1 … d6]`` → the task token (the dispatcher's pass 1; anything else = "other").
+* classification prompt ``[Q, instr, d1 … d6]`` = the classification marker followed by the question → the category
+  label (a/b/c; anything else = "other"). Pre-training labels wording-1 questions only, so a wording-2 question can
+  be routed only through what the model knows about it (the skill it asks for) — as a base LLM classifies a question
+  it never saw labelled (paper Sec. 3.2, prompt-based adaptation) — not by copying or looking up a trained label.
 
 Because answers are one token, an RL rollout is one forward pass (a contextual bandit).
 """
@@ -17,12 +22,15 @@ import torch
 from torch import nn
 
 N_DIGITS = 6
-TOKENS = {"A": 10, "B": 11, "C": 12, "D": 13}
+TOKENS = {"A": 10, "B": 11, "C": 12, "D": 13}  # wording 1 (D: the unseen instruction)
+TOKENS2 = {"A": 16, "B": 17, "C": 18}  # wording 2 of the same skills
+LABELS = {"A": 19, "B": 20, "C": 21}  # the classifier's category labels
 Q_TOKEN = 14
 S_TOKEN = 15
-VOCAB_SIZE = 16
+VOCAB_SIZE = 22
 SKILLS = ("A", "B", "C")
 RULES = {"A": "count", "B": "max", "C": "min", "D": "max"}
+WORDINGS = (1, 2)
 
 
 def sample_digits(n: int, generator: torch.Generator, lo: int = 0, hi: int = 9) -> torch.Tensor:
@@ -44,29 +52,59 @@ def answer(task: str, digits: torch.Tensor) -> torch.Tensor:
     raise ValueError(f"task must be one of {tuple(RULES)}, got {task!r}")
 
 
-def skill_batch(task: str, n: int, generator: torch.Generator, lo: int = 0, hi: int = 9):
-    """``(input_ids (n, 8), answers (n,))`` for ``[S, task, d1..d6] → answer``."""
+def _instructions(task: str, n: int, generator: torch.Generator, wordings: tuple[int, ...]) -> torch.Tensor:
+    """(n,) instruction tokens of ``task``, the wording drawn uniformly from ``wordings`` (D has wording 1 only)."""
+    if not wordings or any(w not in WORDINGS for w in wordings):
+        raise ValueError(f"wordings must be a non-empty subset of {WORDINGS}, got {wordings!r}")
+    table = torch.tensor([TOKENS[task] if w == 1 else TOKENS2[task] for w in wordings])
+    if len(wordings) == 1:
+        return table.expand(n).clone()
+    return table[torch.randint(0, len(wordings), (n,), generator=generator)]
+
+
+def skill_batch(
+    task: str,
+    n: int,
+    generator: torch.Generator,
+    lo: int = 0,
+    hi: int = 9,
+    wordings: tuple[int, ...] | None = None,
+):
+    """``(input_ids (n, 8), answers (n,))`` for ``[S, instr, d1..d6] → answer``; both wordings by default (D: one)."""
+    if task not in RULES:
+        raise ValueError(f"task must be one of {tuple(RULES)}, got {task!r}")
+    wordings = wordings or ((1,) if task == "D" else WORDINGS)
     d = sample_digits(n, generator, lo, hi)
-    ids = torch.cat([torch.full((n, 1), S_TOKEN), torch.full((n, 1), TOKENS[task]), d], 1)
+    ids = torch.cat([torch.full((n, 1), S_TOKEN), _instructions(task, n, generator, wordings)[:, None], d], 1)
     return ids, answer(task, d)
 
 
-def cls_batch(tasks: tuple[str, ...], n: int, generator: torch.Generator, lo: int = 0, hi: int = 9):
-    """``(input_ids (n, 8), label tokens (n,), task index (n,))``: ``[Q, task, d1..d6] → task token``."""
+def cls_batch(
+    tasks: tuple[str, ...],
+    n: int,
+    generator: torch.Generator,
+    lo: int = 0,
+    hi: int = 9,
+    wordings: tuple[int, ...] = WORDINGS,
+):
+    """``(input_ids (n, 8), label tokens (n,), task index (n,), wording (n,))``: ``[Q, instr, d1..d6] → label``."""
     t = torch.randint(0, len(tasks), (n,), generator=generator)
-    tok = torch.tensor([TOKENS[x] for x in tasks])[t]
+    w = torch.tensor(wordings)[torch.randint(0, len(wordings), (n,), generator=generator)]
+    instr = torch.tensor([[TOKENS[x], TOKENS2.get(x, TOKENS[x])] for x in tasks])  # (T, 2)
+    tok = instr[t, w - 1]
+    lab = torch.tensor([LABELS.get(x, TOKENS[x]) for x in tasks])[t]
     d = sample_digits(n, generator, lo, hi)
     ids = torch.cat([torch.full((n, 1), Q_TOKEN), tok[:, None], d], 1)
-    return ids, tok, t
+    return ids, lab, t, w
 
 
 def pretrain_batch(n_per_task: int, generator: torch.Generator, cls_fraction: float = 0.25):
-    """A pre-training batch mixing the three skills and the classification format: ``(input_ids, labels)`` (B, 9)
-    with labels = -100 except on the answer (last) position (answer-only next-token loss)."""
+    """A pre-training batch mixing the three skills (both wordings) and the classification format (wording-1
+    questions only): ``(input_ids, labels)`` (B, 9) with labels = -100 except on the answer (last) position."""
     xs = [skill_batch(task, n_per_task, generator) for task in SKILLS]
     n_cls = max(1, int(round(cls_fraction * n_per_task * len(SKILLS))))
-    ids, tok, _ = cls_batch(SKILLS, n_cls, generator)
-    x = torch.cat([torch.cat([i, a[:, None]], 1) for i, a in [*xs, (ids, tok)]])  # (B, 9)
+    ids, lab, _, _ = cls_batch(SKILLS, n_cls, generator, wordings=(1,))
+    x = torch.cat([torch.cat([i, a[:, None]], 1) for i, a in [*xs, (ids, lab)]])  # (B, 9)
     y = torch.full_like(x, -100)
     y[:, -1] = x[:, -1]
     return x, y
