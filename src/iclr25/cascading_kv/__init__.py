@@ -10,16 +10,24 @@ cascade ``i`` falls into cascade ``i+1``. The same memory then spans ≈ ``W·(2
 keeping important tokens far beyond a sliding window, with no retraining (keys are rotated at *cache positions*).
 A strided prefill makes prompt processing linear in its length. ``C = 1`` is exactly StreamingLLM.
 
-Works with any ``transformers`` v5 RoPE decoder (Llama, Qwen2, Mistral, GQA) through the ``Cache`` API and the
-``"cascade"`` attention implementation::
+Works with the ``transformers`` v5 RoPE decoders in ``SUPPORTED_MODEL_TYPES`` (Llama, Mistral, Qwen2/3, Gemma/Gemma2,
+Phi/Phi-3, StableLM, GPT-NeoX, Cohere; GQA, partial and interleaved RoPE) through the ``Cache`` API and the
+``"cascade"`` attention implementation (others are refused with a ``ValueError``)::
 
     cache = CascadingKVCache(model, sink_tokens=64, cache_size=4096, cascades=4)
     out = generate_streaming(model, input_ids, cache, stride=1024, max_new_tokens=64)
 """
 
-from .attention import cascade_attention_forward, enable_cascade_attention, register_cascade_attention
+from .attention import (
+    cascade_attention,
+    cascade_attention_forward,
+    disable_cascade_attention,
+    enable_cascade_attention,
+    register_cascade_attention,
+)
 from .cache import CascadingKVCache, CascadingLayer
 from .cascade import EMPTY, CascadeState, PushResult
+from .rope import SUPPORTED_MODEL_TYPES
 from .scores import new_token_scores, reduce_heads, update_cached_scores
 from .streaming import generate_streaming, strided_prefill
 
@@ -29,7 +37,10 @@ __all__ = [
     "CascadingKVCache",
     "CascadingLayer",
     "PushResult",
+    "SUPPORTED_MODEL_TYPES",
+    "cascade_attention",
     "cascade_attention_forward",
+    "disable_cascade_attention",
     "enable_cascade_attention",
     "generate_streaming",
     "new_token_scores",

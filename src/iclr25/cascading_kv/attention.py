@@ -4,48 +4,65 @@ The model's attention module computes q/k/v, applies RoPE at whatever ``position
 ``cache.update`` then the attention function. For a :class:`~iclr25.cascading_kv.cache.CascadingKVCache` this
 function
 
-1. undoes the model's rotation (exact inverse, HF ``rotate_half``) to get pre-RoPE q/k of the chunk,
-2. re-rotates the chunk at its cache positions ``P = n_held + arange(q)`` and the stored keys at theirs,
+1. undoes the model's rotation (exact inverse with the model's own cos/sin, half-split or interleaved layout,
+   partial rotary included — :mod:`~iclr25.cascading_kv.rope`) to get pre-RoPE q/k of the chunk,
+2. rotates the chunk at its cache positions ``P = n_held + arange(q)``; stored keys sit rotated at their slot's
+   reference position, so a single decoded token rotates its *query* once per offset group instead of
+   re-rotating the cache (a longer chunk rotates the ≤ S + N stored keys once),
 3. computes ``A = softmax(Q Kᵀ/√d + mask)`` over ``[sinks | cascade slots | chunk]`` (empty slots masked, causal
    inside the chunk only) and ``out = A V``,
 4. turns ``A`` into EMA scores (:mod:`~iclr25.cascading_kv.scores`), reduced over query heads, and commits the chunk.
 
-For any other cache (``DynamicCache``, none) it is ``transformers``' own SDPA attention, so a model switched to
-``"cascade"`` behaves as before with other caches.
+For any other cache (``DynamicCache``, none) it is ``transformers``' SDPA attention (the model's eager attention
+when it softcaps logits). :func:`cascade_attention` switches a model temporarily and restores it on exit.
 """
 
 from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
 
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
 
-from .cache import CascadingLayer, take_pending
+from .cache import ATTN_NAME, take_pending
+from .rope import rope, unrope
 from .scores import cached_token_contribution, new_token_scores, reduce_heads
 
-ATTN_NAME = "cascade"
+GROUPED_QUERY_MAX = 4  # chunks up to this many queries rotate the query per offset group instead of the keys
+
+__all__ = [
+    "ATTN_NAME",
+    "cascade_attention",
+    "cascade_attention_forward",
+    "disable_cascade_attention",
+    "enable_cascade_attention",
+    "register_cascade_attention",
+    "rope",
+    "unrope",
+]
 
 
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """HF RoPE ``x·cos + rotate_half(x)·sin`` with ``cos, sin`` ``(b, L, D)`` from the model's rotary module."""
-    return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
+def _gqa(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """``(B, Hq, L, D)`` → ``(B, Hkv, (Hq/Hkv)·L, D)`` so one matmul serves a whole GQA group (no K/V copies)."""
+    B, Hq, L, D = x.shape
+    return x.reshape(B, kv_heads, (Hq // kv_heads) * L, D)
 
 
-def unrope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Exact inverse of :func:`rope` (also when ``cos, sin`` carry an ``attention_scaling`` factor ``a``)."""
-    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
-    return (x * c - rotate_half(x) * s) / (c * c + s * s)
-
-
-def _cos_sin(
-    layer: CascadingLayer, like: torch.Tensor, positions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    pos = positions.to(like.device)
-    if pos.ndim == 1:
-        pos = pos[None]
-    return layer.rotary_emb(like, pos)
+def _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwargs):
+    """Attention for caches other than the cascading one: the model's eager path when it softcaps, else SDPA."""
+    if kwargs.get("softcap") is not None:
+        eager = sys.modules[type(module).__module__].eager_attention_forward
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            attention_mask = torch.zeros_like(attention_mask, dtype=query.dtype).masked_fill(
+                ~attention_mask, torch.finfo(query.dtype).min
+            )
+        return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+    )
 
 
 def cascade_attention_forward(
@@ -58,52 +75,83 @@ def cascade_attention_forward(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention over ``[sinks | cascades | chunk]`` with EMA scoring and commit; SDPA for other caches."""
+    """Attention over ``[sinks | cascades | chunk]`` with EMA scoring and commit; SDPA for other caches.
+
+    Honours ``softcap`` (Gemma 2: ``cap·tanh(logits/cap)``) and ``sliding_window`` (keys whose cache-position
+    distance to the query is ``≥ sliding_window`` are masked, sinks included, as in the model's own mask).
+    """
     layer = take_pending(getattr(module, "layer_idx", None))
     if layer is None:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-        )
+        return _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
     key, value = layer.pop_pending()
+    rot = layer.rotary
     B, Hq, q, D = query.shape
     Hkv = key.shape[1]
+    rep = Hq // Hkv
     scaling = D**-0.5 if scaling is None else scaling
-    dev = query.device
+    dev, dt = query.device, query.dtype
     n_held = layer.get_seq_length()
-    p_cache = n_held + torch.arange(q, device=dev)  # the chunk's cache positions
+    M = layer.sink_tokens + layer.cache_size
+    rot.ensure(M + q + 1, dev)
+    p_cache = torch.arange(n_held, n_held + q, device=dev)  # the chunk's cache positions
 
-    # 1-2. pre-RoPE chunk, re-rotated at cache positions (model may have used other position_ids, e.g. generate's)
+    # 1. pre-RoPE chunk (the model rotated it at its own position_ids: undo with the very same cos/sin)
     pos_given = kwargs.get("position_ids")
     if pos_given is None:
-        pos_given = p_cache[None]
-    cos_g, sin_g = _cos_sin(layer, query, pos_given)
-    k_pre = unrope(key, cos_g, sin_g)
-    if pos_given.shape[-1] == q and bool((pos_given.to(dev) == p_cache).all()):
-        q_rot, k_rot = query, key
+        raise RuntimeError(
+            f"cascade attention needs the position_ids the model rotated with ({rot.model_type}: not passed to the "
+            "attention function)"
+        )
+    cos_g, sin_g = rot.model_cos_sin(query, pos_given)
+    cos_g, sin_g = cos_g.unsqueeze(1), sin_g.unsqueeze(1)
+    q_pre = unrope(query, cos_g, sin_g, rot.interleaved)
+    k_pre = unrope(key, cos_g, sin_g, rot.interleaved)
+    cos_c, sin_c = rot.at(p_cache, dt)
+    q_rot = rope(q_pre, cos_c, sin_c, rot.interleaved)
+    k_rot = rope(k_pre, cos_c, sin_c, rot.interleaved)
+
+    # 2. logits against the stored keys (each rotated at its slot's reference position ref; position = ref + offset)
+    lay = layer.layout()
+    kbuf, vbuf = layer.kbuf, layer.vbuf
+    if q <= GROUPED_QUERY_MAX:
+        # <R(P)q, R(ref + c)k> = <R(P − c)q, R(ref)k>: rotate the query once per distinct offset c (≤ 2C + 1)
+        goff, gid = lay["group_offsets"], lay["group"]
+        G = goff.shape[0]
+        cg, sg = rot.at(p_cache[None, :] - goff[:, None], dt)  # (G, q, rd)
+        qg = rope(q_pre.unsqueeze(2), cg, sg, rot.interleaved)  # (B, Hq, G, q, D)
+        lg = torch.matmul(qg.reshape(B, Hkv, rep * G * q, D), kbuf.transpose(2, 3))
+        lg = lg.reshape(B, Hkv, rep, G, q, M)
+        idx = gid.view(1, 1, 1, 1, 1, M).expand(B, Hkv, rep, 1, q, M)
+        l_cache = lg.gather(3, idx).reshape(B, Hq, q, M)
     else:
-        cos_c, sin_c = _cos_sin(layer, query, p_cache)
-        q_rot, k_rot = rope(unrope(query, cos_g, sin_g), cos_c, sin_c), rope(k_pre, cos_c, sin_c)
+        cu, su = rot.at(lay["offset"], dt, unit=True)
+        k_cache = rope(kbuf, cu, su, rot.interleaved)  # keys at their cache positions
+        l_cache = torch.matmul(_gqa(q_rot, Hkv), k_cache.transpose(2, 3)).reshape(B, Hq, q, M)
+    l_chunk = torch.matmul(_gqa(q_rot, Hkv), k_rot.transpose(2, 3)).reshape(B, Hq, q, q)
+    logits = torch.cat([l_cache, l_chunk], dim=-1) * scaling
 
-    stored = layer.read()  # pre-RoPE sinks + slots with their cache positions
-    cos_s, sin_s = _cos_sin(layer, query, stored["positions"])
-    K = torch.cat([rope(stored["keys"], cos_s, sin_s), k_rot], dim=2)  # (B, Hkv, M + q, D)
-    V = torch.cat([stored["values"], value], dim=2)
-    M = stored["keys"].shape[2]
-
-    # 3. A = softmax(Q Kᵀ · scaling + mask): empty slots masked, causal inside the chunk only
+    # 3. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
+    softcap = kwargs.get("softcap")
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
     allowed = torch.cat(
-        [stored["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
+        [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
     )
-    logits = torch.matmul(q_rot, repeat_kv(K, Hq // Hkv).transpose(2, 3)) * scaling
+    window = kwargs.get("sliding_window")
+    if window is not None:
+        kpos = torch.cat([lay["positions"], p_cache])
+        allowed = allowed & (p_cache[:, None] - kpos[None, :] < int(window))
     logits = logits.masked_fill(~allowed, torch.finfo(logits.dtype).min)
     A = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    out = torch.matmul(A.to(V.dtype), repeat_kv(V, Hq // Hkv))
+    Av = A.to(vbuf.dtype)
+    out = torch.matmul(_gqa(Av[..., :M], Hkv), vbuf) + torch.matmul(_gqa(Av[..., M:], Hkv), value)
+    out = out.reshape(B, Hq, q, -1)
 
     # 4. EMA scores (sinks never scored) reduced over query heads, then insert the chunk
-    ns = layer.n_sinks
+    S = layer.sink_tokens
     with torch.no_grad():
         beta = layer.beta
-        cache_add = cached_token_contribution(A[..., ns:M], beta)  # (B, Hq, N)
+        cache_add = cached_token_contribution(A[..., S:M], beta)  # (B, Hq, N)
         new_s = new_token_scores(A[..., M:], beta)  # (B, Hq, q)
         red = dict(kv_heads=Hkv, reduction=layer.head_reduction, homogeneous=layer.homogeneous_heads)
         layer.commit(
@@ -120,8 +168,44 @@ def register_cascade_attention() -> None:
 
 
 def enable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
-    """Switch ``model`` to the ``"cascade"`` attention implementation (needed by :class:`CascadingKVCache`)."""
+    """Switch ``model`` to the ``"cascade"`` attention implementation (needed by :class:`CascadingKVCache`).
+
+    Permanent until :func:`disable_cascade_attention`; prefer the context manager :func:`cascade_attention`.
+    The implementation in use before is remembered and restored by :func:`disable_cascade_attention`.
+    """
+    from .rope import rotary_for
+
+    rotary_for(model)  # refuse unsupported families up front (ValueError naming the model type)
     register_cascade_attention()
-    if getattr(model.config, "_attn_implementation", None) != ATTN_NAME:
+    old = getattr(model.config, "_attn_implementation", None)
+    if old != ATTN_NAME:
+        model._cascade_previous_attn = old
         model.set_attn_implementation(ATTN_NAME)
+    take_pending()  # drop a chunk left over by an interrupted forward
     return model
+
+
+def disable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
+    """Restore the attention implementation ``model`` used before :func:`enable_cascade_attention`."""
+    take_pending()
+    if getattr(model.config, "_attn_implementation", None) == ATTN_NAME:
+        prev = getattr(model, "_cascade_previous_attn", None) or "sdpa"
+        model.set_attn_implementation(prev)
+    return model
+
+
+@contextmanager
+def cascade_attention(model: torch.nn.Module):
+    """``with cascade_attention(model): ...`` — cascade attention inside, the model's previous one restored on exit.
+
+    Nested use is fine (only the outermost switch restores).
+    """
+    was = getattr(model.config, "_attn_implementation", None) == ATTN_NAME
+    enable_cascade_attention(model)
+    try:
+        yield model
+    finally:
+        if not was:
+            disable_cascade_attention(model)
+        else:
+            take_pending()

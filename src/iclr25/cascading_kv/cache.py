@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .cascade import EMPTY, CascadeState
+from .rope import Rotary, _layout, rope, rotary_for
 from .scores import HEAD_REDUCTIONS
 
+ATTN_NAME = "cascade"
 _PENDING = threading.local()  # the layer whose chunk waits for its attention call (same thread, same forward)
 
 
@@ -42,21 +45,31 @@ def take_pending(layer_idx: int | None = None) -> CascadingLayer | None:
 
 
 def find_rotary_embedding(model: torch.nn.Module) -> torch.nn.Module:
-    """The model's rotary-embedding module (``forward(x, position_ids) -> (cos, sin)``, has ``inv_freq``)."""
-    for m in model.modules():
-        if (
-            hasattr(m, "inv_freq")
-            and hasattr(m, "attention_scaling")
-            and type(m).__name__.endswith("RotaryEmbedding")
-        ):
-            return m
-    raise ValueError(
-        f"model must contain a *RotaryEmbedding module (RoPE decoder), none found in {type(model).__name__}"
-    )
+    """The rotary-embedding module of a supported decoder (``ValueError`` naming the model type otherwise)."""
+    return rotary_for(model).module
+
+
+def _as_rotary(rotary_emb) -> Rotary:
+    """Wrap a bare rotary module (legacy ``rotary_emb=`` argument): layout and rotary dim read off its ``cos``."""
+    if isinstance(rotary_emb, Rotary):
+        return rotary_emb
+    layout, rd = _layout(rotary_emb, rotary_emb.inv_freq.device)
+    if layout == "unknown":
+        raise ValueError(f"rotary_emb {type(rotary_emb).__name__}: unknown cos/sin layout")
+    return Rotary(rotary_emb, type(rotary_emb).__name__, layout == "interleaved", rd)
 
 
 class CascadingLayer(CacheLayerMixin):
-    """One decoder layer's cascading cache: sinks + ``C`` cascades of ``W = N / C`` slots, per (batch, KV head)."""
+    """One decoder layer's cascading cache: sinks + ``C`` cascades of ``W = N / C`` slots, per (batch, KV head).
+
+    Storage is one buffer of ``S + N`` slots (sinks first, then cascade ``i`` at ``S + i·W … S + (i+1)·W − 1``).
+    Each key is stored **rotated at its slot's reference position** ``ref`` (sink ``j``: ``j``; cascade slot at ring
+    offset ``m``: ``m``), which never changes while the key stays in its slot. Its actual cache position is
+    ``ref + c`` where the offset ``c`` is shared by all slots of a sink block / of the same side of a cascade's ring
+    start (at most ``2C + 1`` distinct offsets). Positions therefore move every step without touching the keys:
+    decoding rotates the *query* once per offset (RoPE scores depend only on the position difference), and a key is
+    re-rotated only when it moves to another slot (``commit``: at most ``C + 1`` slots per decoded token).
+    """
 
     is_sliding = False
     is_compileable = False
@@ -71,7 +84,7 @@ class CascadingLayer(CacheLayerMixin):
         head_reduction: str = "max",
         homogeneous_heads: bool = False,
         eager_fill: bool = True,
-        rotary_emb: torch.nn.Module | None = None,
+        rotary_emb: Rotary | torch.nn.Module | None = None,
         layer_idx: int | None = None,
     ) -> None:
         super().__init__()
@@ -81,10 +94,17 @@ class CascadingLayer(CacheLayerMixin):
         self.head_reduction = head_reduction
         self.homogeneous_heads = bool(homogeneous_heads)
         self.eager_fill = bool(eager_fill)
-        self.rotary_emb = rotary_emb
+        self.rotary = None if rotary_emb is None else _as_rotary(rotary_emb)
         self.layer_idx = layer_idx
         self.state: CascadeState | None = None
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._layout: dict | None = None
+        W = self.cache_size // self.cascades
+        self._ref = np.concatenate([np.arange(self.sink_tokens), np.tile(np.arange(W), self.cascades)])
+
+    @property
+    def rotary_emb(self) -> torch.nn.Module | None:
+        return None if self.rotary is None else self.rotary.module
 
     # ---------------------------------------------------------------- CacheLayerMixin API
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
@@ -92,21 +112,18 @@ class CascadingLayer(CacheLayerMixin):
         Dv = value_states.shape[-1]
         self.device, self.dtype = key_states.device, key_states.dtype
         kw = dict(device=key_states.device, dtype=key_states.dtype)
-        self.keys = torch.zeros(B, H, self.cache_size, D, **kw)  # pre-RoPE keys of the cascade slots
-        self.values = torch.zeros(B, H, self.cache_size, Dv, **kw)
-        self.sink_keys = torch.zeros(B, H, self.sink_tokens, D, **kw)  # pre-RoPE
-        self.sink_values = torch.zeros(B, H, self.sink_tokens, Dv, **kw)
+        M = self.sink_tokens + self.cache_size
+        self.kbuf = torch.zeros(B, H, M, D, **kw)  # keys rotated at their slot's reference position
+        self.vbuf = torch.zeros(B, H, M, Dv, **kw)
         self.state = CascadeState(self.sink_tokens, self.cache_size, self.cascades, (B, H), self.eager_fill)
+        self._layout = None
         self.is_initialized = True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         """Record the chunk (keys already rotated by the model) for the cascade attention call that follows."""
         if getattr(_PENDING, "layer", None) is not None:
             _PENDING.layer = None
-            raise RuntimeError(
-                "CascadingKVCache was updated but the previous chunk never reached the cascade attention function: "
-                "call iclr25.cascading_kv.enable_cascade_attention(model) first (attn_implementation='cascade')."
-            )
+            raise RuntimeError(NOT_ENABLED)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         self._pending = (key_states, value_states)
@@ -124,12 +141,13 @@ class CascadingLayer(CacheLayerMixin):
 
     def reset(self) -> None:
         if self.is_initialized:
-            self.keys.zero_()
-            self.values.zero_()
-            self.sink_keys.zero_()
-            self.sink_values.zero_()
+            self.kbuf.zero_()
+            self.vbuf.zero_()
             self.state.reset()
+        self._layout = None
         self._pending = None
+        if getattr(_PENDING, "layer", None) is self:
+            _PENDING.layer = None
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError(
@@ -139,12 +157,13 @@ class CascadingLayer(CacheLayerMixin):
     def _select_batch(self, index: torch.Tensor) -> None:
         if not self.is_initialized:
             return
-        index = index.to(self.keys.device)
-        for name in ("keys", "values", "sink_keys", "sink_values"):
-            setattr(self, name, getattr(self, name).index_select(0, index))
-        H = self.keys.shape[1]
+        index = index.to(self.kbuf.device)
+        self.kbuf = self.kbuf.index_select(0, index)
+        self.vbuf = self.vbuf.index_select(0, index)
+        H = self.kbuf.shape[1]
         rows = (index.cpu()[:, None] * H + torch.arange(H)[None, :]).reshape(-1)
         self.state.select_rows(rows, (index.numel(), H))
+        self._layout = None
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self._select_batch(beam_idx)
@@ -154,7 +173,35 @@ class CascadingLayer(CacheLayerMixin):
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.is_initialized:
-            self._select_batch(torch.arange(self.keys.shape[0]).repeat_interleave(repeats))
+            self._select_batch(torch.arange(self.kbuf.shape[0]).repeat_interleave(repeats))
+
+    # ---------------------------------------------------------------- views (sinks first)
+    @property
+    def keys(self) -> torch.Tensor:
+        """``(B, H, N, D)`` cascade-slot keys, rotated at their slot reference positions (a view)."""
+        return self.kbuf[:, :, self.sink_tokens :]
+
+    @keys.setter
+    def keys(self, value) -> None:  # CacheLayerMixin.__init__ sets keys = None; the buffer is kbuf
+        if value is not None:
+            raise AttributeError("CascadingLayer.keys is a view of kbuf (read-only)")
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.vbuf[:, :, self.sink_tokens :]
+
+    @values.setter
+    def values(self, value) -> None:
+        if value is not None:
+            raise AttributeError("CascadingLayer.values is a view of vbuf (read-only)")
+
+    @property
+    def sink_keys(self) -> torch.Tensor:
+        return self.kbuf[:, :, : self.sink_tokens]
+
+    @property
+    def sink_values(self) -> torch.Tensor:
+        return self.vbuf[:, :, : self.sink_tokens]
 
     # ---------------------------------------------------------------- cascade API
     @property
@@ -167,20 +214,46 @@ class CascadingLayer(CacheLayerMixin):
         p, self._pending = self._pending, None
         return p
 
-    def read(self) -> dict[str, torch.Tensor]:
-        """Stored tensors (pre-RoPE keys) with their cache positions and validity, sinks first.
+    def layout(self) -> dict:
+        """Per-slot cache positions, validity and rotation offsets of the ``S + N`` buffer (cached until the next commit).
 
-        Returns ``keys`` ``(B, H, n_sinks + N, D)``, ``values``, ``positions`` ``(n_sinks + N,)`` (0 where empty),
-        ``valid`` ``(n_sinks + N,)`` bool.
+        ``positions`` ``(S+N,)`` (0 where empty), ``valid`` bool, ``offset`` = position − reference (0 where empty),
+        ``group_offsets`` the distinct offsets ``(G,)`` and ``group`` ``(S+N,)`` each slot's index into them.
         """
-        st = self.state
+        if self._layout is not None:
+            return self._layout
+        st, S = self.state, self.sink_tokens
+        M = S + self.cache_size
+        pos = np.zeros(M, dtype=np.int64)
+        valid = np.zeros(M, dtype=bool)
         ns = st.n_sinks
-        keys = torch.cat([self.sink_keys[:, :, :ns], self.keys], dim=2)
-        values = torch.cat([self.sink_values[:, :, :ns], self.values], dim=2)
-        pos = torch.cat([st.sink_positions(), st.slot_positions()])
-        valid = torch.cat([torch.ones(ns, dtype=torch.bool), st.valid_mask()])
-        dev = self.keys.device
-        return {"keys": keys, "values": values, "positions": pos.clamp(min=0).to(dev), "valid": valid.to(dev)}
+        pos[:ns] = np.arange(ns)
+        valid[:ns] = True
+        sp = st.slot_positions().numpy()
+        v = sp >= 0
+        pos[S:][v] = sp[v]
+        valid[S:] = v
+        off = np.where(valid, pos - self._ref, 0)
+        goff, gid = np.unique(off, return_inverse=True)
+        dev = self.kbuf.device
+        self._layout = {
+            "positions": torch.from_numpy(pos).to(dev),
+            "valid": torch.from_numpy(valid).to(dev),
+            "offset": torch.from_numpy(off).to(dev),
+            "group_offsets": torch.from_numpy(goff).to(dev),
+            "group": torch.from_numpy(gid.reshape(-1)).to(dev),
+            "max_position": int(pos.max()) if M else 0,
+        }
+        return self._layout
+
+    def read(self) -> dict[str, torch.Tensor]:
+        """Stored keys rotated at their *cache positions*, values, positions and validity (``S + N`` slots, sinks first)."""
+        lay = self.layout()
+        rot = self.rotary
+        rot.ensure(self.sink_tokens + self.cache_size + 1, self.kbuf.device)
+        cos, sin = rot.at(lay["offset"], self.kbuf.dtype, unit=True)
+        keys = rope(self.kbuf, cos, sin, rot.interleaved)
+        return {"keys": keys, "values": self.vbuf, "positions": lay["positions"], "valid": lay["valid"]}
 
     def commit(
         self,
@@ -192,28 +265,63 @@ class CascadingLayer(CacheLayerMixin):
         """EMA-update the cached scores, then insert the chunk token by token (Algorithm 2).
 
         ``keys_pre_rope``/``values`` ``(B, H, q, D)``; ``cache_score_add`` ``(B, H, N)`` = Σ_j (1−β) β^{q−1−j} A[j,k]
-        for the cache slots; ``new_scores`` ``(B, H, q)`` the chunk tokens' initial scores.
+        for the cache slots; ``new_scores`` ``(B, H, q)`` the chunk tokens' initial scores. Only slots whose
+        content changed are written (and rotated to their reference position).
         """
-        st = self.state
+        st, S, N = self.state, self.sink_tokens, self.cache_size
+        W = N // self.cascades
+        rot = self.rotary
         q = keys_pre_rope.shape[2]
+        rot.ensure(S + N + q + 1, self.kbuf.device)
         st.decay_scores(self.beta**q, cache_score_add)
         ns0 = st.n_sinks
+        og_before = st._og
         res = st.push(new_scores)
+        self._layout = None
         n = res.n_to_sinks
+        dt = self.kbuf.dtype
         if n:
-            self.sink_keys[:, :, ns0 : ns0 + n] = keys_pre_rope[:, :, :n]
-            self.sink_values[:, :, ns0 : ns0 + n] = values[:, :, :n]
-        src = res.src.to(self.keys.device)  # (B, H, N) index into cat(old slots, chunk)
-        idx = src.clamp(min=0).unsqueeze(-1)
-        self.keys = torch.cat([self.keys, keys_pre_rope], 2).gather(
-            2, idx.expand(-1, -1, -1, self.keys.shape[-1])
-        )
-        self.values = torch.cat([self.values, values], 2).gather(
-            2, idx.expand(-1, -1, -1, self.values.shape[-1])
-        )
-        empty = (src == EMPTY).unsqueeze(-1)
-        self.keys = self.keys.masked_fill(empty, 0)
-        self.values = self.values.masked_fill(empty, 0)
+            cos, sin = rot.at(torch.arange(ns0, ns0 + n, device=self.kbuf.device), dt)
+            self.kbuf[:, :, ns0 : ns0 + n] = rope(keys_pre_rope[:, :, :n], cos, sin, rot.interleaved)
+            self.vbuf[:, :, ns0 : ns0 + n] = values[:, :, :n]
+        src = res.src.reshape(-1, N).numpy()
+        ident = np.where(og_before == EMPTY, EMPTY, np.arange(N)[None, :])
+        cols = np.flatnonzero((src != ident).any(0))
+        if cols.size == 0:
+            return
+        B, H = self.kbuf.shape[:2]
+        dev = self.kbuf.device
+        s = torch.from_numpy(src[:, cols].reshape(B, H, -1)).to(dev)  # (B, H, k) source of each changed slot
+        from_chunk = s >= N
+        old = (s.clamp(0, N - 1) + S).unsqueeze(-1)
+        new = (s - N).clamp(0, q - 1).unsqueeze(-1)
+        D, Dv = self.kbuf.shape[-1], self.vbuf.shape[-1]
+        fc = from_chunk.unsqueeze(-1)
+        k_src = torch.where(fc, keys_pre_rope.gather(2, new.expand(-1, -1, -1, D)),
+                            self.kbuf.gather(2, old.expand(-1, -1, -1, D)))  # fmt: skip
+        v_src = torch.where(fc, values.gather(2, new.expand(-1, -1, -1, Dv)),
+                            self.vbuf.gather(2, old.expand(-1, -1, -1, Dv)))  # fmt: skip
+        ref_dst = torch.from_numpy(cols % W).to(dev)  # (k,)
+        # a new token: pre-RoPE key rotated at ref (model-scaled cos/sin); a moved key: pure rotation by ref − ref_old
+        cos_n, sin_n = rot.at(ref_dst.expand_as(s), dt)
+        cos_m, sin_m = rot.at(ref_dst - s.clamp(0, N - 1) % W, dt, unit=True)
+        cos = torch.where(fc, cos_n, cos_m)
+        sin = torch.where(fc, sin_n, sin_m)
+        k_new = rope(k_src, cos, sin, rot.interleaved)
+        empty = (s == EMPTY).unsqueeze(-1)
+        if bool(empty.any()):
+            k_new = k_new.masked_fill(empty, 0)
+            v_src = v_src.masked_fill(empty, 0)
+        idx = torch.from_numpy(cols + S).to(dev)
+        self.kbuf.index_copy_(2, idx, k_new)
+        self.vbuf.index_copy_(2, idx, v_src)
+
+
+NOT_ENABLED = (
+    "CascadingKVCache needs the cascade attention implementation, but the model's attention did not route the "
+    "chunk to it: run inside `with iclr25.cascading_kv.cascade_attention(model):` or call "
+    "iclr25.cascading_kv.enable_cascade_attention(model) first (attn_implementation='cascade')."
+)
 
 
 def _validate(sink_tokens, cache_size, cascades, beta, head_reduction) -> None:
@@ -235,7 +343,7 @@ def _validate(sink_tokens, cache_size, cascades, beta, head_reduction) -> None:
 
 
 class CascadingKVCache(Cache):
-    """Cascading KV cache for any RoPE decoder of ``transformers`` (Llama, Qwen2, Mistral; GQA included).
+    """Cascading KV cache for the RoPE decoders of ``transformers`` listed in :data:`~.rope.SUPPORTED_MODEL_TYPES`.
 
     Parameters
     ----------
@@ -268,13 +376,17 @@ class CascadingKVCache(Cache):
         rotary_emb: torch.nn.Module | None = None,
     ) -> None:
         _validate(sink_tokens, cache_size, cascades, beta, head_reduction)
+        self._config = None
         if model is not None:
-            rotary_emb = rotary_emb if rotary_emb is not None else find_rotary_embedding(model)
+            rotary = _as_rotary(rotary_emb) if rotary_emb is not None else rotary_for(model)
             num_layers = (
                 num_layers if num_layers is not None else model.config.get_text_config().num_hidden_layers
             )
-        if num_layers is None or rotary_emb is None:
-            raise ValueError("pass model=..., or both num_layers=... and rotary_emb=... (got None)")
+            self._config = model.config
+        else:
+            if num_layers is None or rotary_emb is None:
+                raise ValueError("pass model=..., or both num_layers=... and rotary_emb=... (got None)")
+            rotary = _as_rotary(rotary_emb)
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be an int >= 1, got {num_layers!r}")
         self.config_kwargs = dict(
@@ -282,11 +394,23 @@ class CascadingKVCache(Cache):
             head_reduction=head_reduction, homogeneous_heads=homogeneous_heads, eager_fill=eager_fill,
         )  # fmt: skip
         layers = [
-            CascadingLayer(**self.config_kwargs, rotary_emb=rotary_emb, layer_idx=i)
-            for i in range(num_layers)
+            CascadingLayer(**self.config_kwargs, rotary_emb=rotary, layer_idx=i) for i in range(num_layers)
         ]
         super().__init__(layers=layers)
-        self.rotary_emb = rotary_emb
+        self.rotary = rotary
+        self.rotary_emb = rotary.module
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Hand the chunk to the cascade attention; raises at once if the model is not using it."""
+        cfg = self._config
+        if cfg is not None and getattr(cfg, "_attn_implementation", None) != ATTN_NAME:
+            raise RuntimeError(NOT_ENABLED + f" (the model uses {cfg._attn_implementation!r})")
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def reset(self) -> None:
+        """Empty every layer (sinks, cascades, scores, counters) so the cache can take a new stream."""
+        super().reset()
+        take_pending()
 
     @property
     def sink_tokens(self) -> int:
@@ -312,6 +436,6 @@ class CascadingKVCache(Cache):
         total = 0
         for layer in self.layers:
             if layer.is_initialized:
-                for t in (layer.keys, layer.values, layer.sink_keys, layer.sink_values):
+                for t in (layer.kbuf, layer.vbuf):
                     total += t.numel() * t.element_size()
         return total

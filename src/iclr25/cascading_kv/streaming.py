@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .attention import enable_cascade_attention
-from .cache import CascadingKVCache, take_pending
+from .attention import cascade_attention
+from .cache import CascadingKVCache
 
 
 def _check_ids(input_ids: torch.Tensor) -> torch.Tensor:
@@ -40,7 +40,9 @@ def strided_prefill(
     """Feed ``input_ids`` ``(B, L)`` chunk by chunk (``stride`` tokens) into ``model`` with ``cache``.
 
     Returns the logits of the last position ``(B, vocab)`` (``return_logits="last"``) or of every position
-    ``(B, L, vocab)`` (``"all"``). The model is switched to the ``"cascade"`` attention implementation.
+    ``(B, L, vocab)`` (``"all"``). The model runs with the ``"cascade"`` attention implementation and gets its
+    previous one back on return (:func:`~iclr25.cascading_kv.attention.cascade_attention`). A non-empty ``cache``
+    continues its stream; call ``cache.reset()`` to start a new one.
     """
     input_ids = _check_ids(input_ids)
     stride = _check_stride(stride)
@@ -48,15 +50,43 @@ def strided_prefill(
         raise ValueError(f"return_logits must be 'last' or 'all', got {return_logits!r}")
     if not isinstance(cache, CascadingKVCache):
         raise ValueError(f"cache must be a CascadingKVCache, got {type(cache).__name__}")
-    enable_cascade_attention(model)
-    take_pending()  # drop a chunk left over by an interrupted forward
+    _check_cache_batch(cache, input_ids)
     dev = next(model.parameters()).device
     outs = []
-    for chunk in input_ids.to(dev).split(stride, dim=1):
-        keep = 0 if return_logits == "all" else 1
-        logits = model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=keep).logits
-        outs.append(logits if return_logits == "all" else logits[:, -1])
+    with cascade_attention(model):
+        for chunk in input_ids.to(dev).split(stride, dim=1):
+            keep = 0 if return_logits == "all" else 1
+            logits = model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=keep).logits
+            outs.append(logits if return_logits == "all" else logits[:, -1])
     return torch.cat(outs, dim=1) if return_logits == "all" else outs[-1]
+
+
+def _check_cache_batch(cache: CascadingKVCache, input_ids: torch.Tensor) -> None:
+    layer = cache.layers[0]
+    if layer.is_initialized and layer.get_seq_length() > 0 and layer.kbuf.shape[0] != input_ids.shape[0]:
+        raise ValueError(
+            f"cache holds a stream of batch size {layer.kbuf.shape[0]} but input_ids has batch size "
+            f"{input_ids.shape[0]}: call cache.reset() to start a new stream"
+        )
+
+
+def _check_attention_mask(attention_mask, input_ids: torch.Tensor) -> None:
+    if attention_mask is None:
+        return
+    if not isinstance(attention_mask, torch.Tensor):
+        raise ValueError(
+            f"attention_mask must be a torch.Tensor or None, got {type(attention_mask).__name__}"
+        )
+    am = attention_mask if attention_mask.ndim == 2 else attention_mask[None]
+    if tuple(am.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(am.shape)}"
+        )
+    if not bool((am == 1).all()):
+        raise ValueError(
+            "attention_mask must be all ones: padded (left- or right-padded) batches are not supported by the "
+            "cascading cache, which assigns its own positions; run the prompts one by one or unpadded"
+        )
 
 
 @torch.no_grad()
@@ -66,6 +96,7 @@ def generate_streaming(
     cache: CascadingKVCache,
     stride: int = 1024,
     max_new_tokens: int = 32,
+    attention_mask: torch.Tensor | None = None,
     **generate_kwargs,
 ) -> torch.Tensor:
     """Strided prefill of ``input_ids`` then token-by-token decoding, through ``model.generate``.
@@ -73,7 +104,9 @@ def generate_streaming(
     ``generate``'s own chunked prefill (``prefill_chunk_size=stride``) is exactly Algorithm 1 here, so the usual
     arguments (``do_sample``, ``temperature``, ``top_k``, ``eos_token_id``, ``logits_processor`` …) work.
     Beam search, assisted decoding and left-padded batches are not supported (a cascading cache cannot be
-    rolled back and assigns its own positions). Returns ``(B, L + new)`` token ids.
+    rolled back and assigns its own positions): ``attention_mask`` (e.g. from ``**tokenizer(...)``) is accepted
+    when it is all ones. ``cache`` must be empty (a new one, or ``cache.reset()``): generating from a prompt needs
+    the prompt to start the stream. Returns ``(B, L + new)`` token ids.
     """
     input_ids = _check_ids(input_ids)
     stride = _check_stride(stride)
@@ -83,17 +116,22 @@ def generate_streaming(
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     if generate_kwargs.get("num_beams", 1) != 1:
         raise ValueError(f"num_beams must be 1 with a cascading cache, got {generate_kwargs['num_beams']!r}")
-    enable_cascade_attention(model)
-    take_pending()
+    _check_attention_mask(attention_mask, input_ids)
+    if cache.get_seq_length() > 0:
+        raise ValueError(
+            f"cache already holds {cache.get_seq_length()} tokens of an earlier stream: call cache.reset() (or pass "
+            "a new CascadingKVCache) before generating from a new prompt"
+        )
     dev = next(model.parameters()).device
     generate_kwargs.setdefault("do_sample", False)
     generate_kwargs.setdefault("pad_token_id", getattr(model.generation_config, "pad_token_id", None) or 0)
-    return model.generate(
-        input_ids.to(dev),
-        attention_mask=torch.ones_like(input_ids, device=dev),
-        cache=cache,
-        use_cache=True,
-        prefill_chunk_size=stride,
-        max_new_tokens=max_new_tokens,
-        **generate_kwargs,
-    )
+    with cascade_attention(model):
+        return model.generate(
+            input_ids.to(dev),
+            attention_mask=torch.ones_like(input_ids, device=dev),
+            cache=cache,
+            use_cache=True,
+            prefill_chunk_size=stride,
+            max_new_tokens=max_new_tokens,
+            **generate_kwargs,
+        )

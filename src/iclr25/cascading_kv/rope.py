@@ -1,0 +1,189 @@
+"""RoPE handling for the cascade attention: which decoder families are supported, and exact (un)rotation.
+
+The cascade re-assigns positions (the paper's "cache positions", §3: sinks ``0..S−1``, cached tokens
+``S..S+n−1`` in age order, the chunk after them), so it must undo the model's rotation of the chunk and rotate keys
+and queries itself, with the model's own ``cos``/``sin`` (its rotary module: frequencies, scaling type and
+``attention_scaling`` included). That is only exact when it knows how the family applies RoPE:
+
+* half-split (``rotate_half`` = ``cat(−x₂, x₁)``, Llama/GPT-NeoX layout) or interleaved pairs (Cohere:
+  ``stack(−x_odd, x_even)``, ``cos``/``sin`` repeated per pair), detected from the rotary module's ``cos`` layout;
+* partial rotary (GPT-NeoX, StableLM, Phi: only the first ``rotary_dim`` channels of a head are rotated);
+* one rotary module for every layer, at static frequencies.
+
+Families are listed explicitly (:data:`SUPPORTED_MODEL_TYPES`, each covered by a logits-equality test against the
+plain model); anything else is refused with a ``ValueError`` naming the model type, instead of running silently
+wrong (e.g. Gemma 3 has per-layer-type rotary frequencies, Cohere 2 has RoPE-free global layers).
+"""
+
+from __future__ import annotations
+
+import torch
+
+# model_type -> expected layout ("half" or "interleaved"); each one has an exactness test in tests/cascading_kv
+SUPPORTED_MODEL_TYPES: dict[str, str] = {
+    "llama": "half",
+    "mistral": "half",
+    "qwen2": "half",
+    "qwen3": "half",
+    "gemma": "half",
+    "gemma2": "half",  # attention-logit softcapping and per-layer sliding windows are honoured
+    "phi3": "half",
+    "stablelm": "half",  # partial rotary
+    "gpt_neox": "half",  # partial rotary
+    "phi": "half",  # partial rotary
+    "cohere": "interleaved",
+}
+REFUSED_MODEL_TYPES: dict[str, str] = {
+    "gemma3": "its layers use two different rotary frequency sets (local/global layer types)",
+    "gemma3_text": "its layers use two different rotary frequency sets (local/global layer types)",
+    "cohere2": "its global-attention layers use no RoPE at all",
+    "llama4": "it mixes RoPE and NoPE layers and chunked attention",
+}
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Half-split layout (Llama, GPT-NeoX): ``cat(−x₂, x₁)``."""
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    """Interleaved layout (Cohere): ``(x₀, x₁, x₂, x₃, …) → (−x₁, x₀, −x₃, x₂, …)``."""
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
+    """``x·cos + rot(x)·sin`` on the first ``cos.shape[-1]`` channels of ``x`` (the rest pass through).
+
+    ``cos``/``sin`` broadcast against ``x[..., :rotary_dim]`` (e.g. ``(L, rd)`` for ``x`` ``(B, H, L, D)``).
+    """
+    rd = cos.shape[-1]
+    rot = rotate_pairs if interleaved else rotate_half
+    if rd == x.shape[-1]:
+        return x * cos + rot(x) * sin
+    xr = x[..., :rd]
+    y = xr * cos + rot(xr) * sin
+    rest = x[..., rd:]
+    return torch.cat((y, rest.expand(*y.shape[:-1], rest.shape[-1])), dim=-1)
+
+
+def unrope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool = False) -> torch.Tensor:
+    """Exact inverse of :func:`rope` (also when ``cos, sin`` carry an ``attention_scaling`` factor ``a``)."""
+    rd = cos.shape[-1]
+    rot = rotate_pairs if interleaved else rotate_half
+    n = cos * cos + sin * sin
+    if rd == x.shape[-1]:
+        return (x * cos - rot(x) * sin) / n
+    xr = x[..., :rd]
+    return torch.cat(((xr * cos - rot(xr) * sin) / n, x[..., rd:]), dim=-1)
+
+
+class Rotary:
+    """The model's rotary module plus what the cascade needs to rotate exactly.
+
+    ``model_cos_sin(like, position_ids)`` — the model's own ``(cos, sin)`` ``(b, L, rd)`` (used to undo its rotation);
+    ``table(device)`` — ``(cos, sin)`` for integer positions ``−T..T`` ``(2T+1, rd)`` in float32, scaled like the
+    model's (row ``T + p`` is position ``p``); ``unit`` variants divide out ``attention_scaling`` (pure rotations,
+    used to move an already rotated key by a small position difference).
+    """
+
+    def __init__(self, module: torch.nn.Module, model_type: str, interleaved: bool, rotary_dim: int) -> None:
+        self.module = module
+        self.model_type = model_type
+        self.interleaved = bool(interleaved)
+        self.rotary_dim = int(rotary_dim)
+        self.scaling = float(getattr(module, "attention_scaling", 1.0) or 1.0)
+        self._T = 0
+        self._tab: dict = {}
+        self._memo: tuple | None = None
+
+    def model_cos_sin(
+        self, like: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``(b, L, rd)`` exactly as the model computed them (memoised for the same ids tensor)."""
+        m = self._memo
+        if m is not None and m[0] is position_ids and m[1] == like.dtype and m[2] == like.device:
+            return m[3], m[4]
+        pos = position_ids.to(like.device)
+        if pos.ndim == 1:
+            pos = pos[None]
+        cos, sin = self.module(like, pos)
+        self._memo = (position_ids, like.dtype, like.device, cos, sin)
+        return cos, sin
+
+    def ensure(self, max_abs_position: int, device: torch.device) -> None:
+        if max_abs_position <= self._T and self._tab.get("device") == device:
+            return
+        T = max(int(max_abs_position), 2 * self._T, 64)
+        pos = torch.arange(-T, T + 1, device=device)[None]
+        like = torch.zeros(1, dtype=torch.float32, device=device)
+        cos, sin = self.module(like, pos)
+        cos, sin = cos[0].float(), sin[0].float()
+        self._T = T
+        self._tab = {
+            "device": device,
+            "cos": cos,
+            "sin": sin,
+            "ucos": cos / self.scaling,
+            "usin": sin / self.scaling,
+        }
+
+    def at(
+        self, positions: torch.Tensor, dtype: torch.dtype, unit: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` of integer ``positions`` (any shape) → ``(*shape, rd)`` in ``dtype``."""
+        t = self._tab
+        idx = positions + self._T
+        c, s = (t["ucos"], t["usin"]) if unit else (t["cos"], t["sin"])
+        return c[idx].to(dtype), s[idx].to(dtype)
+
+
+def _layout(module: torch.nn.Module, device: torch.device) -> tuple[str, int]:
+    """``("half" | "interleaved", rotary_dim)`` read off the rotary module's ``cos`` at position 1."""
+    like = torch.zeros(1, dtype=torch.float32, device=device)
+    cos, _ = module(like, torch.tensor([[1]], device=device))
+    c = cos[0, 0].float()
+    rd = c.shape[-1]
+    half = bool(torch.equal(c[: rd // 2], c[rd // 2 :]))
+    inter = bool(torch.equal(c[0::2], c[1::2]))
+    if half == inter:  # rd <= 2 or an unknown layout
+        return ("half" if half and rd <= 2 else "unknown"), rd
+    return ("half" if half else "interleaved"), rd
+
+
+def rotary_for(model: torch.nn.Module) -> Rotary:
+    """The :class:`Rotary` of a supported ``transformers`` decoder; ``ValueError`` naming the model type otherwise."""
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    mt = getattr(cfg, "model_type", type(model).__name__)
+    if mt in REFUSED_MODEL_TYPES:
+        raise ValueError(
+            f"model_type {mt!r} is not supported by the cascading KV cache: {REFUSED_MODEL_TYPES[mt]}, so "
+            f"re-assigning cache positions cannot be done exactly. Supported: {sorted(SUPPORTED_MODEL_TYPES)}"
+        )
+    if mt not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(
+            f"model_type {mt!r} is not supported by the cascading KV cache (it needs a decoder whose RoPE it knows "
+            f"how to undo and re-apply exactly). Supported: {sorted(SUPPORTED_MODEL_TYPES)}"
+        )
+    mods = [
+        m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding") and hasattr(m, "inv_freq")
+    ]
+    if len(mods) != 1:
+        raise ValueError(
+            f"model_type {mt!r}: expected exactly one rotary-embedding module with inv_freq, found {len(mods)}"
+        )
+    module = mods[0]
+    rope_type = getattr(module, "rope_type", "default")
+    if rope_type not in STATIC_ROPE_TYPES:
+        raise ValueError(
+            f"model_type {mt!r} uses rope_type {rope_type!r}, whose frequencies depend on the sequence length; the "
+            f"cascading cache supports static RoPE types {STATIC_ROPE_TYPES}"
+        )
+    device = module.inv_freq.device
+    layout, rd = _layout(module, device)
+    if layout != SUPPORTED_MODEL_TYPES[mt]:
+        raise ValueError(
+            f"model_type {mt!r}: rotary cos/sin layout is {layout!r}, expected {SUPPORTED_MODEL_TYPES[mt]!r}"
+        )
+    return Rotary(module, mt, layout == "interleaved", rd)
