@@ -21,7 +21,16 @@ Example::
 
 from .corpus import SOURCES, MarkovCorpus, make_markov_corpus
 from .dsir import dsir_log_weights
-from .pmp import PMPTrace, check_forward_ad_ready, example_losses, pmp_scores, trainable_params
+from .pmp import (
+    PMPDivergenceWarning,
+    PMPTrace,
+    check_forward_ad_ready,
+    example_losses,
+    pmp_scores,
+    resolve_pad_id,
+    tokenizer_pad_id,
+    trainable_params,
+)
 from .scorer import (
     DataScorer,
     NgramRidgeScorer,
@@ -31,7 +40,14 @@ from .scorer import (
     spearman,
     train_data_scorer,
 )
-from .selection import CorpusSelection, gumbel_top_k_select, random_select, score_corpus, select_corpus
+from .selection import (
+    CorpusSelection,
+    gumbel_top_k_select,
+    pad_token_rows,
+    random_select,
+    score_corpus,
+    select_corpus,
+)
 
 __all__ = [
     "SOURCES",
@@ -39,6 +55,7 @@ __all__ = [
     "DataScorer",
     "MarkovCorpus",
     "NgramRidgeScorer",
+    "PMPDivergenceWarning",
     "PMPTrace",
     "ScorerFit",
     "build_data_scorer",
@@ -48,11 +65,14 @@ __all__ = [
     "gumbel_top_k_select",
     "make_markov_corpus",
     "normalize_scores",
+    "pad_token_rows",
     "pmp_scores",
     "random_select",
+    "resolve_pad_id",
     "score_corpus",
     "select_corpus",
     "spearman",
+    "tokenizer_pad_id",
     "train_data_scorer",
     "trainable_params",
 ]

@@ -23,9 +23,12 @@ every ⌊√T⌋ steps and re-computed segment by segment (O(√T) parameter cop
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, jvp, vmap
@@ -56,13 +59,82 @@ def trainable_params(model: torch.nn.Module) -> Params:
     return {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
 
 
-def resolve_pad_id(model: torch.nn.Module, pad_id: int | None | str) -> int | None:
-    if pad_id == "auto":
+class PMPDivergenceWarning(RuntimeWarning):
+    """The proxy trajectory diverged: J(θ_T) > J(θ_0), a spike max_t J(θ_t) > 1.5·J(θ_0), or a non-finite J or score.
+
+    The PMP scores describe how each example moves Σ_t J(θ_t) along *this* trajectory; when J rises (η too
+    large, a diverging proxy) they no longer rank data by how much it helps the downstream loss.
+    """
+
+
+_SPIKE = 1.5  # max_t J(θ_t) above this multiple of J(θ_0) counts as divergence
+
+
+def tokenizer_pad_id(tokenizer: Any) -> int:
+    """The id a tokenizer pads with: ``tokenizer.pad_token_id`` (equal to the eos id when ``pad_token`` is the
+    eos token, the usual Llama/Mistral set-up). Raises ``ValueError`` naming ``pad_id`` when it has none."""
+    pid = getattr(tokenizer, "pad_token_id", None)
+    if pid is None:
+        eos = getattr(tokenizer, "eos_token", None)
+        hint = (
+            f" (e.g. tokenizer.pad_token = tokenizer.eos_token = {eos!r} if you padded with eos)"
+            if eos
+            else ""
+        )
+        raise ValueError(
+            f"pad_id='auto' cannot be resolved: the tokenizer {type(tokenizer).__name__} has no pad token "
+            f"(pad_token_id is None). Set tokenizer.pad_token{hint}, or pass pad_id=<int> (the id your rows are "
+            "padded with) or pad_id=None (rows contain no padding)"
+        )
+    return int(pid)
+
+
+def _check_int_pad(pad_id: Any, name: str = "pad_id") -> int:
+    if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or pad_id < 0:
+        raise ValueError(f"{name} must be a non-negative int, None or 'auto', got {pad_id!r}")
+    return int(pad_id)
+
+
+def resolve_pad_id(
+    model: torch.nn.Module | None, pad_id: int | None | str, tokenizer: Any = None
+) -> int | None:
+    """The input-token id to mask, from an explicit ``pad_id`` or (``pad_id='auto'``) the tokenizer/config.
+
+    'auto' resolves, in order: ``tokenizer.pad_token_id`` when a tokenizer is given (the tokenizer padded the
+    rows; its pad id is the eos id when it pads with eos), else ``model.config.pad_token_id``. When neither
+    exists — e.g. a default ``LlamaConfig`` (``pad_token_id=None``) and no tokenizer — it raises ``ValueError``
+    instead of silently scoring padding as target tokens. ``pad_id=None`` explicitly disables masking.
+    """
+    if pad_id is None:
+        return None
+    if isinstance(pad_id, str):
+        if pad_id != "auto":
+            raise ValueError(f"pad_id must be a non-negative int, None or 'auto', got {pad_id!r}")
         cfg = getattr(model, "config", None)
-        return getattr(cfg, "pad_token_id", None) if cfg is not None else None
-    if pad_id is not None and not isinstance(pad_id, int):
-        raise ValueError(f"pad_id must be an int, None or 'auto', got {pad_id!r}")
-    return pad_id
+        cfg_pad = getattr(cfg, "pad_token_id", None) if cfg is not None else None
+        if tokenizer is not None:
+            pid = tokenizer_pad_id(tokenizer)
+            if cfg_pad is not None and int(cfg_pad) != pid:
+                warnings.warn(
+                    f"pad_id='auto': tokenizer.pad_token_id={pid} differs from model.config.pad_token_id={cfg_pad}; "
+                    f"masking {pid} (the tokenizer's, which padded the rows)",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return pid
+        if cfg_pad is None:
+            what = (
+                f"model.config.pad_token_id is None ({type(cfg).__name__})"
+                if cfg is not None
+                else f"{type(model).__name__} has no .config"
+            )
+            raise ValueError(
+                f"pad_id='auto' cannot be resolved: {what} and no tokenizer was given. Pass tokenizer=<the tokenizer "
+                "that built the rows> (its pad_token_id is used; set tokenizer.pad_token = tokenizer.eos_token if you "
+                "padded with eos), pad_id=<int>, or pad_id=None if the rows contain no padding"
+            )
+        return int(cfg_pad)
+    return _check_int_pad(pad_id)
 
 
 def example_losses(
@@ -166,12 +238,16 @@ def _jvp(fn, params: Params, vec: Params):
 
 @dataclass
 class PMPTrace:
-    """What the solver saw: J(θ_t) for t = 0..T, the co-state norms ‖λ_t‖ and the checkpoint interval."""
+    """What the solver saw: J(θ_t) for t = 0..T, the co-state norms ‖λ_t‖, the checkpoint interval, the resolved
+    pad id and whether the trajectory diverged (J(θ_T) > J(θ_0), max_t J(θ_t) > 1.5·J(θ_0) or non-finite; see
+    :class:`PMPDivergenceWarning`)."""
 
     dev_losses: list[float] = field(default_factory=list)
     lambda_norms: dict[int, float] = field(default_factory=dict)
     checkpoint_every: int = 1
     score_steps: list[int] = field(default_factory=list)
+    pad_id: int | None = None
+    diverged: bool = False
 
 
 def _as_batch_list(
@@ -203,6 +279,7 @@ def pmp_scores(
     checkpoint_every: int | None = None,
     micro_batch_size: int | None = None,
     pad_id: int | None | str = "auto",
+    tokenizer: Any = None,
     return_trace: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, PMPTrace]:
     """PMP data-quality scores s_n of the rows of ``proxy_set`` (higher = better; raw, not normalised).
@@ -219,10 +296,16 @@ def pmp_scores(
         chunk_size: ``vmap`` chunk of the per-example JVPs (memory knob; results are chunk-independent).
         checkpoint_every: keep θ every k steps and re-compute the rest (default ⌊√T⌋; 1 keeps all θ_t).
         micro_batch_size: gradient/HVP accumulation micro-batch for B_t and the dev set (None: whole batch).
-        pad_id: input-token id to mask ('auto': ``model.config.pad_token_id``; None: no mask).
+        pad_id: input-token id to mask. 'auto': ``tokenizer.pad_token_id`` when ``tokenizer`` is given, else
+            ``model.config.pad_token_id``; a ``ValueError`` when neither is set (a default Llama config has no
+            pad id). None: no mask (only for rows without padding).
+        tokenizer: the tokenizer that built (and padded) the rows; used to resolve ``pad_id='auto'``.
         return_trace: also return a :class:`PMPTrace`.
 
     Returns: scores (N,) in the parameters' dtype (and the trace when asked).
+
+    Warns: :class:`PMPDivergenceWarning` when J(θ_T) > J(θ_0), max_t J(θ_t) > 1.5·J(θ_0), or a J(θ_t) or score is
+    not finite (lower ``lr``).
     """
     check_forward_ad_ready(model)
     if not (isinstance(lr, (int, float)) and lr > 0):
@@ -251,8 +334,9 @@ def pmp_scores(
     if not theta0:
         raise ValueError("model has no trainable parameters (requires_grad=True)")
     device = next(iter(theta0.values())).device
-    obj = _Objective(model, resolve_pad_id(model, pad_id), micro_batch_size, device)
-    trace = PMPTrace(checkpoint_every=k)
+    pid = resolve_pad_id(model, pad_id, tokenizer)
+    obj = _Objective(model, pid, micro_batch_size, device)
+    trace = PMPTrace(checkpoint_every=k, pad_id=pid)
 
     def sgd_step(theta: Params, t: int) -> Params:
         g, _ = obj.grad_and_value(theta, batches[t])
@@ -299,6 +383,22 @@ def pmp_scores(
         model.train(was_training)
     trace.dev_losses = [dev_losses[t] for t in range(T + 1)]
     trace.score_steps.sort()
+    J = np.asarray(trace.dev_losses, dtype=np.float64)
+    trace.diverged = bool(
+        not np.isfinite(J).all()
+        or J[-1] > J[0]  # no net decrease
+        or J.max() > _SPIKE * J[0]  # blew up on the way (it may come back down to a degenerate model)
+        or not torch.isfinite(scores).all()
+    )
+    if trace.diverged:
+        worst = int(np.nanargmax(np.where(np.isfinite(J), J, np.inf)))
+        warnings.warn(
+            f"PMP proxy trajectory diverged: J(θ_0)={J[0]:.4g}, J(θ_T)={J[-1]:.4g} (T={T}), max J(θ_t)={J[worst]:.4g} at "
+            f"t={worst}; the downstream loss rose along the trajectory, so the scores do not rank data by how much "
+            f"it helps J. Lower lr (now {lr:g}) or check the proxy model / trajectory batches",
+            PMPDivergenceWarning,
+            stacklevel=2,
+        )
     return (scores, trace) if return_trace else scores
 
 

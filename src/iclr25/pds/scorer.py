@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +25,24 @@ import torch.nn as nn
 from iclr25.common.progress import progress
 from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import torch_generator
+
+from .pmp import _check_int_pad, tokenizer_pad_id
+
+
+def _scorer_pad_id(pad_id: int | None | str, tokenizer: Any, default: int | None, who: str) -> int | None:
+    """pad id of a scorer: 'auto' → the tokenizer's pad id (when given), else ``default``; an explicit value
+    that contradicts the tokenizer raises (it would treat padding as content or content as padding)."""
+    if isinstance(pad_id, str) and pad_id != "auto":
+        raise ValueError(f"pad_id must be a non-negative int, None or 'auto', got {pad_id!r}")
+    if tokenizer is None:
+        return default if pad_id == "auto" else (None if pad_id is None else _check_int_pad(pad_id))
+    tok = tokenizer_pad_id(tokenizer)
+    if pad_id != "auto" and pad_id != tok:
+        raise ValueError(
+            f"{who}: pad_id={pad_id!r} contradicts tokenizer.pad_token_id={tok}; pass pad_id='auto' (the tokenizer's) "
+            "or drop the tokenizer"
+        )
+    return tok
 
 
 def normalize_scores(scores: torch.Tensor | np.ndarray, clip: float = 3.0) -> torch.Tensor | np.ndarray:
@@ -62,9 +81,24 @@ class NgramRidgeScorer:
 
     Features of a row: counts of each token id (``vocab_size`` columns) and of each bigram (a, b), hashed
     into ``n_buckets`` columns (exact when vocab_size² ≤ n_buckets), divided by the number of non-pad tokens.
+
+    ``tokenizer``: take the pad id (``pad_id='auto'``) and, when ``vocab_size`` is None, ``len(tokenizer)`` from
+    it. Without a tokenizer ``pad_id='auto'`` means 0 (the generated corpus of the reproduction pads with 0).
     """
 
-    def __init__(self, vocab_size: int, n_buckets: int = 2**16, alpha: float = 1.0, pad_id: int | None = 0):
+    def __init__(
+        self,
+        vocab_size: int | None = None,
+        n_buckets: int = 2**16,
+        alpha: float = 1.0,
+        pad_id: int | None | str = "auto",
+        tokenizer: Any = None,
+    ):
+        if vocab_size is None and tokenizer is not None:
+            vocab_size = len(tokenizer)
+        pad_id = _scorer_pad_id(pad_id, tokenizer, 0, "NgramRidgeScorer")
+        if pad_id is not None and isinstance(vocab_size, int) and pad_id >= vocab_size:
+            raise ValueError(f"pad_id must be < vocab_size={vocab_size}, got {pad_id}")
         if not isinstance(vocab_size, int) or vocab_size < 2:
             raise ValueError(f"vocab_size must be an int >= 2, got {vocab_size!r}")
         if not isinstance(n_buckets, int) or n_buckets < 1:
@@ -116,9 +150,20 @@ class NgramRidgeScorer:
 
 class DataScorer(nn.Module):
     """The released scorer design: ``AutoModel`` backbone → mean of last hidden states over non-pad positions
-    → ``Linear(hidden, 1)`` with bias. ``forward`` returns ẑ (B,)."""
+    → ``Linear(hidden, 1)`` with bias. ``forward`` returns ẑ (B,).
 
-    def __init__(self, backbone: nn.Module, pad_id: int | None = 0):
+    ``pad_id='auto'``: ``tokenizer.pad_token_id`` when a tokenizer is given, else ``backbone.config.pad_token_id``;
+    a ``ValueError`` when neither is set (e.g. a default Llama config without a tokenizer).
+    """
+
+    def __init__(self, backbone: nn.Module, pad_id: int | None | str = "auto", tokenizer: Any = None):
+        cfg_pad = getattr(getattr(backbone, "config", None), "pad_token_id", None)
+        if pad_id == "auto" and tokenizer is None and cfg_pad is None:
+            raise ValueError(
+                "pad_id='auto' cannot be resolved: backbone.config.pad_token_id is None and no tokenizer was given; "
+                "pass tokenizer=..., pad_id=<int> or pad_id=None"
+            )
+        pad_id = _scorer_pad_id(pad_id, tokenizer, None if cfg_pad is None else int(cfg_pad), "DataScorer")
         super().__init__()
         hidden = backbone.config.hidden_size
         self.backbone = backbone
@@ -147,15 +192,28 @@ class DataScorer(nn.Module):
 
 
 def build_data_scorer(
-    arch: str = "llama", seed: int = 0, pad_id: int | None = 0, **config_kwargs
+    arch: str = "llama",
+    seed: int = 0,
+    pad_id: int | None | str = "auto",
+    tokenizer: Any = None,
+    **config_kwargs,
 ) -> DataScorer:
-    """A :class:`DataScorer` on a freshly initialised HF ``AutoModel`` backbone (``iclr25.common.lm.tiny_config``)."""
+    """A :class:`DataScorer` on a freshly initialised HF ``AutoModel`` backbone (``iclr25.common.lm.tiny_config``).
+
+    With ``tokenizer`` the backbone's vocabulary is ``len(tokenizer)`` and its ``pad_token_id`` and the pooling
+    mask are ``tokenizer.pad_token_id``; without one, ``pad_id='auto'`` is the tiny config's pad id 0.
+    """
     from transformers import AutoModel
 
     from iclr25.common.lm import tiny_config
 
+    if tokenizer is not None:
+        pad_id = _scorer_pad_id(pad_id, tokenizer, None, "build_data_scorer")
+        config_kwargs.setdefault("vocab_size", len(tokenizer))
     config_kwargs.setdefault("attn_implementation", "sdpa")
     cfg = tiny_config(arch, **config_kwargs)
+    if isinstance(pad_id, int):
+        cfg.pad_token_id = pad_id  # the embedding's padding_idx follows the data's pad id
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         backbone = AutoModel.from_config(cfg, attn_implementation=cfg._attn_implementation)
