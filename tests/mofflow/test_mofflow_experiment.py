@@ -30,7 +30,7 @@ def test_smoke_run_and_resume(tmp_path):
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="steps"):
-        Config(steps=0)
+    with pytest.raises(ValueError, match="steps_per_size"):
+        Config(steps_per_size=(0, 1, 1))
     with pytest.raises(ValueError, match="test_sizes"):
         Config(test_sizes=(4, 8))

@@ -10,6 +10,8 @@ dimensions.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +24,7 @@ from iclr25.common.progress import progress
 from .building_blocks import MOF
 from .flow import MIN_T, TRANS_SCALE, LatticePrior, loss_scale
 from .network import NM, BlockEmbedder, MOFFlowConfig, final_linear, gaussian_rbf, time_embedding
-from .training import TrainConfig, make_optimizer, make_scheduler
+from .training import TrainConfig, make_optimizer, make_scheduler, size_batches
 
 
 @dataclass
@@ -193,18 +195,20 @@ def train_atom_flow(
     cfg: TrainConfig,
     seed: int = 0,
     device="cpu",
+    steps_per_size: Mapping[int, int] | None = None,
 ) -> list[dict[str, float]]:
-    from .training import size_bucketed_indices, size_buckets
-
+    """Train the atom-level flow; same batching (incl. ``steps_per_size``) and history format as
+    :func:`iclr25.mofflow.training.train_mofflow`."""
     g = torch.Generator().manual_seed(int(seed))
     model.to(device).train()
     full = atom_collate(mofs, device)
-    buckets = size_buckets(mofs)
     opt = make_optimizer(model, cfg)
     sched = make_scheduler(opt, cfg)
     hist = []
-    for _ in progress(range(cfg.steps), desc="train atom flow"):
-        ab = full.index(size_bucketed_indices(buckets, cfg.batch_size, g).to(device))
+    batches = size_batches(mofs, cfg.batch_size, cfg.steps, g, steps_per_size)
+    for M, idx in progress(batches, total=cfg.steps, desc="train atom flow"):
+        c0 = time.process_time()
+        ab = full.index(idx.to(device))
         t = (MIN_T + (1 - 2 * MIN_T) * torch.rand(ab.size, generator=g)).to(device)
         x0, l0 = atom_prior(ab, lattice_prior, g)
         tb = t[:, None, None]
@@ -216,7 +220,8 @@ def train_atom_flow(
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         sched.step()
-        hist.append({k: float(v.detach()) for k, v in losses.items()})
+        hist.append({**{k: float(v.detach()) for k, v in losses.items()}, "n_blocks": M})
+        hist[-1]["cpu_s"] = time.process_time() - c0
     model.eval()
     return hist
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -69,6 +71,44 @@ def size_bucketed_indices(buckets: list[torch.Tensor], batch_size: int, g: torch
     return b[torch.randint(len(b), (batch_size,), generator=g)]
 
 
+def size_batches(
+    mofs: list[MOF],
+    batch_size: int,
+    steps: int,
+    g: torch.Generator,
+    steps_per_size: Mapping[int, int] | None = None,
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """Yield ``(M, indices)`` for each optimiser step: one batch of ``batch_size`` cells (with replacement)
+    drawn from a single size bucket.
+
+    Without ``steps_per_size`` each step picks its bucket with probability ∝ the bucket's size (``steps``
+    steps in all). With it, the bucket of every step is fixed in advance: ``steps_per_size[M]`` steps on
+    M-block cells, in a random order drawn from ``g`` — so a stated per-size budget (e.g. equal CPU time per
+    size, converted to steps with the per-step cost of each size) is met exactly and deterministically.
+    """
+    buckets = size_buckets(mofs)
+    sizes = [int(mofs[int(b[0])].n_blocks) for b in buckets]
+    if steps_per_size is None:
+        for _ in range(steps):
+            idx = size_bucketed_indices(buckets, batch_size, g)
+            yield int(mofs[int(idx[0])].n_blocks), idx
+        return
+    bad = {M: n for M, n in steps_per_size.items() if M not in sizes or not isinstance(n, int) or n < 0}
+    if bad:
+        raise ValueError(
+            f"steps_per_size must map block counts present in the data {sizes} to ints >= 0, got {bad}"
+        )
+    if sum(steps_per_size.values()) != steps:
+        raise ValueError(
+            f"steps_per_size must sum to steps={steps}, got {dict(steps_per_size)} "
+            f"(sum {sum(steps_per_size.values())})"
+        )
+    plan = torch.cat([torch.full((n,), sizes.index(M)) for M, n in steps_per_size.items()])
+    for k in plan[torch.randperm(len(plan), generator=g)].tolist():
+        b = buckets[k]
+        yield sizes[k], b[torch.randint(len(b), (batch_size,), generator=g)]
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW with the paper's betas / weight decay (fused kernel: one call for all parameters)."""
     return torch.optim.AdamW(
@@ -90,17 +130,19 @@ def train_mofflow(
     cfg: TrainConfig = TrainConfig(),
     seed: int = 0,
     device: str | torch.device = "cpu",
+    steps_per_size: Mapping[int, int] | None = None,
 ) -> list[dict[str, float]]:
-    """Train ``model`` on ``mofs``; returns the loss history (one dict per step)."""
+    """Train ``model`` on ``mofs``; returns the loss history (one dict per step, with the step's block count
+    ``n_blocks`` and its process CPU time ``cpu_s``). ``steps_per_size``: see :func:`size_batches`."""
     g = torch.Generator().manual_seed(int(seed))
     model.to(device).train()
     full = collate(mofs, device)
-    buckets = size_buckets(mofs)
     opt = make_optimizer(model, cfg)
     sched = make_scheduler(opt, cfg)
     hist = []
-    for _ in progress(range(cfg.steps), desc="train mofflow"):
-        idx = size_bucketed_indices(buckets, cfg.batch_size, g)
+    batches = size_batches(mofs, cfg.batch_size, cfg.steps, g, steps_per_size)
+    for M, idx in progress(batches, total=cfg.steps, desc="train mofflow"):
+        c0 = time.process_time()
         batch = index_batch(full, idx.to(device))
         t = (MIN_T + (1 - 2 * MIN_T) * torch.rand(batch.size, generator=g)).to(device)
         prior = sample_prior(batch, lattice_prior, g)
@@ -117,7 +159,8 @@ def train_mofflow(
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         sched.step()
-        hist.append({k: float(v.detach()) for k, v in losses.items()})
+        hist.append({**{k: float(v.detach()) for k, v in losses.items()}, "n_blocks": M})
+        hist[-1]["cpu_s"] = time.process_time() - c0
     model.eval()
     return hist
 
