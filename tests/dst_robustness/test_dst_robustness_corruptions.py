@@ -12,9 +12,9 @@ from iclr25.dst_robustness.corruptions import (
     _clipped_zoom,
     _gaussian,
     _motion_blur,
+    disk_kernel,
     frost_images,
     glass_shuffle,
-    disk_kernel,
     hsv_to_rgb,
     rgb_to_hsv,
 )

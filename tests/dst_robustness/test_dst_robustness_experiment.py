@@ -4,14 +4,33 @@ import json
 import math
 import time
 
+import numpy as np
+import pytest
+from scipy import stats
+
 from iclr25.common.results import write_run
 from iclr25.dst_robustness.corruptions import COMMON_CORRUPTIONS
-from iclr25.dst_robustness.experiment import PRESETS, Config, run
+from iclr25.dst_robustness.experiment import PRESETS, Config, arm_name, one_sided_bound95, run
+
+
+def _check_preregistered_arm_and_bounds(cfg, res):
+    arm = arm_name(cfg.claim_method, cfg.claim_sparsity)
+    by_id = {c.id: c for c in res.claims}
+    for key, cid in (
+        ("robust", "robust_not_worse"),
+        ("noise_ladder", "noise_group_gain"),
+        ("clean", "clean_parity"),
+    ):
+        assert list(by_id[cid].method.values) == [res.per_seed[s][arm][key] for s in cfg.seed_list]
+        assert f"pre-registered DST arm = {arm}" in by_id[cid].note and "one-sided 95 %" in by_id[cid].note
+    grid = res.per_seed[0]["dense"]["noise_ladder_grid"]
+    assert res.per_seed[0]["dense"]["noise_ladder"] == pytest.approx(np.mean([np.mean(g) for g in grid]))
 
 
 def test_smoke_run_and_resume(tmp_path):
     cfg = PRESETS["smoke"]
     res = run(cfg, tmp_path)
+    _check_preregistered_arm_and_bounds(cfg, res)
     res.preset = "smoke"
     write_run(res, cfg, tmp_path)
     doc = json.loads((tmp_path / "claims.json").read_text())
@@ -49,9 +68,26 @@ def test_smoke_run_and_resume(tmp_path):
     ] == "robust_not_worse"
 
 
-def test_config_validation():
-    import pytest
+def test_one_sided_bound_matches_scipy():
+    d = np.array([2.1, -0.4, 0.1, 0.5, 0.3])
+    t = stats.t.ppf(0.95, 4) * d.std(ddof=1) / np.sqrt(5)
+    assert one_sided_bound95(d, "lower") == pytest.approx(d.mean() - t)
+    assert one_sided_bound95(d, "upper") == pytest.approx(d.mean() + t)
+    # the lower one-sided 95 % bound equals the lower end of the two-sided 90 % interval
+    lo, _ = stats.t.interval(0.90, 4, loc=d.mean(), scale=stats.sem(d))
+    assert one_sided_bound95(d, "lower") == pytest.approx(lo)
+    assert math.isnan(one_sided_bound95([1.0], "lower"))
+    with pytest.raises(ValueError, match="side"):
+        one_sided_bound95(d, "both")
 
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="claim_method"):
+        Config(methods=("set",), claim_method="rigl")
+    with pytest.raises(ValueError, match="noise_impulse"):
+        Config(noise_impulse=(0.5, 1.5))
+    with pytest.raises(ValueError, match="noise_gaussian"):
+        Config(noise_gaussian=(float("nan"),))
     with pytest.raises(ValueError, match="methods"):
         Config(methods=("snip",))
     with pytest.raises(ValueError, match="claim_sparsity"):

@@ -145,7 +145,6 @@ def test_granet_follows_cubic_schedule():
     assert abs(eng.density() - 0.3) <= 1 / total
 
 
-
 def test_granet_ends_at_target_density_when_no_update_lands_on_tf():
     # T = 40, t_f = ⌊0.5875·40⌋ = 23, ΔT = 8: updates at 8, 16, 24 — none on t_f = 23, so the last scheduled
     # prune (t = 16, d_t ≈ 0.314) leaves the net above d = 0.3; the engine must still end at exactly round(d·ΣN)
@@ -174,6 +173,7 @@ def test_granet_ends_at_target_density_when_no_update_lands_on_tf():
     eng2 = DynamicSparseTraining(model2, opt2, cfg, total_steps=40, seed=0)
     eng2.load_state_dict(eng.state_dict())
     assert eng2._granet_final_done
+
 
 def test_mest_soft_bound():
     model = _net()

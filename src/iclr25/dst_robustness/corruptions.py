@@ -397,7 +397,9 @@ def glass_shuffle(y: np.ndarray, delta: int, shifts: np.ndarray) -> np.ndarray:
     rows = np.arange(h - delta, delta, -1)  # traversal order (descending), as range(H − δ, δ, −1)
     cols = np.arange(w - delta, delta, -1)
     if shifts.shape[:3] != (shifts.shape[0], len(rows), len(cols)) or shifts.shape[3:] != (2, n):
-        raise ValueError(f"shifts must have shape (iterations, {len(rows)}, {len(cols)}, 2, {n}), got {shifts.shape}")
+        raise ValueError(
+            f"shifts must have shape (iterations, {len(rows)}, {len(cols)}, 2, {n}), got {shifts.shape}"
+        )
     # rank[r, q]: position of pixel (r, q) in the traversal; pixels never visited get +inf (never "earlier")
     rank = np.full((h, w), np.iinfo(np.int64).max, dtype=np.int64)
     rank[rows[:, None], cols[None, :]] = np.arange(len(rows) * len(cols)).reshape(len(rows), len(cols))
@@ -494,8 +496,9 @@ def frost_images() -> tuple[np.ndarray, ...]:
     does (``cv2.imread`` → ``cv2.resize(fx=fy=0.2)`` bilinear → BGR→RGB). They ship in the ``corrupt-tta`` wheel
     (``corrupt_tta/assets/frost``, part of the ``vision`` extra); read from disk, nothing downloaded."""
     try:
-        import cv2
         from importlib import resources
+
+        import cv2
 
         base = resources.files("corrupt_tta") / "assets" / "frost"
     except ModuleNotFoundError as e:  # pragma: no cover - optional dependency
@@ -678,6 +681,26 @@ def corrupt(
         _FUNCS[name](x, c, rng, frost_source=frost_source)
     )  # truncation, as np.uint8 in the scripts
     return out[0] if single else out
+
+
+def noise_at_level(
+    images: np.ndarray, name: str, level: float, rng: np.random.Generator | int | None = 0
+) -> np.ndarray:
+    """One of the three noise corruptions at an explicit constant ``level`` instead of a severity index (for a
+    severity ladder beyond the published ones): gaussian σ (> 0), shot photons-per-unit λ (> 0), impulse
+    flip probability (in (0, 1]). Same formulas as :func:`corrupt`; uint8 ``(N, H, W, 3)`` in and out."""
+    funcs = {"gaussian_noise": _gaussian_noise, "shot_noise": _shot_noise, "impulse_noise": _impulse_noise}
+    if name not in funcs:
+        raise ValueError(f"name must be one of {tuple(funcs)}, got {name!r}")
+    lv = float(level)
+    if not math.isfinite(lv) or lv <= 0 or (name == "impulse_noise" and lv > 1):
+        raise ValueError(f"level must be a finite number > 0 (<= 1 for impulse_noise), got {level!r}")
+    x = np.asarray(images)
+    if x.ndim != 4 or x.shape[-1] != 3 or x.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 of shape (N, H, W, 3), got {x.dtype} {x.shape}")
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(0 if rng is None else int(rng))
+    return np.uint8(funcs[name](x, lv, rng))
 
 
 def corrupted_test_set(
