@@ -112,7 +112,7 @@ def test_auto_pad_id_comes_from_the_tokenizer_and_changes_the_ranking(tok, data)
     torch.testing.assert_close(s_tok, s_int, rtol=0, atol=0)
     # scoring the padding as target tokens (no mask) gives a different ranking: the bug this guards against
     s_none = pmp_scores(*args, lr=0.05, pad_id=None)
-    assert spearman(s_none.numpy(), s_tok.numpy()) < 0.95
+    assert spearman(s_none.numpy(), s_tok.numpy()) < 0.8  # measured 0.31
 
 
 def test_tokenizer_that_pads_with_eos_resolves_to_eos_and_no_pad_token_raises():
