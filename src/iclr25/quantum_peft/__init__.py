@@ -13,10 +13,13 @@ tables against LoRA, and a small ViT transfer reproduction (``experiment.py``).
     from iclr25.quantum_peft import QuantumPEFTConfig, get_qpeft_model
     model = get_qpeft_model(hf_model, QuantumPEFTConfig(target_modules=["query", "value"], rank=2, layers=1))
     model.print_trainable_parameters()
+
+``QuantumPEFTTrainer`` (``iclr25.quantum_peft.trainer``) is a ``transformers.Trainer`` that checkpoints only
+the adapter.
 """
 
 from .layer import QuantumPEFTLinear, quantize_angles
-from .model import QuantumPEFTConfig, QuantumPEFTModel, get_qpeft_model
+from .model import ModulesToSave, QuantumPEFTConfig, QuantumPEFTModel, get_qpeft_model
 from .params import comparison_markdown, comparison_table, count_parameters, lora_parameters
 from .unitary import (
     columns_param_count,
@@ -31,9 +34,11 @@ from .unitary import (
 )
 
 __all__ = [
+    "ModulesToSave",
     "QuantumPEFTConfig",
     "QuantumPEFTLinear",
     "QuantumPEFTModel",
+    "QuantumPEFTTrainer",
     "columns_param_count",
     "comparison_markdown",
     "comparison_table",
@@ -50,3 +55,11 @@ __all__ = [
     "quantize_angles",
     "ry_matrix",
 ]
+
+
+def __getattr__(name: str):
+    if name == "QuantumPEFTTrainer":  # imports transformers' Trainer only when asked for
+        from .trainer import QuantumPEFTTrainer
+
+        return QuantumPEFTTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

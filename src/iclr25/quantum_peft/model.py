@@ -13,9 +13,14 @@ cannot be registered without patching PEFT itself. We therefore keep PEFT's shap
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
+import inspect
 import json
+import math
 import re
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,19 +30,23 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .layer import QuantumPEFTLinear, quantize_angles
+from .layer import QuantumPEFTLinear, is_linear_like, quantize_angles
 from .unitary import NODES, node_columns
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
+ALL_LINEAR = "all-linear"  # PEFT's shorthand: every nn.Linear / Conv1D except the output head
+SEQ_CLS_HEAD_NAMES = ("score", "classifier")  # heads PEFT excludes from all-linear on classifiers
+DEFAULT_ADAPTER = "default"
 
 
 @dataclass(frozen=True)
 class QuantumPEFTConfig:
     """Configuration of a Quantum-PEFT adapter (field names follow ``peft.LoraConfig`` where they overlap).
 
-    target_modules: list of module-name suffixes (``["query", "value"]``) or one regex matched against the
-        full module name (``r".*\\.attention\\.(query|value)"``), as in PEFT.
+    target_modules: list of module-name suffixes (``["query", "value"]``), one regex matched against the
+        full module name (``r".*\\.attention\\.(query|value)"``), or ``"all-linear"`` (every ``nn.Linear`` /
+        GPT-2 ``Conv1D`` except the output head), as in PEFT.
     rank: K, the intrinsic rank (number of singular directions, Λ = diag(λ_1..λ_K)).
     layers: L, entangling layers of each Pauli node ((2L+1)·n − 2L angles per 2^n node).
     alpha: the scale s in ΔW = s·UΛVᵀ (not divided by K: Λ carries the per-direction magnitudes).
@@ -77,8 +86,20 @@ class QuantumPEFTConfig:
             raise ValueError(f"node must be one of {NODES}, got {self.node!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.init_std >= 0:
-            raise ValueError(f"init_std must be >= 0, got {self.init_std!r}")
+        if not self.init_std >= 0 or not math.isfinite(self.init_std):
+            raise ValueError(f"init_std must be a finite float >= 0, got {self.init_std!r}")
+        if (
+            isinstance(self.alpha, bool)
+            or not isinstance(self.alpha, (int, float))
+            or not math.isfinite(self.alpha)
+        ):
+            raise ValueError(f"alpha must be a finite float, got {self.alpha!r}")
+        mts = self.modules_to_save
+        if isinstance(mts, tuple):
+            object.__setattr__(self, "modules_to_save", list(mts))
+            mts = self.modules_to_save
+        if mts is not None and not (isinstance(mts, list) and all(isinstance(t, str) and t for t in mts)):
+            raise ValueError(f"modules_to_save must be None or a list of module names, got {mts!r}")
         quantize_angles(torch.zeros(1), self.angle_bits)
         if isinstance(self.init_seed, bool) or not isinstance(self.init_seed, int) or self.init_seed < 0:
             raise ValueError(f"init_seed must be an int >= 0, got {self.init_seed!r}")
@@ -106,10 +127,52 @@ def _set_submodule(root: nn.Module, name: str, new: nn.Module) -> None:
     setattr(root.get_submodule(parent_name) if parent_name else root, child, new)
 
 
+class ModulesToSave(nn.Module):
+    """A module listed in ``modules_to_save``: the original is kept untouched, a trainable copy is used.
+
+    As PEFT's ``ModulesToSaveWrapper``: ``unload()`` / ``disable_adapter()`` give back the original module,
+    ``merge_and_unload()`` keeps the trained copy. Attributes not found here are read from the active module.
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.original_module = module
+        self.trained_module = copy.deepcopy(module)
+        for p in self.original_module.parameters():
+            p.requires_grad_(False)
+        for p in self.trained_module.parameters():
+            p.requires_grad_(True)
+        self.disabled = False
+
+    def active(self) -> nn.Module:
+        return self.original_module if self.disabled else self.trained_module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.active()(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name in ("original_module", "trained_module"):
+                raise
+            return getattr(self.active(), name)
+
+
+_NOT_SUPPORTED = {  # transformers' own PEFT-integration methods: never fall through to them silently
+    "load_adapter": "load a Quantum-PEFT adapter with QuantumPEFTModel.from_pretrained(model, directory)",
+    "delete_adapter": "a QuantumPEFTModel holds one adapter; use unload() to remove it",
+}
+
+
 class QuantumPEFTModel(nn.Module):
     """A model with Quantum-PEFT layers injected (returned by :func:`get_qpeft_model`).
 
-    Calls are forwarded to the wrapped model (``.base_model``); attributes not found here are looked up on it.
+    Calls are forwarded to the wrapped model (``.base_model``); attributes not found here are looked up on it,
+    except transformers' adapter-management methods (``add_adapter``, ``set_adapter``, ``load_adapter``, …),
+    which would otherwise silently inject *LoRA* through transformers' PEFT integration: they are answered
+    here (one adapter named ``"default"``) or raise a ``ValueError``. ``forward`` carries the wrapped model's
+    signature, so ``transformers.Trainer`` (``remove_unused_columns=True``) sees the real input names.
     """
 
     def __init__(self, model: nn.Module, config: QuantumPEFTConfig, generator: torch.Generator | None = None):
@@ -120,19 +183,24 @@ class QuantumPEFTModel(nn.Module):
             generator = torch.Generator().manual_seed(config.init_seed)
         for p in model.parameters():
             p.requires_grad_(False)
+        save_names = self._modules_to_save_names(model, config)
         targets = [
             (n, m)
             for n, m in model.named_modules()
-            if n and _matches(n, config.target_modules) and not _matches(n, config.exclude_modules)
+            if n
+            and self._is_target(n, m, model, config)
+            and not _matches(n, config.exclude_modules)
+            and not any(n == s or n.startswith(s + ".") for s in save_names)
         ]
         if not targets:
             raise ValueError(
                 f"target_modules={config.target_modules!r} matched no module of {type(model).__name__}"
             )
         for name, module in targets:
-            if not isinstance(module, nn.Linear):
+            if not is_linear_like(module):
                 raise ValueError(
-                    f"target module {name!r} is a {type(module).__name__}; Quantum-PEFT wraps torch.nn.Linear only"
+                    f"target module {name!r} is a {type(module).__name__}; Quantum-PEFT wraps torch.nn.Linear and "
+                    "transformers Conv1D only"
                 )
             layer = QuantumPEFTLinear(
                 module,
@@ -147,10 +215,46 @@ class QuantumPEFTModel(nn.Module):
             )
             _set_submodule(model, name, layer)
         self.targeted_module_names = [n for n, _ in targets]
-        for name, module in model.named_modules():
-            if name and _matches(name, config.modules_to_save):
-                for p in module.parameters():
-                    p.requires_grad_(True)
+        for name in save_names:  # a trainable copy; the original stays untouched for unload()
+            _set_submodule(model, name, ModulesToSave(model.get_submodule(name)))
+        self.modules_to_save_names = save_names
+        self._expose_forward_signature(model)
+
+    @staticmethod
+    def _is_target(name: str, module: nn.Module, model: nn.Module, config: QuantumPEFTConfig) -> bool:
+        tm = config.target_modules
+        if isinstance(tm, str) and tm.lower() == ALL_LINEAR:
+            return is_linear_like(module) and name not in _head_names(model)
+        return _matches(name, tm)
+
+    @staticmethod
+    def _modules_to_save_names(model: nn.Module, config: QuantumPEFTConfig) -> list[str]:
+        """Full names of the ``modules_to_save`` (outermost matches); every listed name must match something."""
+        if not config.modules_to_save:
+            return []
+        names = [n for n, _ in model.named_modules() if n and _matches(n, config.modules_to_save)]
+        for want in config.modules_to_save:
+            if not any(_matches(n, [want]) for n in names):
+                raise ValueError(
+                    f"modules_to_save entry {want!r} matches no module of {type(model).__name__} "
+                    f"(top-level modules: {[n for n, _ in model.named_children()]})"
+                )
+        return [n for n in names if not any(n.startswith(o + ".") for o in names if o != n)]
+
+    def _expose_forward_signature(self, model: nn.Module) -> None:
+        """Give this instance a ``forward`` whose signature is the wrapped model's (``inspect.signature``)."""
+        try:
+            sig = inspect.signature(model.forward)
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            return
+
+        def forward(self: QuantumPEFTModel, *args: Any, **kwargs: Any) -> Any:
+            return QuantumPEFTModel.forward(self, *args, **kwargs)
+
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        forward.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])  # type: ignore[attr-defined]
+        forward.__doc__ = QuantumPEFTModel.forward.__doc__
+        object.__setattr__(self, "forward", types.MethodType(forward, self))
 
     # -- delegation ---------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -158,9 +262,12 @@ class QuantumPEFTModel(nn.Module):
 
         Nodes with the same (size, K, L, node) signature — e.g. every q/v projection of a transformer — are
         stacked along θ's batch dimension and computed by one ``node_columns`` call, instead of one small
-        circuit simulation per layer (same numbers, far fewer kernel launches).
+        circuit simulation per layer (same numbers, far fewer kernel launches). In inference the factors are
+        cached in each layer and rebuilt only after the angles change.
         """
-        layers = [m for _, m in self.qpeft_layers() if not m.merged]
+        layers = [
+            m for _, m in self.qpeft_layers() if not m.merged and not m.disabled and m.cached_factors() is None
+        ]
         if len(layers) > 1:
             self._precompute_factors(layers)
         try:
@@ -173,15 +280,18 @@ class QuantumPEFTModel(nn.Module):
         groups: dict[tuple, list[tuple[int, int, torch.Tensor]]] = {}
         for i, m in enumerate(layers):
             for j, (sig, th) in enumerate(m.node_specs()):
-                groups.setdefault(sig + (m.angle_bits,), []).append((i, j, th))
+                groups.setdefault(sig + (m.angle_bits, th.dtype, th.device), []).append((i, j, th))
         out: dict[tuple[int, int], torch.Tensor] = {}
-        for (dim, k, n_layers, node, bits), items in groups.items():
-            theta = quantize_angles(torch.stack([th for _, _, th in items]), bits)  # (G, P)
-            cols = node_columns(theta, dim, k, n_layers, node)  # (G, dim, K)
-            for g, (i, j, _) in enumerate(items):
-                out[(i, j)] = cols[g]
+        grad = any(m.grad_needed() for m in layers)
+        with torch.inference_mode(False), torch.set_grad_enabled(grad):
+            for (dim, k, n_layers, node, bits, _, _), items in groups.items():
+                theta = quantize_angles(torch.stack([th for _, _, th in items]), bits)  # (G, P)
+                cols = node_columns(theta, dim, k, n_layers, node)  # (G, dim, K)
+                for g, (i, j, _) in enumerate(items):
+                    out[(i, j)] = cols[g]
         for i, m in enumerate(layers):
             m._factors = (out[(i, 0)], out[(i, 1)])
+            m.store_factors(*m._factors)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -189,7 +299,58 @@ class QuantumPEFTModel(nn.Module):
         except AttributeError:
             if name == "base_model":
                 raise
+            if name in _NOT_SUPPORTED:
+                raise ValueError(f"{name}() is not supported by QuantumPEFTModel: {_NOT_SUPPORTED[name]}") from None
             return getattr(self.base_model, name)
+
+    def get_base_model(self) -> nn.Module:
+        """The wrapped model (with the Quantum-PEFT layers inside), as ``peft.PeftModel.get_base_model``."""
+        return self.base_model
+
+    # -- named adapters (one adapter, "default"; never transformers' LoRA integration) ---------------
+    @property
+    def active_adapter(self) -> str:
+        return DEFAULT_ADAPTER
+
+    @property
+    def active_adapters(self) -> list[str]:
+        return [DEFAULT_ADAPTER]
+
+    def add_adapter(self, adapter_name: str, *args: Any, **kwargs: Any) -> None:
+        """Not supported: a QuantumPEFTModel holds exactly one adapter (``"default"``)."""
+        raise ValueError(
+            f"add_adapter({adapter_name!r}): QuantumPEFTModel holds one adapter named {DEFAULT_ADAPTER!r}; "
+            "several named adapters are not implemented (wrap a fresh copy of the base model instead)"
+        )
+
+    def set_adapter(self, adapter_name: str) -> None:
+        if adapter_name != DEFAULT_ADAPTER:
+            raise ValueError(
+                f"set_adapter: unknown adapter {adapter_name!r}; this model holds only {DEFAULT_ADAPTER!r}"
+            )
+        self.enable_adapters()
+
+    def enable_adapters(self) -> None:
+        self._set_disabled(False)
+
+    def disable_adapters(self) -> None:
+        self._set_disabled(True)
+
+    def _set_disabled(self, flag: bool) -> None:
+        for _, m in self.qpeft_layers():
+            m.disabled = flag
+        for m in self.base_model.modules():
+            if isinstance(m, ModulesToSave):
+                m.disabled = flag
+
+    @contextlib.contextmanager
+    def disable_adapter(self) -> Iterator[None]:
+        """Context manager: inside it the model is the base model (merged layers are unmerged first)."""
+        self.disable_adapters()
+        try:
+            yield
+        finally:
+            self.enable_adapters()
 
     # -- introspection ------------------------------------------------------------------------------
     def qpeft_layers(self) -> Iterator[tuple[str, QuantumPEFTLinear]]:
@@ -226,7 +387,7 @@ class QuantumPEFTModel(nn.Module):
         return sum(m.n_adapter_params() for _, m in self.qpeft_layers())
 
     def get_nb_trainable_parameters(self) -> tuple[int, int]:
-        params = list(self.base_model.parameters())
+        params = [p for n, p in self.base_model.named_parameters() if ".original_module." not in f".{n}"]
         return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
     def print_trainable_parameters(self) -> None:
@@ -242,49 +403,81 @@ class QuantumPEFTModel(nn.Module):
         for _, m in self.qpeft_layers():
             m.unmerge()
 
+    def _replace_modules_to_save(self, trained: bool) -> None:
+        for name, m in list(self.base_model.named_modules()):
+            if isinstance(m, ModulesToSave):
+                _set_submodule(self.base_model, name, m.trained_module if trained else m.original_module)
+
     def merge_and_unload(self) -> nn.Module:
-        """Fold ΔW into every wrapped ``nn.Linear`` and return the plain base model (adapters removed)."""
+        """Fold ΔW into every wrapped layer and return the plain base model (``modules_to_save``: trained copy)."""
+        self.enable_adapters()
         for name, m in list(self.qpeft_layers()):
             m.merge()
             _set_submodule(self.base_model, name, m.base_layer)
+        self._replace_modules_to_save(trained=True)
         return self.base_model
 
     def unload(self) -> nn.Module:
-        """Remove the adapters without merging (the original model back)."""
+        """Remove the adapters without merging: the original model back (``modules_to_save``: the originals)."""
         for name, m in list(self.qpeft_layers()):
             m.unmerge()
             _set_submodule(self.base_model, name, m.base_layer)
+        self._replace_modules_to_save(trained=False)
         return self.base_model
 
     # -- adapter-only save / load -------------------------------------------------------------------
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
-        """θ_U, θ_V, λ of every layer plus ``modules_to_save`` parameters — nothing of the frozen model."""
+        """θ_U, θ_V, λ of every layer plus the trained ``modules_to_save`` — nothing of the frozen model.
+
+        Keys are the wrapped model's parameter names (``…trained_module.`` stripped, so ``classifier.weight``).
+        """
         keep = {}
         for n, p in self.base_model.named_parameters():
+            if ".original_module." in f".{n}":
+                continue
             leaf = n.rsplit(".", 1)[-1]
-            mod = n.rsplit(".", 1)[0]
-            if (
-                leaf in ("theta_u", "theta_v", "lam")
-                or p.requires_grad
-                or _matches(mod, self.peft_config.modules_to_save)
-            ):
-                keep[n] = p.detach().contiguous().clone()
+            if leaf in ("theta_u", "theta_v", "lam") or ".trained_module." in f".{n}":
+                keep[n.replace("trained_module.", "")] = p.detach().contiguous().clone()
         return keep
 
-    def save_pretrained(self, directory: str | Path) -> Path:
-        """Write ``adapter_model.safetensors`` and ``adapter_config.json`` into ``directory``."""
-        d = Path(directory)
+    def save_pretrained(
+        self,
+        save_directory: str | Path,
+        safe_serialization: bool = True,
+        is_main_process: bool = True,
+        state_dict: dict | None = None,
+        **kwargs: Any,
+    ) -> Path:
+        """Write ``adapter_model.safetensors`` and ``adapter_config.json`` into ``save_directory``.
+
+        Accepts the keyword arguments ``transformers.Trainer`` / ``PreTrainedModel.save_pretrained`` pass
+        (``is_main_process=False`` writes nothing; a full ``state_dict`` is ignored: only the adapter is
+        saved); ``safe_serialization=False`` (pickle) is refused.
+        """
+        if not safe_serialization:
+            raise ValueError("safe_serialization must be True: adapters are only written as safetensors")
+        d = Path(save_directory)
+        if not is_main_process:
+            return d
         d.mkdir(parents=True, exist_ok=True)
         if any(m.merged for _, m in self.qpeft_layers()):
             raise ValueError("cannot save a merged adapter: call unmerge_adapter() first")
-        save_file(self.adapter_state_dict(), str(d / ADAPTER_WEIGHTS), metadata={"format": "pt"})
-        (d / ADAPTER_CONFIG).write_text(json.dumps(self.peft_config.to_dict(), indent=2) + "\n")
+        tmp = d / (ADAPTER_WEIGHTS + ".tmp")
+        save_file(self.adapter_state_dict(), str(tmp), metadata={"format": "pt"})
+        tmp.replace(d / ADAPTER_WEIGHTS)
+        tmpc = d / (ADAPTER_CONFIG + ".tmp")
+        tmpc.write_text(json.dumps(self.peft_config.to_dict(), indent=2) + "\n")
+        tmpc.replace(d / ADAPTER_CONFIG)
         return d
 
     def load_adapter_weights(self, directory: str | Path) -> None:
         """Load adapter weights saved by :meth:`save_pretrained` (strict: every key must match)."""
         state = load_file(str(Path(directory) / ADAPTER_WEIGHTS))
-        own = dict(self.base_model.named_parameters())
+        own = {
+            n.replace("trained_module.", ""): p
+            for n, p in self.base_model.named_parameters()
+            if ".original_module." not in f".{n}"
+        }
         missing = sorted(set(self.adapter_state_dict()) - set(state))
         unexpected = sorted(set(state) - set(own))
         if missing or unexpected:
@@ -306,6 +499,21 @@ class QuantumPEFTModel(nn.Module):
         out = cls(model, cfg)
         out.load_adapter_weights(directory)
         return out
+
+
+def _head_names(model: nn.Module) -> set[str]:
+    """PEFT's all-linear exclusions: the output embedding (LM head), else a ``score``/``classifier`` head."""
+    out: set[str] = set()
+    get_out = getattr(model, "get_output_embeddings", None)
+    head = get_out() if callable(get_out) else None
+    if head is None:
+        for attr in SEQ_CLS_HEAD_NAMES:
+            head = getattr(model, attr, None)
+            if isinstance(head, nn.Module):
+                break
+    if isinstance(head, nn.Module):
+        out |= {n for n, m in model.named_modules() if m is head}
+    return out
 
 
 def get_qpeft_model(
