@@ -57,3 +57,16 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError, match="param_widths"):
         exp.Config(param_widths=(64,))
     assert set(exp.PRESETS) == {"smoke", "quick", "full"}
+
+
+def test_lr_sweep_same_grid_for_every_method() -> None:
+    """Fair-baseline protocol: each method's single LR (adapter and head alike) comes from the same grid."""
+    cfg = dataclasses.replace(exp.PRESETS["smoke"], pretrain_epochs=1, finetune_epochs=1)
+    assert exp.with_lr(cfg, "qpeft", 0.5).lr_angles == exp.with_lr(cfg, "qpeft", 0.5).lr_lambda == 0.5
+    assert exp.with_lr(cfg, "head_only", 0.5).lr_head_only == 0.5
+    r = exp.sweep_learning_rates(cfg, seeds=(10,), grid=(1e-2, 1e-1), width=64)
+    assert set(r["best"]) == set(exp.METHODS) and all(v in (1e-2, 1e-1) for v in r["best"].values())
+    for m in exp.METHODS:
+        accs = r["acc"][m]
+        assert set(accs) == {"0.01", "0.1"} and all(len(v) == 1 and 0 <= v[0] <= 1 for v in accs.values())
+        assert r["best"][m] == max((1e-2, 1e-1), key=lambda lr: accs[str(lr)][0])

@@ -44,6 +44,8 @@ def figure(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods:
 
 
 def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods: Sequence[str]) -> str:
+    from .experiment import LR_GRID, TUNE_SEEDS
+
     lines = ["## Results (target = 90°-rotated digits, test accuracy, mean ± std over seeds)", ""]
     lines += ["| d | method | adapter params (excl. head) | accuracy |", "|---|---|---|---|"]
     for w in cfg.widths:
@@ -65,12 +67,13 @@ def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], metho
         "- Paper: DeBERTaV3/Mistral-7B on GLUE, GPT-2 Medium on E2E, ViT on CIFAR-10. Here: a 2-block ViT "
         "(transformers `ViTForImageClassification` built from a config) on scikit-learn digits, adapted to rotated "
         'digits (README, "Reproduction"), 3 seeds on CPU. Absolute accuracies are not comparable with the paper\'s tables.',
-        f"- Quantum-PEFT K={cfg.rank}, L={cfg.layers}, s={cfg.alpha}, θ~N(0,{cfg.init_std}²), Λ=0; angles at LR "
-        f"{cfg.lr_angles:g}, Λ and head at {cfg.lr_lambda:g} (separate groups: the angles need ≈ 10× LoRA's LR); LoRA r={cfg.lora_rank} "
-        f"(PEFT) at {cfg.lr_lora:g}; head-only {cfg.lr_head_only:g}; full FT {cfg.lr_full:g}; AdamW + OneCycle. "
-        "The Quantum-PEFT (angles, Λ) learning rates were chosen on held-out seeds 10–12 (d=64, mean target accuracy: "
-        "(0.1, 0.01) 0.730, (0.1, 0.03) 0.777, (0.1, 0.1) 0.807, (0.1, 0.3) 0.807, (0.3, 0.03) 0.766, (0.3, 0.1) "
-        "0.776, (0.03, 0.03) 0.770; LoRA r=1 0.834 on those seeds); the other methods use a one-off calibration (README).",
+        f"- Quantum-PEFT K={cfg.rank}, L={cfg.layers}, s={cfg.alpha}, θ~N(0,{cfg.init_std}²), Λ=0; LoRA r={cfg.lora_rank} "
+        "(PEFT); AdamW + OneCycle, the same epochs and batches for every method. Learning rates (fair-baseline "
+        "protocol): every method gets one LR for all its trainable parameters, head included, chosen from the same "
+        f"grid {{{', '.join(f'{x:g}' for x in LR_GRID)}}} by mean target accuracy on held-out seeds "
+        f"{', '.join(map(str, TUNE_SEEDS))} at d=64 (`sweep_learning_rates`, table in the README): head-only "
+        f"{cfg.lr_head_only:g}, LoRA {cfg.lr_lora:g}, Quantum-PEFT {cfg.lr_angles:g} (angles) / {cfg.lr_lambda:g} "
+        f"(Λ, head), full FT {cfg.lr_full:g}.",
         "- Intrinsic-rank masking of Λ and the Taylor/Lie node ablation of the paper are not run here; angle "
         "quantisation is implemented (`angle_bits`) but not part of the claims.",
     ]
