@@ -170,3 +170,39 @@ def test_generate_streaming_takes_tokenizer_output_and_reset():
     with pytest.raises(ValueError, match="attention_mask"):
         generate_streaming(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=pad)
     assert model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("family", ["llama", "phi", "cohere"])
+def test_query_rotation_decode_equals_cache_rotation_beyond_the_window(family, monkeypatch):
+    """Decoding rotates the query once per offset group instead of re-rotating the cache: same logits as rotating
+    every stored key to its cache position, also long after evictions started (positions shifted many times)."""
+    from iclr25.cascading_kv import attention
+
+    model = build(family)
+    ids = torch.randint(3, 99, (1, 80), generator=torch.Generator().manual_seed(4))
+    outs = []
+    for grouped in (True, False):
+        monkeypatch.setattr(attention, "GROUPED_DECODE", grouped)
+        cache = CascadingKVCache(model, sink_tokens=3, cache_size=16, cascades=4, beta=0.99)
+        outs.append(strided_prefill(model, ids, cache, stride=1, return_logits="all"))
+        for layer in cache.layers:
+            layer.state.check_invariants()
+    assert (outs[0] - outs[1]).abs().max().item() <= 1e-4
+
+
+def test_layout_matches_state_positions():
+    """The per-slot positions/validity the attention uses equal CascadeState.slot_positions at every step."""
+    model = build("llama")
+    for cascades, stride in ((4, 5), (2, 1), (1, 3)):
+        cache = CascadingKVCache(model, sink_tokens=3, cache_size=16, cascades=cascades)
+        g = torch.Generator().manual_seed(cascades)
+        for _ in range(25):
+            strided_prefill(model, torch.randint(3, 99, (1, stride), generator=g), cache, stride=stride)
+            layer = cache.layers[0]
+            lay, st = layer.layout(), layer.state
+            sp = st.slot_positions()
+            v = sp >= 0
+            assert torch.equal(lay["valid"][3:], v)
+            assert torch.equal(lay["positions"][3:][v], sp[v])
+            assert torch.equal(lay["valid"][:3], torch.arange(3) < st.n_sinks)
+            assert torch.equal(lay["positions"][: st.n_sinks], torch.arange(st.n_sinks))

@@ -28,10 +28,12 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from .cache import ATTN_NAME, take_pending
-from .rope import rope, unrope
+from .rope import rope, unrope  # noqa: F401  (re-exported)
 from .scores import cached_token_contribution, new_token_scores, reduce_heads
 
-GROUPED_QUERY_MAX = 4  # chunks up to this many queries rotate the query per offset group instead of the keys
+GROUPED_DECODE = (
+    True  # single-token chunks rotate the query per offset group (False: rotate the cache; tests compare)
+)
 
 __all__ = [
     "ATTN_NAME",
@@ -90,10 +92,8 @@ def cascade_attention_forward(
     rep = Hq // Hkv
     scaling = D**-0.5 if scaling is None else scaling
     dev, dt = query.device, query.dtype
-    n_held = layer.get_seq_length()
-    M = layer.sink_tokens + layer.cache_size
+    S, M = layer.sink_tokens, layer.sink_tokens + layer.cache_size
     rot.ensure(M + q + 1, dev)
-    p_cache = torch.arange(n_held, n_held + q, device=dev)  # the chunk's cache positions
 
     # 1. pre-RoPE chunk (the model rotated it at its own position_ids: undo with the very same cos/sin)
     pos_given = kwargs.get("position_ids")
@@ -102,61 +102,70 @@ def cascade_attention_forward(
             f"cascade attention needs the position_ids the model rotated with ({rot.model_type}: not passed to the "
             "attention function)"
         )
-    cos_g, sin_g = rot.model_cos_sin(query, pos_given)
-    cos_g, sin_g = cos_g.unsqueeze(1), sin_g.unsqueeze(1)
-    q_pre = unrope(query, cos_g, sin_g, rot.interleaved)
-    k_pre = unrope(key, cos_g, sin_g, rot.interleaved)
-    cos_c, sin_c = rot.at(p_cache, dt)
-    q_rot = rope(q_pre, cos_c, sin_c, rot.interleaved)
-    k_rot = rope(k_pre, cos_c, sin_c, rot.interleaved)
-
-    # 2. logits against the stored keys (each rotated at its slot's reference position ref; position = ref + offset)
-    lay = layer.layout()
+    ci, si = rot.model_inverse(query, pos_given)
+    q_pre = rot.apply(query, ci, si)
+    k_pre = rot.apply(key, ci, si)
+    lay = (
+        layer.layout()
+    )  # stored keys sit rotated at their slot's reference position; position = ref + offset
+    n_held = lay["n_held"]
     kbuf, vbuf = layer.kbuf, layer.vbuf
-    if q <= GROUPED_QUERY_MAX:
-        # <R(P)q, R(ref + c)k> = <R(P − c)q, R(ref)k>: rotate the query once per distinct offset c (≤ 2C + 1)
+    softcap, window = kwargs.get("softcap"), kwargs.get("sliding_window")
+
+    if q == 1 and GROUPED_DECODE:
+        # decode: <R(P)q, R(ref + c)k> = <R(P − c)q, R(ref)k> — rotate the query once per distinct offset c (≤ 2C+1)
+        # instead of the cache; the token's logit with itself is position-free: a²·<q, k>
         goff, gid = lay["group_offsets"], lay["group"]
         G = goff.shape[0]
-        cg, sg = rot.at(p_cache[None, :] - goff[:, None], dt)  # (G, q, rd)
-        qg = rope(q_pre.unsqueeze(2), cg, sg, rot.interleaved)  # (B, Hq, G, q, D)
-        lg = torch.matmul(qg.reshape(B, Hkv, rep * G * q, D), kbuf.transpose(2, 3))
-        lg = lg.reshape(B, Hkv, rep, G, q, M)
-        idx = gid.view(1, 1, 1, 1, 1, M).expand(B, Hkv, rep, 1, q, M)
-        l_cache = lg.gather(3, idx).reshape(B, Hq, q, M)
+        cg, sg = rot.at(n_held - goff, dt)  # (G, rd)
+        qg = rot.apply(q_pre.reshape(B, Hkv, rep, 1, D), cg, sg)  # (B, Hkv, rep, G, D)
+        lg = torch.matmul(qg.reshape(B, Hkv, rep * G, D), kbuf.transpose(2, 3)).reshape(B, Hkv, rep, G, M)
+        l_cache = lg.gather(3, gid.view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M)).squeeze(
+            3
+        )  # (B, Hkv, rep, M)
+        l_self = (q_pre.reshape(B, Hkv, rep, D) * k_pre).sum(-1, keepdim=True) * (rot.scaling * rot.scaling)
+        logits = torch.cat([l_cache, l_self], dim=-1).reshape(B, Hq, 1, M + 1) * scaling
     else:
+        p_cache = torch.arange(n_held, n_held + q, device=dev)  # the chunk's cache positions
+        cos_c, sin_c = rot.at(p_cache, dt)
+        q_rot = rot.apply(q_pre, cos_c, sin_c)
+        k_rot = rot.apply(k_pre, cos_c, sin_c)
         cu, su = rot.at(lay["offset"], dt, unit=True)
-        k_cache = rope(kbuf, cu, su, rot.interleaved)  # keys at their cache positions
-        l_cache = torch.matmul(_gqa(q_rot, Hkv), k_cache.transpose(2, 3)).reshape(B, Hq, q, M)
-    l_chunk = torch.matmul(_gqa(q_rot, Hkv), k_rot.transpose(2, 3)).reshape(B, Hq, q, q)
-    logits = torch.cat([l_cache, l_chunk], dim=-1) * scaling
+        k_cache = rot.apply(kbuf, cu, su)  # keys at their cache positions (≤ S + N, once per chunk)
+        K = torch.cat([k_cache, k_rot], dim=2)
+        logits = torch.matmul(_gqa(q_rot, Hkv), K.transpose(2, 3)).reshape(B, Hq, q, M + q) * scaling
 
-    # 3. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
-    softcap = kwargs.get("softcap")
+    # 2. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
     if softcap is not None:
         logits = torch.tanh(logits / softcap) * softcap
-    allowed = torch.cat(
-        [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
-    )
-    window = kwargs.get("sliding_window")
-    if window is not None:
-        kpos = torch.cat([lay["positions"], p_cache])
-        allowed = allowed & (p_cache[:, None] - kpos[None, :] < int(window))
-    logits = logits.masked_fill(~allowed, torch.finfo(logits.dtype).min)
+    mkey = ("blocked", q, window)
+    blocked = lay.get(mkey)
+    if blocked is None:
+        allowed = torch.cat(
+            [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
+        )
+        if window is not None:
+            p_cache = torch.arange(n_held, n_held + q, device=dev)
+            kpos = torch.cat([lay["positions"], p_cache])
+            allowed = allowed & (p_cache[:, None] - kpos[None, :] < int(window))
+        blocked = lay[mkey] = ~allowed
+    logits = logits.masked_fill(blocked, torch.finfo(logits.dtype).min)
     A = torch.softmax(logits, dim=-1, dtype=torch.float32)
     Av = A.to(vbuf.dtype)
     out = torch.matmul(_gqa(Av[..., :M], Hkv), vbuf) + torch.matmul(_gqa(Av[..., M:], Hkv), value)
     out = out.reshape(B, Hq, q, -1)
 
-    # 4. EMA scores (sinks never scored) reduced over query heads, then insert the chunk
-    S = layer.sink_tokens
+    # 3. EMA scores (sinks never scored) reduced over query heads, then insert the chunk
     with torch.no_grad():
         beta = layer.beta
-        cache_add = cached_token_contribution(A[..., S:M], beta)  # (B, Hq, N)
-        new_s = new_token_scores(A[..., M:], beta)  # (B, Hq, q)
         red = dict(kv_heads=Hkv, reduction=layer.head_reduction, homogeneous=layer.homogeneous_heads)
-        layer.commit(
-            k_pre.detach(), value.detach(), reduce_heads(cache_add, **red), reduce_heads(new_s, **red)
-        )
+        if q == 1:  # (1−β)·A for both; the head reduction (max/mean) commutes with the positive factor
+            r = reduce_heads(A[..., 0, S:], **red) * (1.0 - beta)  # (B, Hkv, N + 1)
+            cache_add, new_s = r[..., : M - S], r[..., M - S :]
+        else:
+            cache_add = reduce_heads(cached_token_contribution(A[..., S:M], beta), **red)  # (B, Hkv, N)
+            new_s = reduce_heads(new_token_scores(A[..., M:], beta), **red)  # (B, Hkv, q)
+        layer.commit(k_pre.detach(), value.detach(), cache_add, new_s)
     return out.transpose(1, 2).contiguous(), A
 
 

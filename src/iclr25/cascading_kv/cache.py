@@ -21,7 +21,7 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .cascade import EMPTY, CascadeState
-from .rope import Rotary, _layout, rope, rotary_for
+from .rope import Rotary, _layout, rotary_for
 from .scores import HEAD_REDUCTIONS
 
 ATTN_NAME = "cascade"
@@ -101,6 +101,7 @@ class CascadingLayer(CacheLayerMixin):
         self._layout: dict | None = None
         W = self.cache_size // self.cascades
         self._ref = np.concatenate([np.arange(self.sink_tokens), np.tile(np.arange(W), self.cascades)])
+        self._gid0 = 1 + 2 * np.repeat(np.arange(self.cascades), W)  # cascade i: groups 1 + 2i (and 2 + 2i)
 
     @property
     def rotary_emb(self) -> torch.nn.Module | None:
@@ -215,36 +216,56 @@ class CascadingLayer(CacheLayerMixin):
         return p
 
     def layout(self) -> dict:
-        """Per-slot cache positions, validity and rotation offsets of the ``S + N`` buffer (cached until the next commit).
+        """Per-slot cache positions, validity and rotation offsets of the ``S + N`` buffer.
 
         ``positions`` ``(S+N,)`` (0 where empty), ``valid`` bool, ``offset`` = position − reference (0 where empty),
         ``group_offsets`` the distinct offsets ``(G,)`` and ``group`` ``(S+N,)`` each slot's index into them.
+        It depends on the fill counters only, which every layer shares, so it is computed once per step for all
+        layers (memoised on the rotary helper).
         """
-        if self._layout is not None:
-            return self._layout
-        st, S = self.state, self.sink_tokens
-        M = S + self.cache_size
-        pos = np.zeros(M, dtype=np.int64)
-        valid = np.zeros(M, dtype=bool)
+        st = self.state
+        key = (self.sink_tokens, self.cache_size, self.cascades, st.t, st.n_sinks, *st.stored, *st.start)
+        memo = self.rotary.layouts
+        lay = memo.get(key)
+        if lay is not None and lay["device"] == self.kbuf.device:
+            return lay
+        S, N, C = self.sink_tokens, self.cache_size, self.cascades
+        W = N // C
         ns = st.n_sinks
-        pos[:ns] = np.arange(ns)
-        valid[:ns] = True
-        sp = st.slot_positions().numpy()
-        v = sp >= 0
-        pos[S:][v] = sp[v]
-        valid[S:] = v
-        off = np.where(valid, pos - self._ref, 0)
-        goff, gid = np.unique(off, return_inverse=True)
+        # offset groups (§3 cache positions, as in CascadeState.slot_positions): sinks (offset 0); for cascade i with
+        # seg = min(W, stored[i]) and base = ns + (tokens held by cascades < i... counted from the newest),
+        # ring offsets m >= start[i] sit at m − start[i] + base, m < start[i] at m − start[i] + seg + base
+        goff = [0] * (2 * C + 1)
+        ub = st.n_cached
+        for i in range(C):
+            seg = min(W, st.stored[i])
+            base = ub - seg + ns
+            goff[1 + 2 * i] = base - st.start[i]
+            goff[2 + 2 * i] = base - st.start[i] + seg
+            ub -= seg
+        m_local = self._ref[S:]
+        stored = np.repeat(np.asarray(st.stored), W)
+        start = np.repeat(np.asarray(st.start), W)
+        valid = np.concatenate([np.arange(S) < ns, m_local < stored])
+        gid = np.concatenate([np.zeros(S, dtype=np.int64), self._gid0 + (m_local < start)])
+        gid = np.where(valid, gid, 0)
+        goff_np = np.asarray(goff, dtype=np.int64)
+        off = goff_np[gid]
         dev = self.kbuf.device
-        self._layout = {
-            "positions": torch.from_numpy(pos).to(dev),
+        lay = {
+            "device": dev,
+            "positions": torch.from_numpy(self._ref + off).to(dev),
             "valid": torch.from_numpy(valid).to(dev),
             "offset": torch.from_numpy(off).to(dev),
-            "group_offsets": torch.from_numpy(goff).to(dev),
-            "group": torch.from_numpy(gid.reshape(-1)).to(dev),
-            "max_position": int(pos.max()) if M else 0,
+            "group_offsets": torch.from_numpy(goff_np).to(dev),
+            "group": torch.from_numpy(gid).to(dev),
+            "ident": np.where(valid[S:], np.arange(N), EMPTY),  # slot -> itself (EMPTY if empty)
+            "n_held": st.seq_length,
         }
-        return self._layout
+        if len(memo) > 16:
+            memo.clear()
+        memo[key] = lay
+        return lay
 
     def read(self) -> dict[str, torch.Tensor]:
         """Stored keys rotated at their *cache positions*, values, positions and validity (``S + N`` slots, sinks first)."""
@@ -252,7 +273,7 @@ class CascadingLayer(CacheLayerMixin):
         rot = self.rotary
         rot.ensure(self.sink_tokens + self.cache_size + 1, self.kbuf.device)
         cos, sin = rot.at(lay["offset"], self.kbuf.dtype, unit=True)
-        keys = rope(self.kbuf, cos, sin, rot.interleaved)
+        keys = rot.apply(self.kbuf, cos, sin)
         return {"keys": keys, "values": self.vbuf, "positions": lay["positions"], "valid": lay["valid"]}
 
     def commit(
@@ -275,18 +296,16 @@ class CascadingLayer(CacheLayerMixin):
         rot.ensure(S + N + q + 1, self.kbuf.device)
         st.decay_scores(self.beta**q, cache_score_add)
         ns0 = st.n_sinks
-        og_before = st._og
+        ident = self.layout()["ident"]
         res = st.push(new_scores)
-        self._layout = None
         n = res.n_to_sinks
         dt = self.kbuf.dtype
         if n:
             cos, sin = rot.at(torch.arange(ns0, ns0 + n, device=self.kbuf.device), dt)
-            self.kbuf[:, :, ns0 : ns0 + n] = rope(keys_pre_rope[:, :, :n], cos, sin, rot.interleaved)
+            self.kbuf[:, :, ns0 : ns0 + n] = rot.apply(keys_pre_rope[:, :, :n], cos, sin)
             self.vbuf[:, :, ns0 : ns0 + n] = values[:, :, :n]
         src = res.src.reshape(-1, N).numpy()
-        ident = np.where(og_before == EMPTY, EMPTY, np.arange(N)[None, :])
-        cols = np.flatnonzero((src != ident).any(0))
+        cols = np.flatnonzero((src != ident[None, :]).any(0))
         if cols.size == 0:
             return
         B, H = self.kbuf.shape[:2]
@@ -303,15 +322,14 @@ class CascadingLayer(CacheLayerMixin):
                             self.vbuf.gather(2, old.expand(-1, -1, -1, Dv)))  # fmt: skip
         ref_dst = torch.from_numpy(cols % W).to(dev)  # (k,)
         # a new token: pre-RoPE key rotated at ref (model-scaled cos/sin); a moved key: pure rotation by ref − ref_old
-        cos_n, sin_n = rot.at(ref_dst.expand_as(s), dt)
-        cos_m, sin_m = rot.at(ref_dst - s.clamp(0, N - 1) % W, dt, unit=True)
-        cos = torch.where(fc, cos_n, cos_m)
-        sin = torch.where(fc, sin_n, sin_m)
-        k_new = rope(k_src, cos, sin, rot.interleaved)
-        empty = (s == EMPTY).unsqueeze(-1)
-        if bool(empty.any()):
-            k_new = k_new.masked_fill(empty, 0)
-            v_src = v_src.masked_fill(empty, 0)
+        if bool(from_chunk.all()):
+            cos, sin = rot.at(ref_dst, dt)
+        else:
+            cos_n, sin_n = rot.at(ref_dst.expand_as(s), dt)
+            cos_m, sin_m = rot.at(ref_dst - s.clamp(0, N - 1) % W, dt, unit=True)
+            cos = torch.where(fc, cos_n, cos_m)
+            sin = torch.where(fc, sin_n, sin_m)
+        k_new = rot.apply(k_src, cos, sin)  # (a changed slot is never emptied: src >= 0 here)
         idx = torch.from_numpy(cols + S).to(dev)
         self.kbuf.index_copy_(2, idx, k_new)
         self.vbuf.index_copy_(2, idx, v_src)

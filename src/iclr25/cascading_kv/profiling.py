@@ -73,7 +73,7 @@ def prefill_once(model, input_ids: torch.Tensor, method: str, cache_size: int, s
             model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
             _sync(dev)
             return clock() - t, cache
-    enable_cascade_attention(model)
+    enable_cascade_attention(model)  # stays on: the caller may decode with the cache next
     _sync(dev)
     t = clock()
     strided_prefill(model, ids, cache, stride=stride)
@@ -118,16 +118,21 @@ def time_prefills(model, runs: Sequence[tuple[str, torch.Tensor]], cache_size: i
 
 
 @torch.no_grad()
-def decode_tokens_per_s(model, cache, n_tokens: int, vocab: int, full_impl: str = "eager") -> float:
-    """Greedy-free decode throughput: ``n_tokens`` single-token forwards against a pre-filled ``cache``."""
+def decode_tokens_per_s(model, cache, n_tokens: int, vocab: int, full_impl: str = "eager",
+                        clock: Callable[[], float] | None = None) -> float:  # fmt: skip
+    """Decode throughput: ``n_tokens`` single-token forwards against a pre-filled ``cache`` (greedy feedback).
+
+    ``clock`` defaults to :func:`default_clock` (process CPU time on CPU, wall time on an accelerator).
+    """
     dev = next(model.parameters()).device
+    clock = clock or default_clock(dev)
     tok = torch.zeros(1, 1, dtype=torch.long, device=dev) + 1
     impl = full_impl if not isinstance(cache, CascadingKVCache) else ATTN_NAME
     with attn_implementation(model, impl):
         _sync(dev)
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n_tokens):
             logits = model(input_ids=tok, cache=cache, use_cache=True).logits
             tok = logits[:, -1:].argmax(-1) % vocab
         _sync(dev)
-    return n_tokens / (time.perf_counter() - t)
+    return n_tokens / (clock() - t)

@@ -79,6 +79,29 @@ def unrope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: b
     return torch.cat(((xr * cos - rot(xr) * sin) / n, x[..., rd:]), dim=-1)
 
 
+def _sign(rd: int, interleaved: bool, like: torch.Tensor) -> torch.Tensor:
+    """Signs that turn the plain channel swap into ``rot``: ``rot(x) = swap(x) · sign``."""
+    if interleaved:
+        return torch.tensor([-1.0, 1.0], dtype=like.dtype, device=like.device).repeat(rd // 2)
+    return torch.cat([-torch.ones(rd // 2, dtype=like.dtype, device=like.device),
+                      torch.ones(rd - rd // 2, dtype=like.dtype, device=like.device)])  # fmt: skip
+
+
+def rope_folded(
+    x: torch.Tensor, cos: torch.Tensor, ssin: torch.Tensor, interleaved: bool = False
+) -> torch.Tensor:
+    """:func:`rope` with the sign folded into ``ssin = sin · sign``: ``x·cos + swap(x)·ssin`` (fewer kernels)."""
+    rd = cos.shape[-1]
+    full = rd == x.shape[-1]
+    xr = x if full else x[..., :rd]
+    sw = xr.unflatten(-1, (rd // 2, 2)).flip(-1).flatten(-2) if interleaved else xr.roll(rd // 2, -1)
+    y = torch.addcmul(xr * cos, sw, ssin)
+    if full:
+        return y
+    rest = x[..., rd:]
+    return torch.cat((y, rest.expand(*y.shape[:-1], rest.shape[-1])), dim=-1)
+
+
 class Rotary:
     """The model's rotary module plus what the cascade needs to rotate exactly.
 
@@ -97,20 +120,43 @@ class Rotary:
         self._T = 0
         self._tab: dict = {}
         self._memo: tuple | None = None
+        self.layouts: dict = {}  # slot layouts shared by all layers (they move in lockstep), see CascadingLayer.layout
 
     def model_cos_sin(
         self, like: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)`` ``(b, L, rd)`` exactly as the model computed them (memoised for the same ids tensor)."""
+        """``(cos, sin)`` ``(b, 1, L, rd)`` exactly as the model computed them (memoised for the same ids tensor)."""
+        return self._model(like, position_ids)[:2]
+
+    def model_inverse(
+        self, like: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos/n, −sin/n·sign)`` with ``n = cos² + sin²``: :meth:`apply` with these undoes the model's rotation."""
+        return self._model(like, position_ids)[2:]
+
+    def _model(self, like: torch.Tensor, position_ids: torch.Tensor) -> tuple:
         m = self._memo
         if m is not None and m[0] is position_ids and m[1] == like.dtype and m[2] == like.device:
-            return m[3], m[4]
+            return m[3]
         pos = position_ids.to(like.device)
         if pos.ndim == 1:
             pos = pos[None]
         cos, sin = self.module(like, pos)
-        self._memo = (position_ids, like.dtype, like.device, cos, sin)
-        return cos, sin
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        n = cos * cos + sin * sin
+        sign = _sign(cos.shape[-1], self.interleaved, cos)
+        out = (cos, sin, cos / n, -sin / n * sign)  # the inverse with the sign folded in (for rope_folded)
+        self._memo = (
+            position_ids,
+            like.dtype,
+            like.device,
+            out,
+        )  # the same ids tensor is passed to every layer
+        return out
+
+    def apply(self, x: torch.Tensor, cos: torch.Tensor, ssin: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` with ``(cos, sin·sign)`` from :meth:`at` / :meth:`model_inverse`."""
+        return rope_folded(x, cos, ssin, self.interleaved)
 
     def ensure(self, max_abs_position: int, device: torch.device) -> None:
         if max_abs_position <= self._T and self._tab.get("device") == device:
@@ -120,23 +166,23 @@ class Rotary:
         like = torch.zeros(1, dtype=torch.float32, device=device)
         cos, sin = self.module(like, pos)
         cos, sin = cos[0].float(), sin[0].float()
+        sin = sin * _sign(cos.shape[-1], self.interleaved, cos)  # folded for rope_folded
         self._T = T
-        self._tab = {
-            "device": device,
-            "cos": cos,
-            "sin": sin,
-            "ucos": cos / self.scaling,
-            "usin": sin / self.scaling,
-        }
+        self._tab = {"device": device, "f32": (cos, sin, cos / self.scaling, sin / self.scaling)}
+        self.layouts = {}
 
     def at(
         self, positions: torch.Tensor, dtype: torch.dtype, unit: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)`` of integer ``positions`` (any shape) → ``(*shape, rd)`` in ``dtype``."""
-        t = self._tab
+        """``(cos, sin·sign)`` of integer ``positions`` (any shape) → ``(*shape, rd)`` in ``dtype``, for :meth:`apply`.
+
+        ``unit=True`` divides out ``attention_scaling`` (a pure rotation, to move an already rotated key).
+        """
+        t = self._tab.get(dtype)
+        if t is None:
+            t = self._tab[dtype] = tuple(x.to(dtype) for x in self._tab["f32"])
         idx = positions + self._T
-        c, s = (t["ucos"], t["usin"]) if unit else (t["cos"], t["sin"])
-        return c[idx].to(dtype), s[idx].to(dtype)
+        return (t[2][idx], t[3][idx]) if unit else (t[0][idx], t[1][idx])
 
 
 def _layout(module: torch.nn.Module, device: torch.device) -> tuple[str, int]:
