@@ -80,7 +80,9 @@ def test_numerical_equals_analytic_when_clipping_inactive():
     z_a, _ = low.invert(obs, None, method="analytic")
     xs = low.state(obs)
     K = low.gains(xs[:, 0])
-    z_n = low.invert_numerical(xs[:, 0], xs[:, -1], K, xs=None, prior=0.0, iters=200).numpy()  # from x_k only
+    z_n = low.invert_numerical(
+        xs[:, 0], xs[:, -1], K, xs=None, solver="lm", prior=0.0, iters=200
+    ).numpy()  # from x_k
     np.testing.assert_allclose(z_n, z_a, atol=1e-3)
     endpoint = low.resimulate(xs[:, 0], torch.as_tensor(z_n), xs[:, -1], K)
     assert endpoint.max() < 1e-8
@@ -99,7 +101,7 @@ def test_numerical_beats_analytic_when_clipping_active_on_the_arm():
     assert (acts.abs() >= 1.0 - 1e-12).any(), "the planted goals must saturate the controls"
     obs = _planted(low, s, z, low.model)
     _, r_a = low.invert(obs, None, method="analytic")
-    z_n, r_n = low.invert(obs, None, method="numerical", prior=1e-6)
+    z_n, r_n = low.invert(obs, None, method="numerical", solver="lm", prior=1e-6)
     # judged by re-simulated outcomes: the numerical goals reproduce the planted endpoints
     assert np.median(r_n) < 1e-8 and r_n.max() < 1e-4
     sat = r_a > 1e-6
@@ -114,10 +116,77 @@ def test_official_adam_budget_converges_less_than_lm():
     xs = low.state(_planted(low, s, z, low.model))
     K = low.gains(xs[:, 0])
     z_adam = low.invert_numerical(xs[:, 0], xs[:, -1], K, solver="adam", iters=40, lr=0.01, prior=0.0)
-    z_lm = low.invert_numerical(xs[:, 0], xs[:, -1], K, xs=xs, prior=0.0)
+    z_lm = low.invert_numerical(xs[:, 0], xs[:, -1], K, xs=xs, solver="lm", prior=0.0)
     r_adam = low.resimulate(xs[:, 0], z_adam, xs[:, -1], K)
     r_lm = low.resimulate(xs[:, 0], z_lm, xs[:, -1], K)
     assert r_lm.item() < 1e-12 and r_adam.item() > r_lm.item()
+
+
+def test_default_numerical_inverse_is_the_official_adam_loop_without_ridge_prior():
+    """Regression (issue #16): the default must be a documented behaviour, not the undocumented λ = 1e-4 ridge."""
+    import inspect
+
+    from iclr25.ohio.experiment import PRESETS, numerical_kw
+
+    sig = inspect.signature(LQRLowLevel.invert_numerical).parameters
+    assert sig["solver"].default == "adam" and sig["prior"].default == 0.0 and sig["lr"].default == 0.01
+    for preset in ("quick", "full"):
+        kw = numerical_kw(PRESETS[preset])
+        assert kw == {"solver": "adam", "prior": 0.0, "iters": 1000, "lr": 0.01}
+
+
+def _adam_reference(low, s, x_k, K, iters, lr, stop_tol):
+    """One window at a time with torch.optim.Adam and the official stopping rule (loss moved < stop_tol on two
+    consecutive 10-iteration checks)."""
+    out = []
+    for i in range(len(s)):
+        z = x_k[i : i + 1].clone().requires_grad_(True)
+        opt = torch.optim.Adam([z], lr=lr)
+        last, streak = float("inf"), 0
+        for it in range(1, iters + 1):
+            loss = ((low._endpoint(s[i : i + 1], z, K[i : i + 1]) - x_k[i : i + 1]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if stop_tol > 0 and it % 10 == 0:
+                streak = streak + 1 if abs(loss.item() - last) < stop_tol else 0
+                last = loss.item()
+                if streak >= 2:
+                    break
+        out.append(z.detach()[0])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("stop_tol", [0.0, 1e-6])
+def test_batched_adam_equals_torch_adam_per_window(stop_tol):
+    p = ArmParams()
+    low = LQRLowLevel(ArmModel(p))
+    g = torch.Generator().manual_seed(7)
+    s = torch.cat([torch.rand(5, 2, generator=g, dtype=D) * 2 - 1, torch.zeros(5, 2, dtype=D)], 1)
+    z = s + 0.3 * torch.randn(5, 4, generator=g, dtype=D)
+    z[0] = s[0]  # this window is already solved at x_k = s: it stops early under the official rule
+    xs = low.state(_planted(low, s, z, low.model))
+    K = low.gains(xs[:, 0])
+    got = low.invert_numerical(xs[:, 0], xs[:, -1], K, iters=120, stop_tol=stop_tol)  # default: adam, λ = 0
+    ref = _adam_reference(low, xs[:, 0], xs[:, -1], K, 120, 0.01, stop_tol)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    moved = (got - xs[:, -1]).abs().amax(-1)
+    assert moved[1:].min() > 1e-3  # the others really moved away from x_k
+
+
+def test_numerical_inverse_rejects_bad_settings():
+    low = LQRLowLevel(ArmModel())
+    x = torch.zeros(1, 4, dtype=D)
+    K = low.gains(x)
+    for kw, name in (
+        ({"prior": float("nan")}, "prior"),
+        ({"prior": -1.0}, "prior"),
+        ({"solver": "sgd"}, "solver"),
+        ({"iters": 0}, "iters"),
+        ({"lr": float("nan")}, "lr"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            low.invert_numerical(x, x, K, **kw)
 
 
 def test_arm_numpy_and_torch_agree_and_fd_linearisation_matches_autograd():

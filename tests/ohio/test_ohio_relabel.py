@@ -1,6 +1,7 @@
 """Relabelled dataset invariants and the arm environment."""
 
 import numpy as np
+import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
 
@@ -11,6 +12,7 @@ from iclr25.ohio import (
     OfflineDataset,
     TwoLinkArmEnv,
     collect_flat_dataset,
+    collect_hierarchical_dataset,
     relabel,
     windows,
 )
@@ -63,10 +65,10 @@ def test_relabel_arm_numerical_keeps_most_and_is_deterministic():
     ds = collect_flat_dataset(3, 1, p, np.random.default_rng(0), horizon=40)
     assert len(ds) == 160 and ds.truncations.sum() == 4
     low = LQRLowLevel(ArmModel(p))
-    a = relabel(ds, low, "numerical")
+    a = relabel(ds, low, "numerical")  # default: the official Adam loop, λ = 0
     b = relabel(ds, low, "numerical")
     np.testing.assert_array_equal(a.actions, b.actions)
-    assert len(a) >= 0.9 * 32 and np.median(a.infos["residual"]) < 1e-4  # the λ-prior costs a little fit
+    assert len(a) >= 0.9 * 32 and np.median(a.infos["residual"]) < 1e-4  # a finite Adam budget: not exact
     # re-simulation on the true arm of the recovered goals reproduces the observed s_{t+k}
     xs0 = low.state(a.observations)
     K = low.gains(xs0)
@@ -85,3 +87,24 @@ def test_arm_env_api_and_same_seed_same_numbers():
         outs.append((o, rs))
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     assert outs[0][1] == outs[1][1]
+
+
+def test_hierarchical_dataset_goals_are_recovered_by_the_exact_inverse():
+    """HR data (paper, Table 1): sub-goals held for whole k-step windows aligned with relabel's windows; where no
+    control saturated, the analytic inverse recovers the behaviour's sub-goal exactly, while Observed-State's
+    label x_{t+k} is not the sub-goal."""
+    p = ArmParams()
+    low = LQRLowLevel(ArmModel(p))
+    ds = collect_hierarchical_dataset(4, 2, low, p, np.random.default_rng(0), horizon=40)
+    assert len(ds) == 240 and ds.infos["z"].shape == (240, 4)
+    idx = windows(ds, low.k)
+    z_true = ds.infos["z"][idx]  # (n, k, 4): one sub-goal per window
+    np.testing.assert_array_equal(z_true, np.repeat(z_true[:, :1], low.k, 1))
+    unsat = np.abs(ds.actions[idx]).max((1, 2)) < 1.0 - 1e-9
+    assert unsat.sum() >= 5
+    hd = relabel(ds, low, "analytic", threshold=None)
+    np.testing.assert_allclose(hd.actions[unsat], z_true[unsat, 0], atol=1e-6)
+    obs = relabel(ds, low, "observed_state", threshold=None)
+    assert np.median(np.abs(obs.actions - z_true[:, 0]).max(1)) > 0.1
+    with pytest.raises(ValueError, match="horizon"):
+        collect_hierarchical_dataset(1, 0, low, p, np.random.default_rng(0), horizon=42)

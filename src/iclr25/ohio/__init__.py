@@ -45,7 +45,13 @@ from .network import (
     solve_rebalancing_lp,
 )
 from .relabel import OfflineDataset, relabel, to_d3rlpy, windows
-from .rollouts import collect_flat_dataset, evaluate_flat, evaluate_hierarchical
+from .rollouts import (
+    collect_flat_dataset,
+    collect_hierarchical_dataset,
+    evaluate_flat,
+    evaluate_hierarchical,
+    hierarchical_expert_goal,
+)
 
 __all__ = [
     "ENV_ID",
@@ -71,6 +77,7 @@ __all__ = [
     "arm_step",
     "awr_weights",
     "collect_flat_dataset",
+    "collect_hierarchical_dataset",
     "collect_network_dataset",
     "evaluate_flat",
     "evaluate_hierarchical",
@@ -78,6 +85,7 @@ __all__ = [
     "expectile_loss",
     "finite_horizon_lqr",
     "flat_expert_action",
+    "hierarchical_expert_goal",
     "flows_to_distribution",
     "largest_remainder_counts",
     "linearize",

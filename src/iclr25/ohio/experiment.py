@@ -16,7 +16,9 @@ Network-lite: 6-node rebalancing, LP low level (HiGHS), exact LP inverse + BC wi
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +36,13 @@ from .lqr import LQRLowLevel
 from .network import LPLowLevel, NetworkParams, collect_network_dataset, evaluate_network
 from .relabel import OfflineDataset, relabel
 from .report import figure, report_md
-from .rollouts import collect_flat_dataset, evaluate_flat, evaluate_hierarchical
+from .rollouts import (
+    collect_flat_dataset,
+    collect_hierarchical_dataset,
+    evaluate_flat,
+    evaluate_hierarchical,
+    hierarchical_expert_goal,
+)
 
 
 @dataclass(frozen=True)
@@ -46,9 +54,19 @@ class Config(ExperimentConfig):
     n_noisy: int = 50
     k: int = 5
     lqr_R: float = 0.1
+    # HR dataset (hierarchical behaviour policy: sub-goal every k steps, LQR tracks it)
+    hr_noise: float = 0.1  # N(0, σ²) on the behaviour sub-goals
+    hr_velocity_gain: float = 3.0  # z = (q*, g (q* − q)) of the behaviour high level
     # inverse
     threshold: float = 0.2  # official drop threshold on the re-simulation residual
-    prior: float = 1e-4  # λ of the ridge prior log p(u)
+    solver: str = (
+        "adam"  # numerical inverse: "adam" = the official loop (default), "lm" = Levenberg–Marquardt
+    )
+    prior: float = (
+        0.0  # λ of the optional ridge prior λ‖z − x_k‖² (0 = the paper's objective; not in the paper)
+    )
+    adam_iters: int = 1000  # official: Adam lr 0.01, ≤ 1000 iterations from x_k, official stopping rule
+    adam_lr: float = 0.01
     lm_iters: int = 60
     # learners
     bc_steps: int = 3000
@@ -64,6 +82,7 @@ class Config(ExperimentConfig):
     model_epochs: int = 20
     changed_R: float = 1.0
     lowlevel_change: bool = True  # the report-only R = 1.0 re-inversion arm
+    inverse_ablation: bool = False  # report-only table: numerical arms under every variant of ABLATION
     # network-lite
     net_episodes: int = 100
     net_bc_steps: int = 1500
@@ -86,6 +105,7 @@ class Config(ExperimentConfig):
             "net_hidden",
             "net_eval_episodes",
             "lm_iters",
+            "adam_iters",
         ):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -96,8 +116,16 @@ class Config(ExperimentConfig):
         for name in ("arm_mass", "lqr_R", "threshold", "bc_lr", "model_error_mass", "changed_R"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.prior < 0:
-            raise ValueError(f"prior must be >= 0, got {self.prior!r}")
+        if not (self.prior >= 0 and np.isfinite(self.prior)):
+            raise ValueError(f"prior must be a finite number >= 0, got {self.prior!r}")
+        if self.solver not in ("adam", "lm"):
+            raise ValueError(f"solver must be 'adam' (official loop) or 'lm', got {self.solver!r}")
+        if not (self.adam_lr > 0 and np.isfinite(self.adam_lr)):
+            raise ValueError(f"adam_lr must be a finite number > 0, got {self.adam_lr!r}")
+        if not (self.hr_noise >= 0 and np.isfinite(self.hr_noise)):
+            raise ValueError(f"hr_noise must be a finite number >= 0, got {self.hr_noise!r}")
+        if not np.isfinite(self.hr_velocity_gain):
+            raise ValueError(f"hr_velocity_gain must be finite, got {self.hr_velocity_gain!r}")
         if self.horizon % self.k:
             raise ValueError(f"horizon must be a multiple of k={self.k}, got {self.horizon!r}")
 
@@ -114,6 +142,7 @@ PRESETS = {
         eval_episodes=4,
         model_epochs=2,
         lm_iters=15,
+        adam_iters=60,
         net_episodes=6,
         net_bc_steps=60,
         net_hidden=32,
@@ -160,6 +189,23 @@ def _learner_set(hd: OfflineDataset) -> OfflineDataset:
     )
 
 
+# the numerical-inverse variants of the ablation (issue #16): the official Adam loop and the converged LM solver at
+# three ridge strengths λ (0 = the paper's unregularised objective)
+ABLATION = {
+    "adam_official": ("adam", 0.0),
+    "lm_lambda_0": ("lm", 0.0),
+    "lm_lambda_1e-6": ("lm", 1e-6),
+    "lm_lambda_1e-4": ("lm", 1e-4),
+}
+
+
+def numerical_kw(cfg: Config) -> dict:
+    """Keyword arguments of the numerical inverse under ``cfg`` (solver, ridge prior λ, budget)."""
+    if cfg.solver == "adam":
+        return {"solver": "adam", "prior": cfg.prior, "iters": cfg.adam_iters, "lr": cfg.adam_lr}
+    return {"solver": "lm", "prior": cfg.prior, "iters": cfg.lm_iters}
+
+
 def _reacher(cfg: Config, seed: int) -> dict:
     p = ArmParams(m1=cfg.arm_mass, m2=cfg.arm_mass)
     rng = np.random.default_rng(derive_seed(seed, "data"))
@@ -174,11 +220,19 @@ def _reacher(cfg: Config, seed: int) -> dict:
         r = evaluate_hierarchical(lambda o: pi.act(features(o)) + goal_base(o), low, **ev)
         return float(r.mean() / expert)
 
-    def arm(name: str, low: LQRLowLevel, method: str, learner: str = "bc") -> None:
+    def arm(
+        name: str,
+        low: LQRLowLevel,
+        method: str,
+        learner: str = "bc",
+        data: OfflineDataset | None = None,
+        inv_cfg: Config = cfg,
+        dest: dict | None = None,
+    ) -> OfflineDataset:
         t0 = time.perf_counter()
         thr = None if method == "observed_state" else cfg.threshold
-        kw = {"prior": cfg.prior, "iters": cfg.lm_iters} if method == "numerical" else {}
-        hd = relabel(ds, low, method, threshold=thr, **kw)
+        kw = numerical_kw(inv_cfg) if method == "numerical" else {}
+        hd = relabel(ds if data is None else data, low, method, threshold=thr, **kw)
         t_inv = time.perf_counter() - t0
         sub = _learner_set(hd)
         s = derive_seed(seed, name)
@@ -194,10 +248,12 @@ def _reacher(cfg: Config, seed: int) -> dict:
             pi, _ = train_iql(sub, icfg, seed=s)
         else:
             pi = train_bc(sub, seed=s, **bc)
-        out[name] = hier_score(low, pi)
-        out[f"{name}_kept_frac"] = len(hd) / (len(ds) // cfg.k)
-        out[f"{name}_median_residual"] = float(np.median(hd.infos["residual"])) if len(hd) else float("nan")
-        out.setdefault("timing", {})[f"{name}_inverse_s"] = t_inv
+        d = out if dest is None else dest
+        d[name] = hier_score(low, pi)
+        d[f"{name}_kept_frac"] = len(hd) / (len(ds) // cfg.k)
+        d[f"{name}_median_residual"] = float(np.median(hd.infos["residual"])) if len(hd) else float("nan")
+        d.setdefault("timing", {})[f"{name}_inverse_s"] = t_inv
+        return hd
 
     exact = LQRLowLevel(ArmModel(p), R=cfg.lqr_R, k=cfg.k)
     e2e = train_bc(
@@ -215,7 +271,30 @@ def _reacher(cfg: Config, seed: int) -> dict:
     out["e2e_bc"] = float(evaluate_flat(lambda o: e2e.act(features(o)), **ev).mean() / expert)
     arm("ohio_numerical", exact, "numerical")
     arm("ohio_analytic", exact, "analytic")
-    arm("observed_state", exact, "observed_state")
+    arm("observed_state", exact, "observed_state")  # flat data: report only (the claim uses HR data)
+    # HR dataset (paper, Table 1): a hierarchical behaviour policy, sub-goal every k steps, the exact LQR tracks it
+    hr = collect_hierarchical_dataset(
+        cfg.n_expert,
+        cfg.n_noisy,
+        exact,
+        p,
+        np.random.default_rng(derive_seed(seed, "hr_data")),
+        horizon=cfg.horizon,
+        noise_std=cfg.hr_noise,
+        velocity_gain=cfg.hr_velocity_gain,
+    )
+    hr_high = lambda o: hierarchical_expert_goal(o, p, velocity_gain=cfg.hr_velocity_gain)  # noqa: E731
+    out["hr_behaviour"] = float(evaluate_hierarchical(hr_high, exact, **ev).mean() / expert)
+    for name, method in (
+        ("hr_ohio_numerical", "numerical"),
+        ("hr_ohio_analytic", "analytic"),
+        ("hr_observed_state", "observed_state"),
+    ):
+        hd = arm(name, exact, method, data=hr)
+        # how far the relabels are from the sub-goals the behaviour really used (diagnostic, never trained on)
+        err = np.abs(hd.actions - hr.infos["z"][hd.infos["start_index"]])
+        out[f"{name}_goal_err_pos"] = float(np.median(err[:, :2])) if len(hd) else float("nan")
+        out[f"{name}_goal_err_vel"] = float(np.median(err[:, 2:])) if len(hd) else float("nan")
     if cfg.iql_steps > 0:
         arm("ohio_numerical_iql", exact, "numerical", learner="iql")
     # model error: LQR designed with masses ×1.3, inverse through a learned (A, B) MLP
@@ -236,6 +315,22 @@ def _reacher(cfg: Config, seed: int) -> dict:
     # low-level change: re-invert the same data for an LQR with R = changed_R·I
     if cfg.lowlevel_change:
         arm("lowlevel_R_ohio_numerical", LQRLowLevel(ArmModel(p), R=cfg.changed_R, k=cfg.k), "numerical")
+    # inverse ablation (report only; after every other arm so their numbers do not change): the numerical arms
+    # of all three claims that use them, re-run with each variant; same BC seeds, only the labels differ
+    if cfg.inverse_ablation:
+        for tag, (solver, lam) in ABLATION.items():
+            dest = out.setdefault("ablation", {}).setdefault(tag, {})
+            vcfg = dataclasses.replace(cfg, solver=solver, prior=lam)
+            same = numerical_kw(vcfg) == numerical_kw(cfg)  # the run's own variant: reuse its arms
+            for name, low, data in (
+                ("ohio_numerical", exact, ds),
+                ("hr_ohio_numerical", exact, hr),
+                ("me_ohio_numerical", wrong, ds),
+            ):
+                if same:
+                    dest.update({k: out[k] for k in (name, f"{name}_kept_frac", f"{name}_median_residual")})
+                else:
+                    arm(name, low, "numerical", data=data, inv_cfg=vcfg, dest=dest)
     return out
 
 
@@ -275,10 +370,11 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return r
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
-    v = lambda k: values(per_seed, k)  # noqa: E731
+NUMERICAL_ARMS = ("ohio_numerical", "hr_ohio_numerical", "me_ohio_numerical")
+
+
+def build_claims(v: Callable[[str], list[float]]) -> list:
+    """The four claims (fixed ids and thresholds) from a per-seed getter ``v(metric key)``."""
     num, e2e = v("reacher/ohio_numerical"), v("reacher/e2e_bc")
     claims = [
         all_of(
@@ -308,10 +404,11 @@ def run(cfg: Config, out: Path) -> RunResult:
         ),
         make_claim(
             "observed_state_fails",
-            "Observed-State relabelling reaches ≤ 0.5 × OHIO-numerical's return",
+            "On the HR dataset (hierarchical behaviour policy), Observed-State relabelling reaches "
+            "≤ 0.5 × OHIO-numerical's return",
             "normalised return ratio",
-            method=v("reacher/observed_state"),
-            baseline=num,
+            method=v("reacher/hr_observed_state"),
+            baseline=v("reacher/hr_ohio_numerical"),
             threshold=0.5,
             direction="<=",
             compare="ratio",
@@ -351,6 +448,26 @@ def run(cfg: Config, out: Path) -> RunResult:
             ],
         ),
     ]
+    return claims
+
+
+def ablation_claims(per_seed: dict, tag: str) -> list:
+    """The same claims with every numerical arm taken from inverse-ablation variant ``tag`` (report only)."""
+
+    def v(key: str) -> list[float]:
+        sec, _, name = key.partition("/")
+        if sec == "reacher" and name in NUMERICAL_ARMS:
+            return values(per_seed, f"reacher/ablation/{tag}/{name}")
+        return values(per_seed, key)
+
+    return build_claims(v)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    claims = build_claims(lambda k: values(per_seed, k))
+    ablation = {tag: ablation_claims(per_seed, tag) for tag in ABLATION} if cfg.inverse_ablation else {}
     claims = _annotate(claims)
     figs = [figure(per_seed, rd.figures / "ohio_returns.png")]
     return RunResult(
@@ -359,7 +476,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         claims=claims,
         per_seed=per_seed,
         figures=figs,
-        report_md=report_md(per_seed, cfg),
+        report_md=report_md(per_seed, cfg, ablation),
     )
 
 
@@ -375,6 +492,4 @@ _NOTES = {
 
 
 def _annotate(claims: list) -> list:
-    import dataclasses
-
     return [c if c.holds else dataclasses.replace(c, note=_NOTES.get(c.id, "")) for c in claims]
