@@ -56,10 +56,12 @@ class Config(ExperimentConfig):
     finetune_epochs: int = 20
     batch_size: int = 64
     lr_pretrain: float = 3e-3
-    lr_head_only: float = 3e-3
+    # Fine-tuning: one LR per method for all its trainable parameters (head included), each chosen from the same
+    # LR_GRID on the held-out TUNE_SEEDS at d=64 by `sweep_learning_rates` (README, "Learning-rate protocol").
+    lr_head_only: float = 3e-1  # the head alone (best at the grid's upper edge)
     lr_lora: float = 3e-2  # LoRA A, B and the head
-    lr_angles: float = 1e-1  # Quantum-PEFT angles θ (need ~10× LoRA's LR)
-    lr_lambda: float = 1e-1  # Quantum-PEFT Λ and the head (swept {1e-2, 3e-2, 1e-1, 3e-1} on seeds 10-12)
+    lr_angles: float = 1e-1  # Quantum-PEFT angles θ
+    lr_lambda: float = 1e-1  # Quantum-PEFT Λ and the head
     lr_full: float = 3e-3
     weight_decay: float = 0.01  # pre-training / full FT; adapters use 0
     rank: int = 2  # Quantum-PEFT K
