@@ -107,6 +107,20 @@ def test_routing_prompt_holds_the_question_not_a_label():
         S.skill_batch("A", 4, g, wordings=(3,))
 
 
+def test_untrained_model_routes_at_chance():
+    """Routing accuracy is measured, not fixed by construction: a model that learned nothing routes no better than
+    chance (1/3 over three skills; labels outside a/b/c count as wrong)."""
+    from iclr25.transformer2 import apply_svf, prompt_dispatch
+
+    model = apply_svf(tiny_causal_lm("llama", seed=0, vocab_size=S.VOCAB_SIZE, hidden=16, layers=1, heads=2))
+    ids, _, t, _ = S.cls_batch(S.SKILLS, 600, torch.Generator().manual_seed(1))
+    label_of = {v: k for k, v in S.LABELS.items()}
+    routes = prompt_dispatch(
+        model, lambda m, x: [label_of.get(int(k)) for k in S.greedy_tokens(m, x)], ids, S.SKILLS
+    )
+    assert sum(r == S.SKILLS[i] for r, i in zip(routes, t.tolist())) / 600 < 0.45
+
+
 @pytest.mark.slow
 def test_model_path_route_on_a_saved_tiny_llama(tmp_path):
     """The `full` pipeline on an HF model folder: the toy symbols are mapped to the tokenizer's tokens."""
