@@ -38,3 +38,48 @@ def test_config_validation():
         Config(bc_steps=0)
     with pytest.raises(ValueError, match="prior"):
         Config(prior=-1.0)
+
+
+def test_ablation_claims_take_only_the_numerical_arms_from_the_variant():
+    from iclr25.ohio.experiment import ABLATION, ablation_claims, build_claims
+    from iclr25.ohio.report import _ablation_md
+
+    def seed(num, hr_num, me_num):
+        r = {
+            "e2e_bc": 0.8,
+            "ohio_numerical": 0.9,
+            "hr_ohio_numerical": 0.9,
+            "hr_observed_state": 0.3,
+            "me_ohio_numerical": 0.9,
+            "me_ohio_analytic": 0.5,
+        }
+        r["ablation"] = {
+            "lm_lambda_0": {"ohio_numerical": num, "hr_ohio_numerical": hr_num, "me_ohio_numerical": me_num}
+        }
+        return {"reacher": r, "network": {"ohio_loss": 0.0, "e2e_loss": 0.4}}
+
+    per_seed = {0: seed(0.5, 0.4, 0.52), 1: seed(0.5, 0.4, 0.52)}
+    base = {
+        c.id: c
+        for c in build_claims(lambda k: [per_seed[s][k.split("/")[0]][k.split("/")[1]] for s in (0, 1)])
+    }
+    abl = {c.id: c for c in ablation_claims(per_seed, "lm_lambda_0")}
+    assert all(base[i].holds for i in base)  # defaults: every claim holds on these numbers
+    assert not abl["ohio_parity"].holds and abl["ohio_parity"].parts[0].measured == pytest.approx(0.5)
+    assert not abl["observed_state_fails"].holds  # 0.3 / 0.4 = 0.75 > 0.5
+    assert abl["observed_state_fails"].measured == pytest.approx(0.75)
+    assert not abl["model_error_robust"].holds  # 0.52 − 0.5 = 0.02 < 0.05
+    assert abl["network_transfer"].holds  # untouched by the inverse
+    md = _ablation_md({"lm_lambda_0": list(abl.values())})
+    assert "| lm_lambda_0 |" in md and "✗" in md
+    assert set(ABLATION) == {"adam_official", "lm_lambda_0", "lm_lambda_1e-6", "lm_lambda_1e-4"}
+
+
+def test_config_rejects_bad_inverse_settings():
+    with pytest.raises(ValueError, match="solver"):
+        Config(solver="sgd")
+    with pytest.raises(ValueError, match="prior"):
+        Config(prior=float("nan"))
+    with pytest.raises(ValueError, match="adam_lr"):
+        Config(adam_lr=0.0)
+    assert Config().solver == "adam" and Config().prior == 0.0  # the documented default (issue #16)
