@@ -138,9 +138,9 @@ def cascade_attention_forward(
     # 2. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
     if softcap is not None:
         logits = torch.tanh(logits / softcap) * softcap
-    mkey = ("blocked", q, window)
-    blocked = lay.get(mkey)
-    if blocked is None:
+    mkey = ("mask", q, window, logits.dtype)
+    addmask = lay.get(mkey)  # additive mask, built once per step and shared by the layers
+    if addmask is None:
         allowed = torch.cat(
             [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
         )
@@ -148,8 +148,10 @@ def cascade_attention_forward(
             p_cache = torch.arange(n_held, n_held + q, device=dev)
             kpos = torch.cat([lay["positions"], p_cache])
             allowed = allowed & (p_cache[:, None] - kpos[None, :] < int(window))
-        blocked = lay[mkey] = ~allowed
-    logits = logits.masked_fill(blocked, torch.finfo(logits.dtype).min)
+        addmask = lay[mkey] = torch.zeros(q, M + q, dtype=logits.dtype, device=dev).masked_fill(
+            ~allowed, torch.finfo(logits.dtype).min
+        )
+    logits = logits + addmask
     A = torch.softmax(logits, dim=-1, dtype=torch.float32)
     Av = A.to(vbuf.dtype)
     out = torch.matmul(_gqa(Av[..., :M], Hkv), vbuf) + torch.matmul(_gqa(Av[..., M:], Hkv), value)

@@ -192,41 +192,48 @@ class CascadeState:
         n_to_sinks = min(max(S - self.n_sinks, 0), q)
         self.n_sinks += n_to_sinks
         self.t += n_to_sinks
-        src = np.where(self._og == EMPTY, EMPTY, np.arange(N)[None, :]).astype(np.int64)  # (R, N)
-        score = self._score.copy()
-        stored, start = self.stored, self.start
+        # slot-major (N, R) working copies: one slot's entries for every row are contiguous
+        src = np.where(self._og == EMPTY, EMPTY, np.arange(N)[None, :]).astype(np.int64).T.copy()
+        score = self._score.T.copy()
+        sT = np.ascontiguousarray(s.T)
+        stored, start, C = self.stored, self.start, self.C
+        eager_until = self.N + self.S if self.eager_fill else -1
         for j in range(n_to_sinks, q):
             self.t += 1
             t = self.t
+            x = t - 1 - S
+            # cascades 0..n_acc-1 accept (x divisible by 2^i), cascade n_acc (if any) rejects — accepts() inlined
+            n_acc = C if (t - 1 <= eager_until or x == 0) else min(C, (x & -x).bit_length())
             carry_src: np.ndarray | int = N + j
-            carry_s = s[:, j]
-            for i in range(self.C):
+            carry_s = sT[j]
+            for i in range(C):
                 base = i * W
-                if self.accepts(t, i):
+                if i < n_acc:
                     if stored[i] < W:  # room: append after the newest
                         p = base + (start[i] + stored[i]) % W
-                        src[:, p] = carry_src
-                        score[:, p] = carry_s
+                        src[p] = carry_src
+                        score[p] = carry_s
                         stored[i] += 1
                         break
                     p = base + start[i]  # full: the oldest is replaced and passed down
-                    ev_src, ev_s = src[:, p].copy(), score[:, p].copy()
-                    src[:, p] = carry_src
-                    score[:, p] = carry_s
+                    ev_src, ev_s = src[p].copy(), score[p].copy()
+                    src[p] = carry_src
+                    score[p] = carry_s
                     start[i] = (start[i] + 1) % W
                     carry_src, carry_s = ev_src, ev_s  # dropped for good after the last cascade
                 else:
                     if stored[i] == 0:
                         p = base + start[i]
-                        src[:, p] = carry_src
-                        score[:, p] = carry_s
+                        src[p] = carry_src
+                        score[p] = carry_s
                         stored[i] = 1
                         break
                     p = base + (start[i] - 1) % stored[i]  # the newest entry of cascade i
-                    win = carry_s >= score[:, p]  # ties go to the newer token (the carry)
-                    src[:, p] = np.where(win, carry_src, src[:, p])
-                    score[:, p] = np.where(win, carry_s, score[:, p])
+                    win = carry_s >= score[p]  # ties go to the newer token (the carry)
+                    np.copyto(src[p], carry_src, where=win)
+                    np.copyto(score[p], carry_s, where=win)
                     break
+        src, score = src.T, score.T
         # original indices follow the same gather as the tensors
         chunk_og = np.arange(self.t - q, self.t, dtype=np.int64)  # 0-based indices of the chunk's tokens
         og_all = np.concatenate([self._og, np.broadcast_to(chunk_og, (R, q))], axis=1)

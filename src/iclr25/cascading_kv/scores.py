@@ -18,25 +18,35 @@ all heads ("homogeneous heads": every KV head keeps the same tokens), with ``max
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 HEAD_REDUCTIONS = ("max", "mean")
 
 
-def ema_query_weights(q_len: int, beta: float, device=None, dtype=torch.float32) -> torch.Tensor:
-    """``(q,)`` weights ``(1−β) β^{q−1−j}`` of query ``j`` in the EMA update of an already cached key."""
-    e = torch.arange(q_len - 1, -1, -1, device=device, dtype=torch.float64)
-    return ((1.0 - beta) * beta**e).to(dtype)
-
-
-def ema_new_token_weights(q_len: int, beta: float, device=None, dtype=torch.float32) -> torch.Tensor:
-    """``(q, q)`` weights ``w[j, m] = (1−β) β^{j−m}`` for ``j ≥ m`` (0 above the diagonal)."""
+@lru_cache(maxsize=64)
+def _weights(kind: str, q_len: int, beta: float, device, dtype) -> torch.Tensor:
+    """Memoised EMA weight tensors (a strided prefill uses the same chunk length over and over)."""
+    if kind == "query":
+        e = torch.arange(q_len - 1, -1, -1, device=device, dtype=torch.float64)
+        return ((1.0 - beta) * beta**e).to(dtype)
     j = torch.arange(q_len, device=device, dtype=torch.float64)
     d = j[:, None] - j[None, :]
     w = torch.where(
         d >= 0, (1.0 - beta) * beta ** d.clamp(min=0), torch.zeros((), dtype=torch.float64, device=device)
     )
     return w.to(dtype)
+
+
+def ema_query_weights(q_len: int, beta: float, device=None, dtype=torch.float32) -> torch.Tensor:
+    """``(q,)`` weights ``(1−β) β^{q−1−j}`` of query ``j`` in the EMA update of an already cached key."""
+    return _weights("query", int(q_len), float(beta), torch.device(device or "cpu"), dtype)
+
+
+def ema_new_token_weights(q_len: int, beta: float, device=None, dtype=torch.float32) -> torch.Tensor:
+    """``(q, q)`` weights ``w[j, m] = (1−β) β^{j−m}`` for ``j ≥ m`` (0 above the diagonal)."""
+    return _weights("new", int(q_len), float(beta), torch.device(device or "cpu"), dtype)
 
 
 def cached_token_contribution(probs: torch.Tensor, beta: float) -> torch.Tensor:
