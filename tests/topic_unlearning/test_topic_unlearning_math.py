@@ -260,3 +260,69 @@ def test_model_does_not_import_unlearning():
     assert "._" not in inspect.getsource(unlearning_mod).replace(
         "self._", ""
     )  # no private member of another object
+
+
+def test_scratch_retraining_equals_refitting_on_the_remaining_documents(corpus):
+    """retrain_scratch (Σ − Σ_f, document frequencies minus the forget set's) is exactly a fresh fit on X[keep],
+    with its topics reordered to the model's; with a small forget set it reports whether the anchors moved."""
+    from iclr25.topic_unlearning import retrain_scratch
+
+    _, _, X, model = corpus
+    forget = np.random.default_rng(3).choice(X.shape[0], 2000, replace=False)
+    ref, changed = retrain_scratch(model, X, forget)
+    keep = np.setdiff1d(np.arange(X.shape[0]), forget)
+    fresh = AnchorTopicModel(5, min_doc_freq=0.01, tol=1e-12).fit(X[keep])
+    assert sorted(ref.anchors_.tolist()) == sorted(fresh.anchors_.tolist())
+    assert changed == (sorted(fresh.anchors_.tolist()) != sorted(model.anchors_.tolist()))
+    perm = topic_permutation(ref.topic_word_, ref.anchors_, fresh.topic_word_, fresh.anchors_)
+    assert np.abs(ref.topic_word_ - fresh.topic_word_[:, perm]).max() < 1e-9
+    # columns follow the model's order: aligned, so the gap is small compared with a random column order
+    gap = np.linalg.norm(ref.topic_word_ - model.topic_word_)
+    assert gap < 0.5 * np.linalg.norm(ref.topic_word_[:, ::-1] - model.topic_word_)
+    with pytest.raises(ValueError, match="forget_idx"):
+        retrain_scratch(model, X, [X.shape[0]])
+
+
+def test_scratch_sensitivity_covers_the_fixed_anchor_one_when_anchors_are_unchanged(corpus):
+    _, _, X, model = corpus
+    fixed = estimate_sensitivity(model, X, 50, trials=2, seed=1)
+    scratch = estimate_sensitivity(model, X, 50, trials=2, seed=1, reference="scratch")
+    assert fixed["anchors_changed"] == 0.0 and 0.0 <= scratch["anchors_changed"] <= 1.0
+    if scratch["anchors_changed"] == 0.0:  # same anchors ⇒ the same reference, the same estimate
+        assert scratch["A"] == pytest.approx(fixed["A"], rel=1e-6, abs=1e-12)
+    else:
+        assert scratch["A"] >= fixed["A"]
+    with pytest.raises(ValueError, match="reference"):
+        estimate_sensitivity(model, X, 50, reference="anchors")
+
+
+def test_releasing_R_too_splits_the_budget_by_basic_composition(corpus):
+    """Two Gaussian mechanisms on one forget set spend (ε_A + ε_R, δ_A + δ_R): the default splits (ε, δ) in
+    halves; 'per_release' keeps (ε, δ) each and reports the (2ε, 2δ) total."""
+    _, _, X, model = corpus
+    kw = dict(epsilon=1.0, delta=1e-5, sensitivity=0.01, seed=0)
+    a_only = unlearn_base(copy.deepcopy(model), X[:10], **kw)
+    assert (a_only.epsilon_total, a_only.delta_total) == (1.0, 1e-5)
+    split = unlearn_base(copy.deepcopy(model), X[:10], sensitivity_R=0.02, **kw)
+    assert split.epsilon_total == pytest.approx(1.0) and split.delta_total == pytest.approx(1e-5)
+    assert split.sigma == pytest.approx(gaussian_sigma(0.01, 0.5, 5e-6))
+    assert split.sigma_R == pytest.approx(gaussian_sigma(0.02, 0.5, 5e-6))
+    each = unlearn_base(copy.deepcopy(model), X[:10], sensitivity_R=0.02, composition="per_release", **kw)
+    assert each.epsilon_total == pytest.approx(2.0) and each.delta_total == pytest.approx(2e-5)
+    assert each.sigma == pytest.approx(gaussian_sigma(0.01, 1.0, 1e-5))
+    assert each.sigma < split.sigma
+    with pytest.raises(ValueError, match="composition"):
+        unlearn_base(copy.deepcopy(model), X[:10], composition="advanced", **kw)
+
+
+def test_forget_set_bookkeeping_does_not_copy_the_training_fingerprints(corpus):
+    """The training-fingerprint check costs O(|S_f|) (the cost claim: unlearning independent of m): the fit's
+    multiset is shared between successive states, and forgetting twice is still refused."""
+    _, _, X, model = corpus
+    _, _, s1, _ = newton_unlearn(model.stats_, X[:5])
+    assert s1.doc_keys._base is model.stats_.doc_keys._base
+    _, _, s2, _ = newton_unlearn(s1, X[5:8])
+    assert s2.doc_keys._base is model.stats_.doc_keys._base
+    with pytest.raises(ValueError, match="already forgotten"):
+        newton_unlearn(s2, X[:1])
+    newton_unlearn(model.stats_, X[:1])  # the original state still holds document 0

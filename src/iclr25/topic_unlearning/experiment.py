@@ -32,6 +32,7 @@ from .model import AnchorTopicModel, max_column_l1, topic_permutation  # noqa: E
 from .synthetic import sample_documents, separable_topics  # noqa: E402
 from .unlearning import (  # noqa: E402
     LinearHead,
+    retrain_scratch,
     deletion_capacity,
     estimate_sensitivity,
     fit_head,
@@ -56,7 +57,8 @@ class Config(ExperimentConfig):
     min_doc_freq: float = 0.01  # candidate anchors: document frequency ≥ 1 % of m
     newton_grid: tuple[int, ...] = (1, 10, 100, 400)  # m_f ≤ 0.5 % of m
     capacity_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000)
-    head_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)
+    # up to the corpus size (m − 1000 documents deleted): the head capacity must be able to fall inside the grid
+    head_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 20000, 40000, 79000)
     epsilon: float = 1.0
     delta: float = 1e-5
     utility_threshold: float = 0.10  # max-column-L1(Ã, A*)
@@ -87,7 +89,7 @@ PRESETS = {
         m_small=5_000,
         newton_grid=(1, 10, 100),
         capacity_grid=(1, 10, 100, 1000),
-        head_grid=(1, 10, 100, 1000, 3000),
+        head_grid=(1, 10, 100, 1000, 19000),
         noise_draws=10,
         sensitivity_trials=2,
         task_docs=2000,
@@ -103,7 +105,7 @@ PRESETS = {
         seeds=10,
         newton_grid=(1, 10, 100, 1000, 5000),
         capacity_grid=(1, 10, 100, 1000, 10000, 30000),
-        head_grid=(1, 10, 100, 1000, 10000, 30000, 100000),
+        head_grid=(1, 10, 100, 1000, 10000, 30000, 100000, 300000, 999000),
         task_docs=20000,
     ),
 }
@@ -130,16 +132,25 @@ def one_seed(cfg: Config, seed: int) -> dict:
     base_err = max_column_l1(A_star, model.topic_word_[:, perm])
     out: dict = {"base_error": base_err, "anchors_true": int(np.isin(model.anchors_, true_anchors).sum())}
 
-    # 1. Newton vs nothing, against fixed-anchor retraining
+    # 1. Newton vs nothing, against fixed-anchor retraining (the claim) and retraining from scratch (reported)
     ratios, gaps = [], {}
     for m_f in cfg.newton_grid:
         idx = rng.choice(cfg.m, m_f, replace=False)
         ref = retrain_reference(model, X[idx])
+        scratch, moved = retrain_scratch(model, X, idx)
         A_f, _, _, n_bad = newton_unlearn(model.stats_, X[idx])
         g_newton = float(np.linalg.norm(A_f - ref.topic_word_))
         g_nothing = float(np.linalg.norm(model.topic_word_ - ref.topic_word_))
-        gaps[str(m_f)] = {"newton": g_newton, "nothing": g_nothing, "projected_rows": n_bad}
-        ratios.append(g_nothing / max(g_newton, 1e-300))
+        gaps[str(m_f)] = {
+            "newton": g_newton,
+            "nothing": g_nothing,
+            "projected_rows": n_bad,
+            "newton_scratch": float(np.linalg.norm(A_f - scratch.topic_word_)),
+            "nothing_scratch": float(np.linalg.norm(model.topic_word_ - scratch.topic_word_)),
+            "anchors_changed": float(moved),
+        }
+        # Newton exact (gap 0): the ratio is +inf; both zero: undefined
+        ratios.append(g_nothing / g_newton if g_newton > 0 else (float("inf") if g_nothing > 0 else float("nan")))
     out["newton_gap"] = gaps
     out["min_ratio_nothing_over_newton"] = float(min(ratios))
 
@@ -172,36 +183,50 @@ def one_seed(cfg: Config, seed: int) -> dict:
     tr, te = slice(0, cfg.task_docs), slice(cfg.task_docs, None)
     head = fit_head(model, Xt[tr], y[tr])
     noise_free_acc = _head_acc(head, model.topic_word_, Xt[te], y[te])
-    cap_pass = {"newton": {}, "noise_only": {}, "head": {}, "base": {}}
+    # Sensitivities are estimated against two references: fixed-anchor retraining (what the claims use: the
+    # release is then (ε, δ)-unlearning relative to the fixed-anchor learner) and retraining from scratch (the
+    # paper's comparison path; anchors may move). Capacities under both are reported; same noise draws for both.
+    refs = ("fixed_anchors", "scratch")
+    cap_pass = {f"{k}{sfx}": {} for k in ("newton", "noise_only", "head", "base") for sfx in ("", "_scratch")}
     sens = {}
     grid = sorted(set(cfg.capacity_grid) | set(cfg.head_grid))
     for m_f in progress(grid, desc=f"capacity seed {seed}"):
         s_seed = int(rng.integers(2**31))
-        d_new = estimate_sensitivity(
-            model, X, m_f, cfg.sensitivity_trials, cfg.sensitivity_safety, "newton", head, seed=s_seed
+        est = lambda method, ref, h=None: estimate_sensitivity(  # noqa: E731
+            model, X, m_f, cfg.sensitivity_trials, cfg.sensitivity_safety, method, h, seed=s_seed, reference=ref
         )
-        sens[str(m_f)] = {"newton_A": d_new["A"], "head_B": d_new["B"]}
+        d_new = {r: est("newton", r, head) for r in refs}
+        sens[str(m_f)] = {
+            "newton_A": d_new["fixed_anchors"]["A"],
+            "head_B": d_new["fixed_anchors"]["B"],
+            "newton_A_scratch": d_new["scratch"]["A"],
+            "head_B_scratch": d_new["scratch"]["B"],
+            "anchors_changed": d_new["scratch"]["anchors_changed"],
+        }
         idx = rng.choice(cfg.m, m_f, replace=False)
         A_f, _, _, _ = newton_unlearn(model.stats_, X[idx])
         Z = rng.standard_normal((cfg.noise_draws, *A_f.shape))
+        zb = rng.standard_normal((cfg.noise_draws, cfg.n_words))
         if m_f in cfg.capacity_grid:
-            d_none = estimate_sensitivity(
-                model, X, m_f, cfg.sensitivity_trials, cfg.sensitivity_safety, "none", seed=s_seed
-            )
-            sens[str(m_f)]["none_A"] = d_none["A"]
-            e_new = [max_column_l1(A_star, (A_f + mult * d_new["A"] * z)[:, perm]) for z in Z]
-            e_none = [max_column_l1(A_star, (model.topic_word_ + mult * d_none["A"] * z)[:, perm]) for z in Z]
-            cap_pass["newton"][m_f] = utility_passes(e_new, cfg.utility_threshold)
-            cap_pass["noise_only"][m_f] = utility_passes(e_none, cfg.utility_threshold)
-        if m_f in cfg.head_grid:
-            acc0 = _head_acc(head, A_f, Xt[te], y[te])
-            acc_base = [_head_acc(head, A_f + mult * d_new["A"] * z, Xt[te], y[te]) for z in Z]
-            zb = rng.standard_normal((cfg.noise_draws, cfg.n_words))
-            acc_head = [
-                _head_acc(head, None, Xt[te], y[te], B=A_f @ head.w + mult * d_new["B"] * z) for z in zb
-            ]
-            cap_pass["base"][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_base)), cfg.head_tolerance)
-            cap_pass["head"][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_head)), cfg.head_tolerance)
+            d_none = {r: est("none", r) for r in refs}
+            sens[str(m_f)]["none_A"] = d_none["fixed_anchors"]["A"]
+            sens[str(m_f)]["none_A_scratch"] = d_none["scratch"]["A"]
+        for r, sfx in zip(refs, ("", "_scratch")):
+            if m_f in cfg.capacity_grid:
+                e_new = [max_column_l1(A_star, (A_f + mult * d_new[r]["A"] * z)[:, perm]) for z in Z]
+                e_none = [
+                    max_column_l1(A_star, (model.topic_word_ + mult * d_none[r]["A"] * z)[:, perm]) for z in Z
+                ]
+                cap_pass["newton" + sfx][m_f] = utility_passes(e_new, cfg.utility_threshold)
+                cap_pass["noise_only" + sfx][m_f] = utility_passes(e_none, cfg.utility_threshold)
+            if m_f in cfg.head_grid:
+                acc0 = _head_acc(head, A_f, Xt[te], y[te])
+                acc_base = [_head_acc(head, A_f + mult * d_new[r]["A"] * z, Xt[te], y[te]) for z in Z]
+                acc_head = [
+                    _head_acc(head, None, Xt[te], y[te], B=A_f @ head.w + mult * d_new[r]["B"] * z) for z in zb
+                ]
+                cap_pass["base" + sfx][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_base)), cfg.head_tolerance)
+                cap_pass["head" + sfx][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_head)), cfg.head_tolerance)
     out["sensitivity"] = sens
     out["capacity"] = {k: deletion_capacity(v) for k, v in cap_pass.items()}
     out["capacity_pass"] = {k: {str(m): bool(p) for m, p in v.items()} for k, v in cap_pass.items()}
@@ -246,6 +271,9 @@ def run(cfg: Config, out: Path) -> RunResult:
     v = lambda k: values(per_seed, k)  # noqa: E731
     capn, capb = v("capacity/newton"), v("capacity/noise_only")
     caph, capbase = v("capacity/head"), v("capacity/base")
+    capn_s, capb_s = v("capacity/newton_scratch"), v("capacity/noise_only_scratch")
+    caph_s, capbase_s = v("capacity/head_scratch"), v("capacity/base_scratch")
+    n_capped = int(np.sum(np.asarray(caph) >= max(cfg.head_grid)))
     claims = [
         make_claim(
             "newton_vs_nothing",
@@ -291,8 +319,9 @@ def run(cfg: Config, out: Path) -> RunResult:
             baseline=capb,
             compare="ratio",
             note="sensitivities are estimates (2 × max realised gap over "
-            f"{cfg.sensitivity_trials} forget sets), not certificates; base recovery error "
-            f"{mean_std(v('base_error'))}",
+            f"{cfg.sensitivity_trials} forget sets) against FIXED-ANCHOR retraining, not certificates; against "
+            f"retraining from scratch (anchors re-searched) the capacities are {mean_std(capn_s)} (Newton) vs "
+            f"{mean_std(capb_s)} (noise only); base recovery error {mean_std(v('base_error'))}",
         ),
         make_claim(
             "head_easier_than_base",
@@ -303,7 +332,9 @@ def run(cfg: Config, out: Path) -> RunResult:
             ">=",
             baseline=capbase,
             compare="ratio",
-            note=f"capacities are capped by the largest grid point {max(cfg.head_grid)}",
+            note=f"grid up to {max(cfg.head_grid)} of m = {cfg.m} documents; head capacity at the grid's top on "
+            f"{n_capped} of {len(caph)} seeds (a lower bound there); fixed-anchor sensitivities. From-scratch "
+            f"sensitivities: head {mean_std(caph_s)} vs base {mean_std(capbase_s)}",
         ),
     ]
     smoke = real_text_smoke()
@@ -335,12 +366,43 @@ def run(cfg: Config, out: Path) -> RunResult:
         return Stat.of(v(k)).fmt(4)
 
     rows = "\n".join(
-        f"| {m} | {ms_(f'newton_gap/{m}/newton')} | {ms_(f'newton_gap/{m}/nothing')} |"
+        f"| {m} | {ms_(f'newton_gap/{m}/newton')} | {ms_(f'newton_gap/{m}/nothing')} | "
+        f"{ms_(f'newton_gap/{m}/newton_scratch')} | {ms_(f'newton_gap/{m}/nothing_scratch')} | "
+        f"{int(sum(v(f'newton_gap/{m}/anchors_changed')))}/{len(cfg.seed_list)} |"
         for m in cfg.newton_grid
     )
+    sgrid = [int(k) for k in s0["sensitivity"]]
+    cap_rows = "\n".join(
+        f"| {name} | {mean_std(v(f'capacity/{key}'))} | {mean_std(v(f'capacity/{key}_scratch'))} |"
+        for name, key in (
+            ("Newton + noise (A)", "newton"),
+            ("noise only (A)", "noise_only"),
+            ("head release B = A^F w", "head"),
+            ("noisy base, head accuracy", "base"),
+        )
+    )
+    sens_rows = "\n".join(
+        f"| {m} | {ms_(f'sensitivity/{m}/newton_A')} | {ms_(f'sensitivity/{m}/newton_A_scratch')} | "
+        f"{ms_(f'sensitivity/{m}/head_B')} | {ms_(f'sensitivity/{m}/head_B_scratch')} | "
+        f"{Stat.of(v(f'sensitivity/{m}/anchors_changed')).fmt(2)} |"
+        for m in sgrid
+    )
     report = (
-        "## Newton step vs doing nothing (Frobenius gap to fixed-anchor retraining)\n\n"
-        "| m_f | Newton | nothing |\n|---|---|---|\n" + rows + "\n\n"
+        "## Newton step vs doing nothing (Frobenius gap to retraining)\n\n"
+        "Fixed-anchor retraining is what the Newton step approximates (exact where supports do not change) and "
+        "what the claim uses; retraining from scratch re-runs the anchor search on the remaining documents (the "
+        "paper's comparison path U(∅, A(S'), T(S'))). Last column: seeds whose anchors moved.\n\n"
+        "| m_f | Newton (fixed) | nothing (fixed) | Newton (scratch) | nothing (scratch) | anchors moved |\n"
+        "|---|---|---|---|---|---|\n" + rows + "\n\n"
+        "## Which retraining the (ε, δ) release is calibrated against\n\n"
+        "Deletion capacities (documents, mean ± std over seeds) with sensitivities estimated against each "
+        "reference. The claims use the fixed-anchor column: that release is (ε, δ)-unlearning relative to the "
+        "fixed-anchor learner only.\n\n| release | fixed-anchor Δ | from-scratch Δ |\n|---|---|---|\n"
+        + cap_rows
+        + "\n\nEstimated sensitivities (2 × max gap over "
+        f"{cfg.sensitivity_trials} forget sets; mean over seeds) and the fraction of forget sets whose scratch "
+        "retraining moved the anchors:\n\n| m_f | Δ_A fixed | Δ_A scratch | Δ_B fixed | Δ_B scratch | "
+        "anchors moved |\n|---|---|---|---|---|---|\n" + sens_rows + "\n\n"
         f"## Cost (CPU s, median)\n\nunlearn: {ms_('cost/small/unlearn_s')} (m={cfg.m_small}) vs "
         f"{ms_('cost/large/unlearn_s')} (m={cfg.m}); retrain: {ms_('cost/small/retrain_s')} vs "
         f"{ms_('cost/large/retrain_s')}.\n\n"

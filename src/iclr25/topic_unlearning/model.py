@@ -164,6 +164,29 @@ def topics_from_C(C: np.ndarray, p: np.ndarray, Q: np.ndarray, anchors: np.ndarr
     return A, R
 
 
+class DocKeys:
+    """A multiset of training-document fingerprints that supports removal in O(|removed|), independent of m.
+
+    The full multiset of the fit is shared (never copied); each unlearning step returns a new ``DocKeys`` with a
+    larger ``removed`` counter, so the statistic of an earlier state stays valid (``newton_unlearn`` is pure)."""
+
+    __slots__ = ("_base", "_removed")
+
+    def __init__(self, base: Counter, removed: Counter | None = None):
+        self._base = base
+        self._removed = Counter() if removed is None else removed
+
+    def get(self, key, default: int = 0) -> int:
+        n = self._base.get(key, 0) - self._removed.get(key, 0)
+        return n if n > 0 else default
+
+    def __sub__(self, other: Counter) -> DocKeys:
+        return DocKeys(self._base, self._removed + other)
+
+    def __len__(self) -> int:  # distinct keys still present (O(m); not used on the unlearning path)
+        return sum(1 for k in self._base if self.get(k) > 0)
+
+
 @dataclass
 class TopicStats:
     """The stored statistic T(S): Σ (float64), m, anchors, C, p_w, and (when known) the fingerprints of the
@@ -175,7 +198,7 @@ class TopicStats:
     anchors: np.ndarray
     C: np.ndarray
     p_w: np.ndarray
-    doc_keys: Counter | None = None
+    doc_keys: DocKeys | Counter | None = None
 
 
 def _check_anchors(anchors, n_topics: int, n_words: int) -> np.ndarray:
@@ -280,7 +303,7 @@ class AnchorTopicModel(TransformerMixin, BaseEstimator):
         else:
             anchors = _check_anchors(self.anchors, int(self.n_topics), X.shape[1])
         keys = doc_keys(X)
-        return self._set(Sigma, m, anchors, keys=Counter(zip(keys[:, 0].tolist(), keys[:, 1].tolist())))
+        return self._set(Sigma, m, anchors, keys=DocKeys(Counter(zip(keys[:, 0].tolist(), keys[:, 1].tolist()))))
 
     def fit_from_stats(self, Sigma: np.ndarray, m: int, anchors) -> AnchorTopicModel:
         """Learn from a given statistic with fixed anchors (used by unlearning and by reference retraining).
