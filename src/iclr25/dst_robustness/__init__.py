@@ -27,6 +27,7 @@ from .corruptions import (
     SEVERITIES,
     corrupt,
     corrupted_test_set,
+    noise_at_level,
     psnr,
 )
 from .data import digits32
@@ -75,6 +76,7 @@ __all__ = [
     "frequency_filter",
     "granet_density",
     "mce",
+    "noise_at_level",
     "psnr",
     "ra_curve",
     "relative_gain",
