@@ -13,6 +13,10 @@ def test_config_validation():
         Config(wash_fraction=0.0)
     with pytest.raises(ValueError, match="ft_lrs"):
         Config(ft_lrs=())
+    with pytest.raises(ValueError, match="lam_grid"):
+        Config(lam_grid=(10.0, float("nan")))
+    with pytest.raises(ValueError, match="sweep_fractions"):
+        Config(sweep_fractions=(0.95,))  # the tuning subjects are held out of every washed subset
     assert set(PRESETS) == {"smoke", "quick", "full"}
 
 
@@ -22,6 +26,11 @@ def test_smoke_run_and_resume(tmp_path):
     res = run(cfg, tmp_path)
     assert [c.id for c in res.claims] == ["washed", "retained", "reasoning_kept"]
     ps = res.per_seed[0]
+    model = res.metrics["model"]
+    assert model["lam"] in cfg.lam_grid  # λ chosen from the grid on the held-out tuning subjects
+    assert not set(model["tune_subjects"]) & set(ps["washed_subjects"])  # tuning subjects never evaluated
+    for sweep_key in ps["sweep"]:
+        assert 0 <= ps["sweep"][sweep_key]["law"]["retained"] <= 1
     for m in ("before", "law", "memit", "ft_ul", "ft_eos"):
         assert 0 <= ps[m]["retained"] <= 1 and 0 <= ps[m]["recall"] <= 1
     for layer in ps["law_layers"]:  # the C-norm constraint held on the real run
@@ -36,3 +45,21 @@ def test_smoke_run_and_resume(tmp_path):
     assert (tmp_path / "claims.json").exists() and res.figures[0].exists()
     res2 = run(cfg, tmp_path)  # resumes: the model and the seed are read back from disk
     assert res2.per_seed[0] == res.per_seed[0]
+
+
+def test_training_stops_early_once_known(tmp_path, monkeypatch):
+    """Early stopping: once facts and recall are known at an evaluation, training ends there; with an
+    unreachable stop level it runs the full step budget. The trained model is cached with its training record."""
+    import iclr25.law.experiment as ex
+
+    base = dataclasses.replace(PRESETS["smoke"], train_steps=40, eval_every=20)
+    w = ex.make_world(base)
+    with monkeypatch.context() as mp:  # every accuracy reads 0.995: the stop level 0.99 is met at step 20
+        mp.setattr(ex, "fact_accuracy", lambda *a, **k: 0.995)
+        _, info = ex.train_model(dataclasses.replace(base, train_stop_at=0.99), w, tmp_path / "a")
+    assert info["steps"] == 20 and [t["step"] for t in info["trace"]] == [20]
+    train_model = ex.train_model
+    m, info2 = train_model(dataclasses.replace(base, train_stop_at=1.0), w, tmp_path / "b")
+    assert info2["steps"] == 40 and [t["step"] for t in info2["trace"]] == [20, 40]
+    _, again = train_model(dataclasses.replace(base, train_stop_at=1.0), w, tmp_path / "b")  # read back
+    assert again == info2

@@ -29,8 +29,9 @@ from iclr25.common.io import atomic_savefig, atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
-from iclr25.common.seeding import derive_seed
-from iclr25.common.train import LMTrainConfig, train_lm
+from iclr25.common.schedule import warmup_cosine_schedule
+from iclr25.common.seeding import derive_seed, torch_generator
+from iclr25.common.train import causal_lm_loss_sum
 
 from .baselines import ft_to_eos, ft_unlearn
 from .covariance import key_covariance
@@ -58,16 +59,22 @@ class Config(ExperimentConfig):
     hidden: int = 64
     layers: int = 3
     heads: int = 4
-    train_steps: int = 3000
+    train_steps: int = 3000  # at most: training stops early once facts and recall reach train_stop_at
     train_lr: float = 3e-3
-    batch_size: int = 64
-    fact_share: float = 0.375  # of each training batch; recall_share of it recall, the rest generic text
-    recall_share: float = 0.5
-    recall_train_len: int = 32  # recall training rows: the pairs, then queried pairs up to this length
+    fact_rows: int = 48  # per training batch: fact rows, recall rows, generic-text rows
+    recall_rows: int = 32
+    generic_rows: int = 8
+    recall_train_len: int = 16  # recall training rows: the pairs, then queried pairs up to this length
+    eval_every: int = 100
+    train_stop_at: float = 0.99  # early stop (on a separate recall probe set) a little above known_threshold
     known_threshold: float = 0.98
-    # editing (LaW / MEMIT→EOS); λ fixed (the official band search drives λ to 1e4–1e5 on small models)
+    # editing (LaW / MEMIT→EOS); λ chosen from lam_grid on held-out tuning subjects (the official band search
+    # drives λ to 1e4–1e5 on small models)
     edit_layers: tuple[int, ...] = (0, 1)
-    lam: float = 10.0
+    lam_grid: tuple[float, ...] = (10.0, 100.0, 1000.0, 10000.0)
+    tune_max_washed: float = (
+        0.2  # tuning rule: the best retained accuracy among grid values washing to ≤ this
+    )
     z_steps: int = 60  # official 20
     z_lr: float = 0.5
     z_clamp: float = 3.0  # official 0.75
@@ -89,21 +96,38 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "batch_size", "recall_train_len",
+        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "recall_train_len", "eval_every",
                   "z_steps", "ascent_steps", "cov_rows", "ft_max_steps", "n_recall_eval", "n_generic_eval"):  # fmt: skip
             v = getattr(self, n)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{n} must be a positive int, got {v!r}")
-        for n in ("wash_fraction", "known_threshold", *[]):
+        for n in ("wash_fraction", "known_threshold", "train_stop_at", "tune_max_washed"):
             v = getattr(self, n)
             if not 0 < v <= 1:
                 raise ValueError(f"{n} must be in (0, 1], got {v!r}")
         for f in self.sweep_fractions:
-            if not 0 < f < 1:
-                raise ValueError(f"sweep_fractions must lie in (0, 1), got {self.sweep_fractions!r}")
+            if not 0 < f <= 1 - self.wash_fraction:
+                raise ValueError(
+                    f"sweep_fractions must lie in (0, 1 - wash_fraction] (the tuning subjects are held out), "
+                    f"got {self.sweep_fractions!r}"
+                )
+        if 2 * self.wash_fraction > 1:
+            raise ValueError(
+                f"wash_fraction must be <= 0.5 (tuning subjects are held out), got {self.wash_fraction}"
+            )
+        if not self.lam_grid or any(not (np.isfinite(v) and v > 0) for v in self.lam_grid):
+            raise ValueError(f"lam_grid must be a non-empty tuple of positive numbers, got {self.lam_grid!r}")
+        for n in ("fact_rows", "recall_rows", "generic_rows"):
+            v = getattr(self, n)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"{n} must be an int >= 0, got {v!r}")
+        if self.fact_rows < 1 or self.recall_rows < 1:
+            raise ValueError(
+                f"fact_rows and recall_rows must be >= 1, got {self.fact_rows}, {self.recall_rows}"
+            )
         if not self.edit_layers or any(not 0 <= i < self.layers for i in self.edit_layers):
             raise ValueError(f"edit_layers must be indices in [0, {self.layers}), got {self.edit_layers!r}")
-        for n in ("lam", "train_lr", "z_lr", "ascent_lr"):
+        for n in ("train_lr", "z_lr", "ascent_lr"):
             v = getattr(self, n)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
@@ -114,10 +138,6 @@ class Config(ExperimentConfig):
         if int(round(self.wash_fraction * self.subjects)) < 1:
             raise ValueError(
                 f"wash_fraction × subjects must be ≥ 1, got {self.wash_fraction} × {self.subjects}"
-            )
-        if not (0 < self.fact_share and 0 < self.recall_share and self.fact_share + self.recall_share <= 1):
-            raise ValueError(
-                f"fact_share + recall_share must be in (0, 1], got {self.fact_share}, {self.recall_share}"
             )
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
@@ -135,7 +155,10 @@ PRESETS = {
         heads=2,
         train_steps=250,
         train_lr=1e-2,
-        batch_size=48,
+        fact_rows=24,
+        recall_rows=16,
+        eval_every=50,
+        lam_grid=(10.0, 1000.0),
         z_steps=30,
         ascent_steps=50,
         cov_rows=200,
@@ -159,7 +182,11 @@ PRESETS = {
         layers=12,
         heads=12,
         train_steps=60_000,
-        batch_size=512,
+        fact_rows=256,
+        recall_rows=192,
+        generic_rows=64,
+        eval_every=1000,
+        lam_grid=(2_000.0, 20_000.0, 100_000.0),
         train_lr=6e-4,
         edit_layers=(3, 4, 5, 6, 7),
         ascent_lr=1e-6,
@@ -194,8 +221,8 @@ def make_world(cfg: Config) -> World:
 
 def _model_hash(cfg: Config) -> str:
     keys = ("subjects", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
-            "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "batch_size", "fact_share",
-            "recall_share", "recall_train_len", "seed")  # fmt: skip
+            "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "fact_rows", "recall_rows",
+            "generic_rows", "recall_train_len", "eval_every", "train_stop_at", "seed")  # fmt: skip
     d = {k: getattr(cfg, k) for k in keys}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -212,40 +239,69 @@ def _pad(t: torch.Tensor, L: int, value: int) -> torch.Tensor:
 
 
 def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
-    """Train (or load from ``cache``) the knowledgeable model on batches of facts, recall rows and generic text."""
+    """Train (or load from ``cache``) the knowledgeable model on batches of facts, recall rows and generic text.
+
+    AdamW with warm-up + cosine decay (``common.schedule``) over at most ``train_steps``; every ``eval_every`` steps
+    the fact accuracy and the recall accuracy on a separate probe set (not the evaluation probes) are measured and
+    training stops once both reach ``train_stop_at`` (early stopping; ``common.train.train_lm`` has none). Fact rows
+    (5 tokens) go through their own forward pass instead of being padded to the recall rows' length. Returns
+    ``(model, info)`` with the CPU seconds, the steps taken and the accuracy trace."""
     from safetensors.torch import load_file, save_file
 
     model = build_model(cfg, world, device)
     path = cache / f"model_{_model_hash(cfg)}.safetensors"
-    if path.exists():
+    info_path = path.with_suffix(".json")
+    if path.exists() and info_path.exists():
         model.load_state_dict(load_file(str(path), device=str(device)), strict=False)
         model.tie_weights()
-        return model.eval(), 0.0
+        return model.eval(), json.loads(info_path.read_text())
     fx, fy = world.fact_rows(world.facts())
-    L = max(world.seq_len(), cfg.recall_train_len)
-    rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"), L)
-    fx, fy = _pad(fx, L, 0), _pad(fy, L, -100)
+    lf = int((fy != -100).sum(1).max())  # facts: s₁ s₂ r o <eos>
+    fx, fy = fx[:, :lf].to(device), fy[:, :lf].to(device)
+    L = max(world.cfg.generic_len + 1, cfg.recall_train_len)
+    rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"), cfg.recall_train_len)
+    rx, ry = _pad(rx, L, 0).to(device), _pad(ry, L, -100).to(device)
     gx, gy = world.generic_rows(world.generic(5_000, derive_seed(cfg.seed, "generic-train")))
-    gx, gy = _pad(gx, L, 0), _pad(gy, L, -100)
-    B = cfg.batch_size
-    nf, nr = int(round(cfg.fact_share * B)), int(round(cfg.recall_share * B))
-    ng = B - nf - nr
-
-    def batch_fn(step: int, g: torch.Generator):
-        a = torch.randint(0, len(fx), (nf,), generator=g)
-        b = torch.randint(0, len(rx), (nr,), generator=g)
-        c = torch.randint(0, len(gx), (ng,), generator=g)
-        return torch.cat([fx[a], rx[b], gx[c]]), torch.cat([fy[a], ry[b], gy[c]])
-
-    t = time.perf_counter()
-    tc = LMTrainConfig(steps=cfg.train_steps, batch_size=B, seq_len=L, lr=cfg.train_lr,
-                       warmup_steps=min(100, cfg.train_steps // 10), eval_every=0, weight_decay=0.0,
-                       seed=derive_seed(cfg.seed, "train"))  # fmt: skip
-    train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc="law: train model")
-    secs = time.perf_counter() - t
+    gx, gy = _pad(gx, L, 0)[:, :L].to(device), _pad(gy, L, -100)[:, :L].to(device)
+    facts = world.facts()
+    probe = world.recall(cfg.n_recall_eval, derive_seed(cfg.seed, "recall-stop"))  # not the evaluation probes
+    nf, nr, ng = cfg.fact_rows, cfg.recall_rows, cfg.generic_rows
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.train_lr, betas=(0.9, 0.95), weight_decay=0.0)
+    for grp in opt.param_groups:
+        grp["initial_lr"] = cfg.train_lr
+    sched = warmup_cosine_schedule(opt, min(100, cfg.train_steps // 10), cfg.train_steps, 0.1)
+    t = time.process_time()
+    trace, step = [], 0
+    for step in range(1, cfg.train_steps + 1):
+        g = torch_generator(derive_seed(cfg.seed, "train", step))
+        a = torch.randint(0, len(fx), (nf,), generator=g).to(device)
+        b = torch.randint(0, len(rx), (nr,), generator=g).to(device)
+        c = torch.randint(0, len(gx), (ng,), generator=g).to(device)
+        l1, n1 = causal_lm_loss_sum(model, fx[a], fy[a])
+        l2, n2 = causal_lm_loss_sum(model, torch.cat([rx[b], gx[c]]), torch.cat([ry[b], gy[c]]))
+        ((l1 + l2) / (n1 + n2)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % cfg.eval_every == 0 or step == cfg.train_steps:
+            fa, ra = (
+                fact_accuracy(model, world.tokenizer, facts),
+                fact_accuracy(model, world.tokenizer, probe),
+            )
+            model.train()
+            trace.append(
+                {"step": step, "loss": float((l1 + l2).detach() / (n1 + n2)), "facts": fa, "recall": ra}
+            )
+            log(f"[law] train step {step}: facts {fa:.3f}, recall {ra:.3f}")
+            if min(fa, ra) >= cfg.train_stop_at:
+                break
+    info = {"cpu_s": time.process_time() - t, "steps": step, "trace": trace}
     sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     atomic_write_with(path, lambda tmp: save_file(sd, tmp))
-    return model.eval(), secs
+    atomic_write_with(info_path, lambda tmp: Path(tmp).write_text(json.dumps(info)))
+    return model.eval(), info
 
 
 # -- one seed ----------------------------------------------------------------------------------------------
@@ -265,8 +321,15 @@ class Setting:
         self.cfg = cfg
         self.world = w = make_world(cfg)
         self.tok = w.tokenizer
-        self.model, self.train_s = train_model(cfg, w, out / "model", device)
+        self.model, self.train = train_model(cfg, w, out / "model", device)
         self.facts = w.facts()
+        # held-out tuning subjects: λ and the FT learning rates are chosen on them; never washed in an evaluation
+        rng = np.random.default_rng(derive_seed(cfg.seed, "tune-subjects"))
+        perm = rng.permutation(cfg.subjects)
+        n_tune = int(round(cfg.wash_fraction * cfg.subjects))
+        self.tune_subjects = sorted(perm[:n_tune].tolist())
+        self.pool = np.sort(perm[n_tune:])
+        self.lam = float(cfg.lam_grid[0])
         self.recall = w.recall(cfg.n_recall_eval, derive_seed(cfg.seed, "recall-eval"))
         self.generic = w.generic(cfg.n_generic_eval, derive_seed(cfg.seed, "generic-eval"))
         rng = np.random.default_rng(derive_seed(cfg.seed, "cov"))
@@ -300,15 +363,17 @@ class Setting:
         }
 
     def subset(self, tag, seed: int, fraction: float) -> list[int]:
+        """``fraction`` of all subjects, drawn from those not held out for tuning."""
         rng = np.random.default_rng(derive_seed(self.cfg.seed, tag, seed))
         n = int(round(fraction * self.cfg.subjects))
-        return sorted(rng.choice(self.cfg.subjects, n, replace=False).tolist())
+        return sorted(rng.choice(self.pool, n, replace=False).tolist())
 
-    def law(self, subjects):
+    def law(self, subjects, lam: float | None = None):
         cfg = self.cfg
         m = copy.deepcopy(self.model)
         washed, _ = self.split(subjects)
-        rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, lam=cfg.lam, beta_ratio=cfg.beta_ratio,
+        lam = self.lam if lam is None else lam
+        rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, lam=lam, beta_ratio=cfg.beta_ratio,
                    steps=cfg.ascent_steps, lr=cfg.ascent_lr, successive_elimination=cfg.successive_elimination,
                    best_iterate=cfg.best_iterate, z=_z(cfg))  # fmt: skip
         return m, rep
@@ -316,9 +381,7 @@ class Setting:
     def memit(self, subjects):
         m = copy.deepcopy(self.model)
         washed, _ = self.split(subjects)
-        memit_to_eos(
-            m, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.cfg.lam, z=_z(self.cfg)
-        )
+        memit_to_eos(m, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.lam, z=_z(self.cfg))
         return m
 
     def ft(self, kind: str, subjects, lr: float, stop_at: float):
@@ -328,13 +391,23 @@ class Setting:
         rep = fn(m, self.tok, washed, lr=lr, max_steps=self.cfg.ft_max_steps, stop_at=stop_at)
         return m, rep
 
-    def tune_ft(self) -> dict:
-        """lr per fine-tuning baseline, chosen on a held-out subset (not an evaluation seed): the grid value with the
-        best retained accuracy among those reaching LaW's forgetting level there (else the lowest washed acc)."""
-        subj = self.subset("tune", 0, self.cfg.wash_fraction)
-        m, _ = self.law(subj)
-        target = self.metrics(m, subj)["washed"]
-        chosen = {}
+    def tune(self) -> dict:
+        """Hyper-parameters chosen on the held-out tuning subjects (never an evaluation subset), one rule for every
+        method: the grid value with the best retained accuracy among those that wash the tuning facts to
+        ≤ ``tune_max_washed`` (else the lowest washed accuracy). LaW: λ from ``lam_grid`` (MEMIT→EOS uses the same λ,
+        it is LaW's initialisation); FT-UL / FT→EOS: lr from ``ft_lrs``, stopped at LaW's forgetting level there."""
+        subj = self.tune_subjects
+        table = {}
+        for lam in self.cfg.lam_grid:
+            m, _ = self.law(subj, lam)
+            table[lam] = self.metrics(m, subj)
+        ok = [lam for lam in table if table[lam]["washed"] <= self.cfg.tune_max_washed]
+        if ok:
+            self.lam = max(ok, key=lambda lam: (table[lam]["retained"], lam))
+        else:
+            self.lam = min(table, key=lambda lam: (table[lam]["washed"], -table[lam]["retained"]))
+        target = table[self.lam]["washed"]
+        chosen = {"lam": self.lam, "lam_table": {str(k): v for k, v in table.items()}}
         for kind in ("ft_ul", "ft_eos"):
             scores = []
             for lr in self.cfg.ft_lrs:
@@ -344,13 +417,14 @@ class Setting:
                     (rep.stopped_at_target, met["retained"] if rep.stopped_at_target else -met["washed"], lr)
                 )
             chosen[kind] = max(scores)[2]
+            chosen[f"{kind}_table"] = {str(sc[2]): {"reached": sc[0], "score": sc[1]} for sc in scores}
         return chosen
 
 
 def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
     cfg = st.cfg
     subj = st.subset("wash", seed, cfg.wash_fraction)
-    res: dict = {"before": st.metrics(st.model, subj)}
+    res: dict = {"before": st.metrics(st.model, subj), "washed_subjects": subj}
     t = time.perf_counter()
     m, rep = st.law(subj)
     res["law"] = st.metrics(m, subj) | {"time_s": time.perf_counter() - t}
@@ -525,6 +599,13 @@ def _figure(ps: dict, path: Path) -> Path:
     return path
 
 
+def _lam_table(tuned: dict) -> str:
+    return "; ".join(
+        f"λ={float(k):g}: washed {v['washed']:.3f}, retained {v['retained']:.3f}, recall {v['recall']:.3f}"
+        for k, v in tuned["lam_table"].items()
+    )
+
+
 def run(cfg: Config, out: Path) -> RunResult:
     from iclr25.common.device import get_device
 
@@ -532,8 +613,10 @@ def run(cfg: Config, out: Path) -> RunResult:
     out = Path(out)
     rd = RunDir(out, cfg)
     st = Setting(cfg, rd.path, device)
+    tr = st.train
     log(
-        f"[law] model: facts known {st.known:.3f}, recall {st.recall_known:.3f} (trained in {st.train_s:.0f} s)"
+        f"[law] model: facts known {st.known:.3f}, recall {st.recall_known:.3f} "
+        f"({tr['steps']} steps, {tr['cpu_s']:.0f} s CPU)"
     )
     valid = st.known >= cfg.known_threshold and st.recall_known >= cfg.known_threshold
     reason = (
@@ -542,7 +625,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         else f"the trained model knows {st.known:.3f} of the facts and {st.recall_known:.3f} of recall "
         f"(< {cfg.known_threshold}): washing is not meaningful"
     )
-    ft_lr = st.tune_ft()
+    ft_lr = st.tune()
     ps = rd.map_seeds(lambda s: one_seed(st, s, ft_lr), cfg.seed_list, desc="law seeds")
     note = "" if valid else "RUN INVALID: " + reason
     claims = _claims(ps, note)
@@ -553,13 +636,20 @@ def run(cfg: Config, out: Path) -> RunResult:
 
 One tiny {cfg.arch} (d={cfg.hidden}, {cfg.layers} layers) trained once per run on {cfg.subjects} subjects ×
 {cfg.relations} relations, associative recall ({cfg.recall_pairs} pairs) and Markov generic text
-(facts known {st.known:.3f}, recall {st.recall_known:.3f}); the seeds {cfg.seed_list} vary the washed subset
-({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.subjects)) * cfg.relations} facts).
-Edit layers {list(cfg.edit_layers)}, λ = {cfg.lam} (fixed, not tuned; no band search), z: {cfg.z_steps} Adam steps,
+({tr["steps"]} of at most {cfg.train_steps} steps, early stop at {cfg.train_stop_at} on a separate recall probe set,
+{tr["cpu_s"]:.0f} s CPU; facts known {st.known:.3f}, recall {st.recall_known:.3f}); the seeds {cfg.seed_list} vary the
+washed subset ({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.subjects)) * cfg.relations} facts),
+drawn from the subjects not held out for tuning.
+Edit layers {list(cfg.edit_layers)}, λ = {st.lam:g} (chosen from {list(cfg.lam_grid)} on {len(st.tune_subjects)}
+held-out tuning subjects: best retained accuracy among λ washing them to ≤ {cfg.tune_max_washed}; MEMIT→EOS uses
+the same λ), z: {cfg.z_steps} Adam steps,
 clamp {cfg.z_clamp}·‖h₀‖; LaW ascent {cfg.ascent_steps} steps, lr {cfg.ascent_lr}, β = {cfg.beta_ratio}×
 the MEMIT initialisation's C-norm; successive elimination {"on" if cfg.successive_elimination else "off"}.
 FT baselines (all weights, Adam, full batch, ≤ {cfg.ft_max_steps} steps) stop at LaW's washed accuracy;
-their lr from {list(cfg.ft_lrs)} chosen on a held-out tuning subset: FT-UL {ft_lr["ft_ul"]}, FT→EOS {ft_lr["ft_eos"]}.
+their lr from {list(cfg.ft_lrs)} chosen on the same tuning subjects by the same rule (matched to LaW's forgetting
+there): FT-UL {ft_lr["ft_ul"]}, FT→EOS {ft_lr["ft_eos"]}.
+
+Tuning table (LaW, tuning subjects): {_lam_table(ft_lr)}
 Accuracy = greedy continuation starts with the answer (teacher-forced exact match).
 
 {_table(ps)}
@@ -573,8 +663,8 @@ Accuracy = greedy continuation starts with the answer (teacher-forced exact matc
   GPT2-XL / GPT-J with 19K–332K real facts; reasoning = in-context associative recall + generic-text loss
   instead of LAMBADA / HellaSwag / ARC.
 - One trained model per run; seeds vary only the washed subset (and so the edits).
-- z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ fixed at {cfg.lam}
-  instead of the official band search; ascent lr {cfg.ascent_lr} instead of 1e-7.
+- z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ chosen from a grid on
+  held-out subjects instead of the official norm-band search; ascent lr {cfg.ascent_lr} instead of 1e-7.
 """
     return RunResult(
         seeds=cfg.seed_list,
@@ -583,7 +673,11 @@ Accuracy = greedy continuation starts with the answer (teacher-forced exact matc
             "model": {
                 "facts_known": st.known,
                 "recall_known": st.recall_known,
-                "train_s": st.train_s,
+                "train_cpu_s": tr["cpu_s"],
+                "train_steps": tr["steps"],
+                "train_trace": tr["trace"],
+                "lam": st.lam,
+                "tune_subjects": st.tune_subjects,
                 "ft_lr": ft_lr,
             }
         },  # fmt: skip
