@@ -119,10 +119,10 @@ def report_md(per_seed: dict, cfg: Config, ablation: dict | None = None) -> str:
         f"{cfg.hr_velocity_gain:g}·(q* − q)) + N(0, {cfg.hr_noise:g}²) every k steps, exact LQR tracks it); "
         "`hr_behaviour` = that behaviour without noise; `observed_state_fails` is measured on HR data, "
         "`observed_state` (flat data) is report only. Median |ẑ − z| to the behaviour's true sub-goal "
-        f"(positions / velocities): numerical {ms('reacher', 'hr_ohio_numerical_goal_err_pos')} / "
-        f"{ms('reacher', 'hr_ohio_numerical_goal_err_vel')}, analytic {ms('reacher', 'hr_ohio_analytic_goal_err_pos')} / "
-        f"{ms('reacher', 'hr_ohio_analytic_goal_err_vel')}, Observed-State "
-        f"{ms('reacher', 'hr_observed_state_goal_err_pos')} / {ms('reacher', 'hr_observed_state_goal_err_vel')}.\n\n"
+        f"(positions / velocities): numerical {ms('reacher', 'hr_ohio_numerical_goal_err_pos', sci=True)} / "
+        f"{ms('reacher', 'hr_ohio_numerical_goal_err_vel', sci=True)}, analytic {ms('reacher', 'hr_ohio_analytic_goal_err_pos', sci=True)} / "
+        f"{ms('reacher', 'hr_ohio_analytic_goal_err_vel', sci=True)}, Observed-State "
+        f"{ms('reacher', 'hr_observed_state_goal_err_pos', sci=True)} / {ms('reacher', 'hr_observed_state_goal_err_vel', sci=True)}.\n\n"
         + _ablation_md(ablation or {})
         + "## Network-lite (6 nodes, LP low level via HiGHS)\n\n"
         + "\n".join(net)
