@@ -93,3 +93,17 @@ def test_freezer_validation():
         info_per_compute(PHI, BF, "bogus")
     with pytest.raises(ValueError, match="phi"):
         info_per_compute(torch.ones(3), BF)
+
+
+def test_depth_is_adaptive_only_when_some_prefix_is_cheap_information():
+    """BFC (Eq. 4) picks intermediate prefixes when the Fisher per backward FLOP grows with depth ((I/C)_n > 1 for
+    some n); when it falls with depth (what the digits runs measure) the decision is 0 or L for every b_t."""
+    bf = BlockFlops(forward=(1.0, 2.0, 2.0, 2.0, 2.0, 0.5), backward=(2.0, 4.0, 4.0, 4.0, 4.0, 1.0))
+    b_grid = torch.linspace(0.0, 2.0, 201).tolist()
+    back_loaded = torch.tensor([0.1, 0.5, 1.0, 2.0, 4.0])
+    depths = {bfc_decision(back_loaded, bf, b) for b in b_grid}
+    assert max(info_per_compute(back_loaded, bf)) > 1.0
+    assert depths & {2, 3, 4}, depths  # intermediate prefixes are chosen for some informativeness
+    front_loaded = torch.tensor([0.04, 0.33, 0.37, 0.22, 0.04])  # the measured digits profile
+    assert max(info_per_compute(front_loaded, bf)) == pytest.approx(1.0)
+    assert {bfc_decision(front_loaded, bf, b) for b in b_grid} == {0, 5}

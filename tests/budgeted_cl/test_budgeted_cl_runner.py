@@ -60,14 +60,14 @@ def test_runner_budgets_determinism_and_flops(data):
     total = model_bytes(small_model(10)) + 8_000
     bf = count_block_flops(small_model(10), data.sample_shape)
     kw = dict(seed=0, total_bytes=total, eval_period=20, model_fn=small_model)
-    m = dataclasses.replace(METHODS["al_sar"], corr_warmup=10)
+    m = dataclasses.replace(METHODS["al_sar"], corr_warmup=10, fisher="batch_mean")
     r1 = run_online(m, data, order, **kw)
     r2 = run_online(m, data, order, **kw)
     assert r1.eval_acc == r2.eval_acc and r1.flops == r2.flops and r1.frozen_blocks == r2.frozen_blocks
     assert r1.eval_samples == [20, 40, 60, 70]
     assert r1.memory_bytes <= total  # bytes budget respected (model + exemplars + SAR/aL state)
     assert r1.capacity < (total - model_bytes(small_model(10))) // 256  # SAR state costs exemplars
-    # total FLOPs: Σ_steps b·(F + B − Σ_frozen B_i) plus (small) overheads
+    # total FLOPs (batch-mean Fisher): Σ_steps b·(F + B − Σ_frozen B_i) plus (small) overheads
     base = sum(step_flops(bf, min(16, s + 1), n) for s, n in enumerate(r1.frozen_blocks))
     assert base <= r1.flops <= 1.05 * base
     er = run_online(METHODS["er"], data, order, **kw)
@@ -101,3 +101,39 @@ def test_config_validation():
         Config(fisher="exact")
     with pytest.raises(ValueError, match="er_equal"):
         Config(arms=("er_equal",))
+
+
+def _weight_macs_per_sample(model, shape) -> float:
+    """Σ over the blocks' conv/linear layers of fan_out·fan_in·positions: one per-sample weight gradient each."""
+    macs, hooks = [], []
+    for blk in model.blocks:
+        for mod in blk.modules():
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+                hooks.append(
+                    mod.register_forward_hook(lambda m, i, o: macs.append(m.weight.numel() * o[0, 0].numel()))
+                )
+    with torch.no_grad():
+        model.eval()
+        model(torch.zeros(1, *shape))
+    for h in hooks:
+        h.remove()
+    return float(sum(macs))
+
+
+def test_per_sample_fisher_is_charged_what_it_computes(data):
+    """The paper's per-sample Fisher computes every per-sample weight gradient outside the batched backward:
+    b·(weight MACs) + 2·b·params per update on top of the step (the batch-mean estimator costs only 2·params)."""
+    order = gaussian_stream(data.train_y.numpy(), 0.1, seed=0)[:70]
+    total = model_bytes(small_model(10)) + 8_000
+    bf = count_block_flops(small_model(10), data.sample_shape)
+    kw = dict(seed=0, total_bytes=total, eval_period=20, model_fn=small_model)
+    m = dataclasses.replace(METHODS["al"], fisher="per_sample")
+    r = run_online(m, data, order, **kw)
+    sizes = [min(16, s + 1) for s in range(len(r.frozen_blocks))]
+    base = sum(step_flops(bf, b, n) for b, n in zip(sizes, r.frozen_blocks, strict=True))
+    model = small_model(10)
+    params = sum(p.numel() for blk in model.blocks for p in blk.parameters())
+    macs = _weight_macs_per_sample(model, data.sample_shape)
+    fisher = sum(b * (macs + 2.0 * params) for b, n in zip(sizes, r.frozen_blocks, strict=True) if n == 0)
+    assert fisher > 0.2 * base  # not a rounding error: a large share of a step
+    assert base + fisher <= r.flops <= 1.05 * base + fisher

@@ -103,6 +103,9 @@ class OnlineResult:
     capacity: int  # exemplars kept
     memory_bytes: int  # model + exemplars + method state actually stored at the end
     frozen_blocks: list[int] = field(default_factory=list)  # n_frozen of every step
+    n_blocks: int = 0  # freezable blocks (the frozen-depth histogram has n_blocks + 1 bins)
+    fisher_share: list[float] = field(default_factory=list)  # final φ_i / Σφ (aL only)
+    backward_share: list[float] = field(default_factory=list)  # B_i / Σ B of the freezable blocks
 
     @property
     def a_auc(self) -> float:
@@ -123,6 +126,12 @@ class OnlineResult:
             "memory_bytes": self.memory_bytes,
             "frozen_step_fraction": float((fb > 0).mean()) if fb.size else 0.0,
             "mean_frozen_blocks": float(fb.mean()) if fb.size else 0.0,
+            # fraction of steps that froze exactly n leading blocks, n = 0..n_blocks
+            "frozen_depth_hist": (
+                (np.bincount(fb.astype(int), minlength=self.n_blocks + 1) / fb.size).tolist() if fb.size else []
+            ),
+            "fisher_share": list(self.fisher_share),
+            "backward_share": list(self.backward_share),
         }
 
 
@@ -274,25 +283,36 @@ class _OnlineLearner:
                 dict.fromkeys([*capture_layers, *[m for ls in self.fisher_layers for m in ls]])
             )
         self.capture = PerSampleGradCapture(capture_layers) if capture_layers else None
-        self.sar_entry_flops = self._sar_entry_flops(data) if sar else 0.0
+        positions = self._positions(data, [*self.targets, *[m for ls in self.fisher_layers for m in ls]])
+        self.sar_entry_flops = (
+            float(sum(int(i.numel()) * positions[id(m)] for m, i in zip(self.targets, self.sub_idx, strict=True)))
+            if sar
+            else 0.0
+        )
+        # per-sample Fisher (paper): every weight's per-sample gradient G_n U_nᵀ is computed outside the batched
+        # backward, fan_out·fan_in·P multiply-adds per layer and sample (= the layer's forward MACs), then clamped,
+        # squared and summed (2 FLOPs per entry and sample). Charged in full; the batch-mean estimator reuses the
+        # step's gradients and costs only the squares.
+        self.fisher_persample_macs = float(
+            sum(m.weight[0].numel() * m.weight.shape[0] * positions[id(m)] for ls in self.fisher_layers for m in ls)
+        )
 
-    def _sar_entry_flops(self, data: ImageStreamData) -> float:
-        """Per-sample subsampled gradient entries: k·P multiply-adds per target layer and sample (P = positions)."""
+    def _positions(self, data: ImageStreamData, layers) -> dict[int, int]:
+        """Output positions P per sample of each layer (1 for Linear), from one forward of a blank sample."""
         model = self.model
+        outs: dict[int, int] = {}
         with torch.no_grad():
-            outs = {}
             hs = [
                 m.register_forward_hook(lambda mod, i, o: outs.__setitem__(id(mod), o[0, 0].numel()))
-                for m in self.targets
+                for m in dict.fromkeys(layers)
             ]
+            was_training = model.training
             model.eval()
             model(torch.zeros(1, *data.sample_shape, device=self.dev))
-            model.train()
+            model.train(was_training)
             for h in hs:
                 h.remove()
-        return float(
-            sum(int(i.numel()) * outs[id(m)] for m, i in zip(self.targets, self.sub_idx, strict=True))
-        )
+        return outs
 
     # --- stage 2: counters and the data on the device -------------------------------------------------------
     def _bookkeeping(self, data: ImageStreamData) -> None:
@@ -365,7 +385,7 @@ class _OnlineLearner:
                     for ls in self.fisher_layers
                 ]
             )
-            extra = 2.0 * b * self.block_params
+            extra = b * self.fisher_persample_macs + 2.0 * b * self.block_params
         self.freezer.update_fisher(tr.detach().cpu())
         return extra
 
@@ -433,8 +453,20 @@ class _OnlineLearner:
         if self.capture is not None:
             self.capture.remove()
         used = self.mbytes + self.memory.bytes + len(self.memory) * self.per_ex + self.fixed
+        L = self.bf.n_blocks
+        back = np.asarray(self.bf.backward[:L], dtype=float)
+        phi = self.freezer.phi.numpy() if self.freezer is not None else np.zeros(0)
         return OnlineResult(
-            self.eval_samples, self.eval_acc, self.flops, self.iters, self.cap, int(used), self.frozen_log
+            self.eval_samples,
+            self.eval_acc,
+            self.flops,
+            self.iters,
+            self.cap,
+            int(used),
+            self.frozen_log,
+            n_blocks=L,
+            fisher_share=(phi / phi.sum()).tolist() if phi.size and phi.sum() > 0 else [],
+            backward_share=(back / back.sum()).tolist() if self.freezer is not None else [],
         )
 
 
