@@ -34,6 +34,10 @@ def test_config_validation():
         Config(sup_views=1)
     with pytest.raises(ValueError, match="lr"):
         Config(lr=-1.0)
+    with pytest.raises(ValueError, match="budget_s"):
+        Config(budget_s=float("nan"))
+    with pytest.raises(ValueError, match="chamfer_frac"):
+        Config(chamfer_frac=0.0)
 
 
 def test_full_preset_builds_and_its_model_runs_at_toy_batch():
@@ -43,7 +47,9 @@ def test_full_preset_builds_and_its_model_runs_at_toy_batch():
     from iclr25.hgm.toyhumans import make_toyhumans
 
     cfg = PRESETS["full"]
-    assert cfg.steps > PRESETS["quick"].steps and cfg.n_train >= PRESETS["quick"].n_train
+    quick = PRESETS["quick"]
+    assert cfg.n_train > quick.n_train and cfg.steps >= 1000 and cfg.budget_s is None  # step-limited, long
+    assert quick.budget_s is not None and quick.budget_s > 0  # quick: equal CPU-time budget per arm
     data = make_toyhumans(1, seed=0, size=cfg.image_size, num_points=2000)
     m = _model(cfg, True, data.prior_vertices.shape[1])
     out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)

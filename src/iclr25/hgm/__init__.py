@@ -30,9 +30,10 @@ from .cameras import (
     project_points,
     unproject_pixels,
 )
+from .controlnet import ControlNetBackRefiner
 from .gaussians import GAUSSIAN_DIM, GaussianSet, activate_gaussians, sample_image_features, sample_volume
 from .metrics import chamfer_distance, psnr, ssim
-from .model import HGM, BackViewRefiner, HGMConfig, HGMOutput, hgm_loss
+from .model import HGM, BackViewRefiner, HGMConfig, HGMOutput, downscale_camera, hgm_loss
 from .renderer import (
     RenderOutput,
     composite,
@@ -71,6 +72,8 @@ __all__ = [
     "HGMOutput",
     "hgm_loss",
     "BackViewRefiner",
+    "ControlNetBackRefiner",
+    "downscale_camera",
     "BodyModel",
     "CapsuleBody",
     "ToyHumans",

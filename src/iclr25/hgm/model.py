@@ -30,7 +30,7 @@ from .cameras import Camera, plucker_rays, project_points
 from .gaussians import GAUSSIAN_DIM, GaussianSet, activate_gaussians, sample_image_features, sample_volume
 from .renderer import render_gaussians
 
-__all__ = ["BackViewRefiner", "HGM", "HGMConfig", "HGMOutput", "hgm_loss"]
+__all__ = ["BackViewRefiner", "HGM", "HGMConfig", "HGMOutput", "downscale_camera", "hgm_loss"]
 
 
 @dataclass(frozen=True)
@@ -248,18 +248,49 @@ class HGM(nn.Module):
         return HGMOutput(activate_gaussians(raw_m), g_img, g_body)
 
 
+def downscale_camera(camera: Camera, factor: int) -> Camera:
+    """The same rig rendering at ``1/factor`` resolution (focal lengths and principal point divided by ``factor``);
+    a pixel of the small image covers exactly a ``factor × factor`` block of the full one."""
+    if not isinstance(factor, int) or factor < 1 or camera.width % factor or camera.height % factor:
+        raise ValueError(
+            f"factor must be a positive int dividing the image size {camera.width}×{camera.height}; got {factor!r}"
+        )
+    Ks = camera.Ks.clone()
+    Ks[..., :2, :] = Ks[..., :2, :] / factor
+    return Camera(camera.viewmats, Ks, camera.width // factor, camera.height // factor)
+
+
 def hgm_loss(
-    out: HGMOutput, camera: Camera, images: Tensor, masks: Tensor, aux_weight: float = 1.0
+    out: HGMOutput,
+    camera: Camera,
+    images: Tensor,
+    masks: Tensor,
+    aux_weight: float = 1.0,
+    aux_downscale: int = 1,
 ) -> tuple[Tensor, dict]:
     """Σ over {G, G_S, G_I} of MSE(rgb) + MSE(alpha, mask) in the supervision views (HGM §3; LPIPS omitted).
 
-    images (B, V, H, W, 3) on white, masks (B, V, H, W), camera with V views.
+    images (B, V, H, W, 3) on white, masks (B, V, H, W), camera with V views. ``aux_downscale`` > 1 renders the
+    two auxiliary sets (G_I, G_S) at ``1/aux_downscale`` resolution against box-downsampled targets (a compute
+    saving for CPU training; the merged set is always supervised at full resolution).
     """
+    if aux_downscale != 1:
+        small_cam = downscale_camera(camera, aux_downscale)
+        B, V, H, W, _ = images.shape
+        small_img = F.avg_pool2d(images.reshape(B * V, H, W, 3).permute(0, 3, 1, 2), aux_downscale)
+        small_img = small_img.permute(0, 2, 3, 1).reshape(B, V, H // aux_downscale, W // aux_downscale, 3)
+        small_mask = F.avg_pool2d(masks.reshape(B * V, 1, H, W), aux_downscale).reshape(
+            B, V, H // aux_downscale, W // aux_downscale
+        )
     terms = {}
     sets = {"merged": out.merged, "image": out.image}
     if out.body is not None:
         sets["body"] = out.body
     for name, g in sets.items():
+        if name != "merged" and aux_downscale != 1:
+            r = render_gaussians(*g, small_cam)
+            terms[name] = F.mse_loss(r.image, small_img) + F.mse_loss(r.alpha[..., 0], small_mask)
+            continue
         r = render_gaussians(*g, camera)
         terms[name] = F.mse_loss(r.image, images) + F.mse_loss(r.alpha[..., 0], masks)
     total = terms["merged"] + aux_weight * sum(v for k, v in terms.items() if k != "merged")
