@@ -28,7 +28,9 @@ def _models(a):
     from iclr25.quantum_peft import QuantumPEFTConfig, get_qpeft_model
 
     def base():
-        return tiny_causal_lm("llama", seed=0, vocab_size=256, hidden=a.hidden, layers=a.layers, heads=4).eval()
+        return tiny_causal_lm(
+            "llama", seed=0, vocab_size=256, hidden=a.hidden, layers=a.layers, heads=4
+        ).eval()
 
     targets = ["q_proj", "v_proj"]
     torch.manual_seed(0)
@@ -43,7 +45,9 @@ def _models(a):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_quantum_peft", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_quantum_peft", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--out", default="runs/benchmarks/quantum_peft")
     p.add_argument("--new-tokens", type=int, default=30)
     p.add_argument("--prompt", type=int, default=16, help="prompt length")
@@ -53,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     if min(a.new_tokens, a.prompt, a.hidden, a.layers, a.repeats, a.threads) < 1:
-        print("--new-tokens, --prompt, --hidden, --layers, --repeats, --threads must be >= 1", file=sys.stderr)
+        print(
+            "--new-tokens, --prompt, --hidden, --layers, --repeats, --threads must be >= 1", file=sys.stderr
+        )
         return 2
     import torch
 

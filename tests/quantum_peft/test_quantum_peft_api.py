@@ -230,5 +230,11 @@ def test_trainer_bert_classifier_round_trip(tmp_path) -> None:
 
 def test_trainer_gpt2_round_trip(tmp_path) -> None:
     ids = _ids(8, 8, 2)
-    rows = {"input_ids": ids.tolist(), "attention_mask": torch.ones_like(ids).tolist(), "labels": ids.tolist()}
-    _train_round_trip(tmp_path, _gpt2, QuantumPEFTConfig(target_modules="all-linear"), rows, {"input_ids": ids})
+    rows = {
+        "input_ids": ids.tolist(),
+        "attention_mask": torch.ones_like(ids).tolist(),
+        "labels": ids.tolist(),
+    }
+    _train_round_trip(
+        tmp_path, _gpt2, QuantumPEFTConfig(target_modules="all-linear"), rows, {"input_ids": ids}
+    )

@@ -451,7 +451,9 @@ def run(cfg: Config, out: Path) -> RunResult:
         ),
     ]
     margins = {
-        w: float(np.mean(values(per_seed, f"d{w}/qpeft/acc")) - np.mean(values(per_seed, f"d{w}/head_only/acc")))
+        w: float(
+            np.mean(values(per_seed, f"d{w}/qpeft/acc")) - np.mean(values(per_seed, f"d{w}/head_only/acc"))
+        )
         for w in cfg.widths
     }
     learn_note = (

@@ -163,10 +163,18 @@ class QuantumPEFTLinear(nn.Module):
         # inference tensors must not be cached: they could not be used later outside inference mode
         with torch.inference_mode(False), torch.set_grad_enabled(grad):
             u = node_columns(
-                quantize_angles(self.theta_u, self.angle_bits), self.out_features, self.rank, self.layers, self.node
+                quantize_angles(self.theta_u, self.angle_bits),
+                self.out_features,
+                self.rank,
+                self.layers,
+                self.node,
             )
             v = node_columns(
-                quantize_angles(self.theta_v, self.angle_bits), self.in_features, self.rank, self.layers, self.node
+                quantize_angles(self.theta_v, self.angle_bits),
+                self.in_features,
+                self.rank,
+                self.layers,
+                self.node,
             )
         self.store_factors(u, v)
         return u, v

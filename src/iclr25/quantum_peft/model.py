@@ -266,7 +266,9 @@ class QuantumPEFTModel(nn.Module):
         cached in each layer and rebuilt only after the angles change.
         """
         layers = [
-            m for _, m in self.qpeft_layers() if not m.merged and not m.disabled and m.cached_factors() is None
+            m
+            for _, m in self.qpeft_layers()
+            if not m.merged and not m.disabled and m.cached_factors() is None
         ]
         if len(layers) > 1:
             self._precompute_factors(layers)
@@ -300,7 +302,9 @@ class QuantumPEFTModel(nn.Module):
             if name == "base_model":
                 raise
             if name in _NOT_SUPPORTED:
-                raise ValueError(f"{name}() is not supported by QuantumPEFTModel: {_NOT_SUPPORTED[name]}") from None
+                raise ValueError(
+                    f"{name}() is not supported by QuantumPEFTModel: {_NOT_SUPPORTED[name]}"
+                ) from None
             return getattr(self.base_model, name)
 
     def get_base_model(self) -> nn.Module:

@@ -209,7 +209,9 @@ def _node_apply_flat(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor
     )
 
 
-def node_apply(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, node: str = "qsd") -> torch.Tensor:
+def node_apply(
+    theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, node: str = "qsd"
+) -> torch.Tensor:
     """Q_dim(θ) @ x for any ``dim`` (Pauli node for powers of two, one-sided QSD node otherwise).
 
     ``node='pad_qr'`` is not a linear map and is only available through :func:`node_columns`.
@@ -227,9 +229,7 @@ def node_apply(theta: torch.Tensor, dim: int, layers: int, x: torch.Tensor, node
 
 
 def node_columns(theta: torch.Tensor, dim: int, k: int, layers: int, node: str = "qsd") -> torch.Tensor:
-    """The first K columns of the node, U = Q(θ)·I_{N×K} ∈ St(N, K): orthonormal columns, (..., N, K).
-
-    """
+    """The first K columns of the node, U = Q(θ)·I_{N×K} ∈ St(N, K): orthonormal columns, (..., N, K)."""
     _check_int("dim", dim, 1)
     _check_int("k", k, 1)
     if k > dim:
