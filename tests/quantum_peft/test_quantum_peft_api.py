@@ -161,12 +161,12 @@ def test_disable_adapter_names_and_unload_restore_original() -> None:
             assert (model(input_ids=ids).logits - y_base).abs().max() < 1e-5
     # transformers' own adapter API must not inject LoRA behind our back
     assert model.active_adapters == ["default"]
-    with pytest.raises(ValueError, match="one adapter"):
-        model.add_adapter("other", None)
+    with pytest.raises(ValueError, match="peft_config must be a QuantumPEFTConfig"):
+        model.add_adapter("other", None)  # transformers' add_adapter(LoraConfig) would inject LoRA
     with pytest.raises(ValueError, match="unknown adapter"):
         model.set_adapter("other")
     with pytest.raises(ValueError, match="load_adapter"):
-        model.load_adapter("somewhere")
+        model.load_adapter("somewhere", "other")
     assert not any("lora" in n for n, _ in model.named_parameters())
     plain = model.unload()
     assert not any(isinstance(m, QuantumPEFTLinear) for m in plain.modules())

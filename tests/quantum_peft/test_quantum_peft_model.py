@@ -125,8 +125,10 @@ def test_save_load_adapter_only(tmp_path) -> None:
     y = model(pixel_values=x).logits
     model.save_pretrained(tmp_path)
     state = load_file(str(tmp_path / "adapter_model.safetensors"))
-    trainable = {
-        n.replace("trained_module.", "") for n, p in model.base_model.named_parameters() if p.requires_grad
+    trainable = {  # file keys drop the adapter-name segment, as in PEFT's adapter files
+        n.replace("trained_modules.default.", "").replace("qpeft_adapters.default.", "")
+        for n, p in model.base_model.named_parameters()
+        if p.requires_grad
     }
     assert set(state) == trainable and "classifier.weight" in state
     assert sum(v.numel() for v in state.values()) == 136 + 64 * 10 + 10  # adapters + head only

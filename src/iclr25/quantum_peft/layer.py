@@ -58,110 +58,69 @@ def is_linear_like(module: nn.Module) -> bool:
     return isinstance(module, nn.Linear) or (c1d is not None and isinstance(module, c1d))
 
 
-class QuantumPEFTLinear(nn.Module):
-    """Wraps an existing ``nn.Linear`` or GPT-2 ``Conv1D`` (kept, frozen, weights not copied) with ΔW = s·UΛVᵀ.
+class QuantumPEFTAdapter(nn.Module):
+    """One named adapter of a :class:`QuantumPEFTLinear`: θ_U, θ_V, λ, its hyper-parameters, dropout, U/V cache.
 
-    Parameters ``theta_u`` (count(N)), ``theta_v`` (count(M)), ``lam`` (K,) are kept in float32 (float64 for a
-    float64 base) whatever the base dtype — bf16/fp16 angles would lose orthogonality and most AdamW updates —
-    and the update is computed in that dtype, the input cast to it and the result cast back (as PEFT's LoRA).
-
-    In inference (no gradient needed for the angles) U and V are cached and reused until the angles change:
-    the cache key holds the parameters' in-place version counters and storage, so an optimizer step,
-    ``load_state_dict`` or ``.to()`` invalidates it. ``merge()`` adds ΔW into the base weight (zero
-    inference overhead), ``unmerge()`` subtracts it again; ``disabled = True`` runs the base layer alone.
+    Parameters are kept in float32 (float64 for a float64 base) whatever the base dtype. ``_cache`` holds
+    (key, U, V) for inference; the key holds the angles' in-place version counters and storage, so an optimizer
+    step, ``load_state_dict`` or ``.to()`` invalidates it. Each adapter has its own cache, so switching the
+    active adapter never reuses another adapter's factors.
     """
 
     def __init__(
         self,
-        base_layer: nn.Module,
-        rank: int = 2,
-        layers: int = 1,
-        alpha: float = 1.0,
-        dropout: float = 0.0,
-        init_std: float = 0.5,
-        node: str = "qsd",
-        angle_bits: int | None = None,
-        generator: torch.Generator | None = None,
+        n_out: int,
+        m_in: int,
+        rank: int,
+        layers: int,
+        alpha: float,
+        dropout: float,
+        init_std: float,
+        node: str,
+        angle_bits: int | None,
+        generator: torch.Generator | None,
+        dtype: torch.dtype,
+        device: torch.device,
     ) -> None:
         super().__init__()
-        if not is_linear_like(base_layer):
-            raise ValueError(
-                f"base_layer must be a torch.nn.Linear or transformers Conv1D, got {type(base_layer).__name__}"
-            )
-        self.fan_in_fan_out = not isinstance(base_layer, nn.Linear)  # Conv1D: weight is (in, out)
-        w = base_layer.weight
-        m_in, n_out = (w.shape[0], w.shape[1]) if self.fan_in_fan_out else (w.shape[1], w.shape[0])
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= min(n_out, m_in):
-            raise ValueError(f"rank must be an int in [1, min(out, in) = {min(n_out, m_in)}], got {rank!r}")
-        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
-            raise ValueError(f"layers must be an int >= 0, got {layers!r}")
-        if node not in NODES:
-            raise ValueError(f"node must be one of {NODES}, got {node!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-        if not init_std >= 0.0 or not math.isfinite(init_std):
-            raise ValueError(f"init_std must be a finite float >= 0, got {init_std!r}")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
-            raise ValueError(f"alpha must be a finite float, got {alpha!r}")
-        quantize_angles(torch.zeros(1), angle_bits)  # validates angle_bits
-        self.base_layer = base_layer
-        for p in self.base_layer.parameters():
-            p.requires_grad_(False)
         self.out_features, self.in_features = n_out, m_in
         self.rank, self.layers, self.node, self.angle_bits = rank, layers, node, angle_bits
         self.scaling = float(alpha)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         pu, pv = columns_param_count(n_out, rank, layers, node), columns_param_count(m_in, rank, layers, node)
-        dtype = torch.float64 if w.dtype == torch.float64 else torch.float32  # adapter dtype, never bf16/fp16
         # θ ~ N(0, σ²): θ = 0 would give the CZ-only ±1 matrix (a sparse, poor start)
-        self.theta_u = nn.Parameter(torch.randn(pu, generator=generator, dtype=dtype).to(w.device) * init_std)
-        self.theta_v = nn.Parameter(torch.randn(pv, generator=generator, dtype=dtype).to(w.device) * init_std)
-        self.lam = nn.Parameter(torch.zeros(rank, dtype=dtype, device=w.device))  # Λ = 0 ⇒ ΔW = 0 at init
-        self.merged = False
-        self.disabled = False
+        self.theta_u = nn.Parameter(torch.randn(pu, generator=generator, dtype=dtype).to(device) * init_std)
+        self.theta_v = nn.Parameter(torch.randn(pv, generator=generator, dtype=dtype).to(device) * init_std)
+        self.lam = nn.Parameter(torch.zeros(rank, dtype=dtype, device=device))  # Λ = 0 ⇒ ΔW = 0 at init
         self._factors: tuple[torch.Tensor, torch.Tensor] | None = None  # (U, V) precomputed for one forward
         self._cache: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # (key, U, V) for inference
 
-    # -- the update ---------------------------------------------------------------------------------
     def node_specs(self) -> tuple[tuple, tuple]:
-        """(signature, angles) of the U and V nodes; equal signatures can be computed in one batched call."""
         return (
             ((self.out_features, self.rank, self.layers, self.node), self.theta_u),
             ((self.in_features, self.rank, self.layers, self.node), self.theta_v),
         )
 
     def grad_needed(self) -> bool:
-        """Whether this forward must build U, V inside the autograd graph (else the cache may be used)."""
         return torch.is_grad_enabled() and (self.theta_u.requires_grad or self.theta_v.requires_grad)
 
-    def _cache_key(self) -> tuple:
+    def cache_key(self) -> tuple:
         tu, tv = self.theta_u, self.theta_v
         return (tu._version, tv._version, tu.data_ptr(), tv.data_ptr(), tu.device, tu.dtype, self.angle_bits)
 
     def cached_factors(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The cached (U, V) if they are valid for the current angles and no gradient is needed."""
-        if self._cache is None or self.grad_needed() or self._cache[0] != self._cache_key():
+        if self._cache is None or self.grad_needed() or self._cache[0] != self.cache_key():
             return None
         return self._cache[1], self._cache[2]
 
     def store_factors(self, u: torch.Tensor, v: torch.Tensor) -> None:
-        """Cache (U, V) for later inference forwards (only when built without gradient)."""
         if not self.grad_needed():
-            self._cache = (self._cache_key(), u.detach(), v.detach())
+            self._cache = (self.cache_key(), u.detach(), v.detach())
 
-    def clear_cache(self) -> None:
-        self._cache = None
-
-    def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(U, V): precomputed for this forward, cached, or built from the angles."""
-        if self._factors is not None:
-            return self._factors
-        cached = self.cached_factors()
-        if cached is not None:
-            return cached
-        grad = self.grad_needed()
+    def build_factors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, V) from the angles (inside the autograd graph when a gradient is needed)."""
         # inference tensors must not be cached: they could not be used later outside inference mode
-        with torch.inference_mode(False), torch.set_grad_enabled(grad):
+        with torch.inference_mode(False), torch.set_grad_enabled(self.grad_needed()):
             u = node_columns(
                 quantize_angles(self.theta_u, self.angle_bits),
                 self.out_features,
@@ -176,58 +135,258 @@ class QuantumPEFTLinear(nn.Module):
                 self.layers,
                 self.node,
             )
-        self.store_factors(u, v)
+        return u, v
+
+    def n_params(self) -> int:
+        return self.theta_u.numel() + self.theta_v.numel() + self.lam.numel()
+
+    def extra_repr(self) -> str:
+        return (
+            f"rank={self.rank}, layers={self.layers}, node={self.node}, scaling={self.scaling}, "
+            f"angles={self.theta_u.numel()}+{self.theta_v.numel()}, angle_bits={self.angle_bits}"
+        )
+
+
+def _check_adapter_name(adapter_name: object) -> str:
+    if not isinstance(adapter_name, str) or not adapter_name or "." in adapter_name:
+        raise ValueError(f"adapter_name must be a non-empty str without '.', got {adapter_name!r}")
+    return adapter_name
+
+
+class QuantumPEFTLinear(nn.Module):
+    """Wraps an existing ``nn.Linear`` or GPT-2 ``Conv1D`` (kept, frozen, weights not copied) with ΔW = s·UΛVᵀ.
+
+    The layer holds one or several named adapters (``qpeft_adapters``, a ``ModuleDict`` of
+    :class:`QuantumPEFTAdapter`, as PEFT's LoRA layers hold ``lora_A[name]``); only the active one
+    (``active_adapter``) is applied and trainable — the others' parameters have ``requires_grad=False``.
+    ``theta_u``, ``theta_v``, ``lam``, ``rank``, ``scaling``, … read the active adapter.
+
+    Parameters ``theta_u`` (count(N)), ``theta_v`` (count(M)), ``lam`` (K,) are kept in float32 (float64 for a
+    float64 base) whatever the base dtype — bf16/fp16 angles would lose orthogonality and most AdamW updates —
+    and the update is computed in that dtype, the input cast to it and the result cast back (as PEFT's LoRA).
+
+    In inference (no gradient needed for the angles) U and V are cached per adapter and reused until the angles
+    change: the cache key holds the parameters' in-place version counters and storage, so an optimizer step,
+    ``load_state_dict`` or ``.to()`` invalidates it. ``merge()`` adds the active adapter's ΔW into the base
+    weight (zero inference overhead), ``unmerge()`` subtracts it again; ``disabled = True`` runs the base
+    layer alone. A layer whose adapters do not include the active name acts as the base layer.
+    """
+
+    def __init__(
+        self,
+        base_layer: nn.Module,
+        rank: int = 2,
+        layers: int = 1,
+        alpha: float = 1.0,
+        dropout: float = 0.0,
+        init_std: float = 0.5,
+        node: str = "qsd",
+        angle_bits: int | None = None,
+        generator: torch.Generator | None = None,
+        adapter_name: str = "default",
+    ) -> None:
+        super().__init__()
+        if not is_linear_like(base_layer):
+            raise ValueError(
+                f"base_layer must be a torch.nn.Linear or transformers Conv1D, got {type(base_layer).__name__}"
+            )
+        self.fan_in_fan_out = not isinstance(base_layer, nn.Linear)  # Conv1D: weight is (in, out)
+        w = base_layer.weight
+        m_in, n_out = (w.shape[0], w.shape[1]) if self.fan_in_fan_out else (w.shape[1], w.shape[0])
+        self.out_features, self.in_features = n_out, m_in
+        self.base_layer = base_layer
+        self.qpeft_adapters = nn.ModuleDict()
+        self.active_adapter: str = _check_adapter_name(adapter_name)
+        self.merged_adapter: str | None = None
+        self.disabled = False
+        self.add_adapter(adapter_name, rank, layers, alpha, dropout, init_std, node, angle_bits, generator)
+        for p in self.base_layer.parameters():
+            p.requires_grad_(False)
+
+    # -- named adapters ----------------------------------------------------------------------------
+    def add_adapter(
+        self,
+        adapter_name: str,
+        rank: int = 2,
+        layers: int = 1,
+        alpha: float = 1.0,
+        dropout: float = 0.0,
+        init_std: float = 0.5,
+        node: str = "qsd",
+        angle_bits: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Add an adapter (trainable only if ``adapter_name`` is the active adapter); the active one is unchanged."""
+        _check_adapter_name(adapter_name)
+        if adapter_name in self.qpeft_adapters:
+            raise ValueError(f"adapter_name {adapter_name!r} already exists in this layer")
+        n_out, m_in = self.out_features, self.in_features
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= min(n_out, m_in):
+            raise ValueError(f"rank must be an int in [1, min(out, in) = {min(n_out, m_in)}], got {rank!r}")
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
+            raise ValueError(f"layers must be an int >= 0, got {layers!r}")
+        if node not in NODES:
+            raise ValueError(f"node must be one of {NODES}, got {node!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if not init_std >= 0.0 or not math.isfinite(init_std):
+            raise ValueError(f"init_std must be a finite float >= 0, got {init_std!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise ValueError(f"alpha must be a finite float, got {alpha!r}")
+        quantize_angles(torch.zeros(1), angle_bits)  # validates angle_bits
+        w = self.base_layer.weight
+        dtype = torch.float64 if w.dtype == torch.float64 else torch.float32  # adapter dtype, never bf16/fp16
+        ad = QuantumPEFTAdapter(
+            n_out, m_in, rank, layers, alpha, dropout, init_std, node, angle_bits, generator, dtype, w.device
+        )
+        ad.requires_grad_(adapter_name == self.active_adapter)
+        self.qpeft_adapters[adapter_name] = ad
+
+    def set_adapter(self, adapter_name: str) -> None:
+        """Make ``adapter_name`` active (and the only trainable one); a merged other adapter is unmerged first.
+
+        A name this layer does not hold is allowed (the model validates names): the layer then acts as its base.
+        """
+        if self.merged and self.merged_adapter != adapter_name:
+            self.unmerge()
+        self.active_adapter = adapter_name
+        for name, ad in self.qpeft_adapters.items():
+            ad.requires_grad_(name == adapter_name)
+
+    def delete_adapter(self, adapter_name: str) -> None:
+        """Remove ``adapter_name`` (unmerged first if merged)."""
+        if adapter_name not in self.qpeft_adapters:
+            raise ValueError(
+                f"adapter_name {adapter_name!r} is not in this layer ({list(self.qpeft_adapters)})"
+            )
+        if self.merged_adapter == adapter_name:
+            self.unmerge()
+        del self.qpeft_adapters[adapter_name]
+
+    @property
+    def adapter_names(self) -> list[str]:
+        return list(self.qpeft_adapters)
+
+    def active(self) -> QuantumPEFTAdapter | None:
+        """The active adapter, or None if this layer does not hold it."""
+        return (
+            self.qpeft_adapters[self.active_adapter] if self.active_adapter in self.qpeft_adapters else None
+        )
+
+    def _adapter(self, adapter_name: str | None = None) -> QuantumPEFTAdapter:
+        name = self.active_adapter if adapter_name is None else adapter_name
+        if name not in self.qpeft_adapters:
+            raise ValueError(
+                f"this layer holds no adapter named {name!r} (adapters: {list(self.qpeft_adapters)})"
+            )
+        return self.qpeft_adapters[name]
+
+    # the active adapter's parameters and hyper-parameters
+    theta_u = property(lambda self: self._adapter().theta_u)
+    theta_v = property(lambda self: self._adapter().theta_v)
+    lam = property(lambda self: self._adapter().lam)
+    rank = property(lambda self: self._adapter().rank)
+    layers = property(lambda self: self._adapter().layers)
+    node = property(lambda self: self._adapter().node)
+    angle_bits = property(lambda self: self._adapter().angle_bits)
+    scaling = property(lambda self: self._adapter().scaling)
+    dropout = property(lambda self: self._adapter().dropout)
+
+    @property
+    def merged(self) -> bool:
+        return self.merged_adapter is not None
+
+    # -- the update ---------------------------------------------------------------------------------
+    def node_specs(self) -> tuple[tuple, tuple]:
+        """(signature, angles) of the active adapter's U and V nodes; equal signatures are batched together."""
+        return self._adapter().node_specs()
+
+    def grad_needed(self) -> bool:
+        """Whether this forward must build U, V inside the autograd graph (else the cache may be used)."""
+        ad = self.active()
+        return ad is not None and ad.grad_needed()
+
+    def cached_factors(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The active adapter's cached (U, V) if valid for its current angles and no gradient is needed."""
+        ad = self.active()
+        return None if ad is None else ad.cached_factors()
+
+    def store_factors(self, u: torch.Tensor, v: torch.Tensor) -> None:
+        """Cache (U, V) of the active adapter for later inference forwards (only when built without gradient)."""
+        self._adapter().store_factors(u, v)
+
+    def set_precomputed(self, factors: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        """(U, V) of the active adapter computed by the model for one forward (None clears them)."""
+        self._adapter()._factors = factors
+
+    def clear_cache(self) -> None:
+        for ad in self.qpeft_adapters.values():
+            ad._cache = None
+
+    def factors(self, adapter_name: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, V) of an adapter (default: the active one): precomputed for this forward, cached, or built."""
+        ad = self._adapter(adapter_name)
+        if ad._factors is not None:
+            return ad._factors
+        cached = self.cached_factors() if ad is self.active() else ad.cached_factors()
+        if cached is not None:
+            return cached
+        u, v = ad.build_factors()
+        ad.store_factors(u, v)
         return u, v
 
     def u(self) -> torch.Tensor:
-        """U = Q_N(θ_U)·I_{N×K}, (N, K) with orthonormal columns."""
+        """U = Q_N(θ_U)·I_{N×K}, (N, K) with orthonormal columns (active adapter)."""
         return self.factors()[0]
 
     def v(self) -> torch.Tensor:
-        """V = Q_M(θ_V)·I_{M×K}, (M, K) with orthonormal columns."""
+        """V = Q_M(θ_V)·I_{M×K}, (M, K) with orthonormal columns (active adapter)."""
         return self.factors()[1]
 
-    def delta_weight(self) -> torch.Tensor:
-        """ΔW = s · U Λ Vᵀ, (N, M) = (out, in), in the adapter dtype."""
-        u, v = self.factors()
-        return self.scaling * (u * self.lam) @ v.T
+    def delta_weight(self, adapter_name: str | None = None) -> torch.Tensor:
+        """ΔW = s · U Λ Vᵀ, (N, M) = (out, in), in the adapter dtype (default: the active adapter)."""
+        ad = self._adapter(adapter_name)
+        u, v = self.factors(adapter_name)
+        return ad.scaling * (u * ad.lam) @ v.T
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.disabled and self.merged:
             self.unmerge()
         y = self.base_layer(x)
-        if self.merged or self.disabled:
+        ad = self.active()
+        if self.merged or self.disabled or ad is None:
             return y
         u, v = self.factors()
-        xa = self.dropout(x).to(self.lam.dtype)  # compute the update in the adapter dtype (fp32)
-        h = F.linear(xa, v.T) * self.lam  # λ ⊙ (Vᵀ x): (..., K)
-        return y + (self.scaling * F.linear(h, u)).to(y.dtype)  # + s · U (λ ⊙ Vᵀ x)
+        xa = ad.dropout(x).to(ad.lam.dtype)  # compute the update in the adapter dtype (fp32)
+        h = F.linear(xa, v.T) * ad.lam  # λ ⊙ (Vᵀ x): (..., K)
+        return y + (ad.scaling * F.linear(h, u)).to(y.dtype)  # + s · U (λ ⊙ Vᵀ x)
 
     # -- merge ------------------------------------------------------------------------------------
-    def _delta_for_base(self) -> torch.Tensor:
-        d = self.delta_weight()
+    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
+        d = self.delta_weight(adapter_name)
         return (d.T if self.fan_in_fan_out else d).to(self.base_layer.weight.dtype)
 
     @torch.no_grad()
     def merge(self) -> None:
-        """W ← W + ΔW (idempotent)."""
-        if not self.merged:
-            self.base_layer.weight += self._delta_for_base()
-            self.merged = True
+        """W ← W + ΔW of the active adapter (idempotent; no-op if this layer does not hold it)."""
+        if not self.merged and self.active() is not None:
+            self.base_layer.weight += self._delta_for_base(self.active_adapter)
+            self.merged_adapter = self.active_adapter
 
     @torch.no_grad()
     def unmerge(self) -> None:
-        """W ← W − ΔW (idempotent; exact only up to the base dtype's rounding)."""
-        if self.merged:
-            self.base_layer.weight -= self._delta_for_base()
-            self.merged = False
+        """W ← W − ΔW of the merged adapter (idempotent; exact only up to the base dtype's rounding)."""
+        if self.merged_adapter is not None:
+            self.base_layer.weight -= self._delta_for_base(self.merged_adapter)
+            self.merged_adapter = None
 
-    def n_adapter_params(self) -> int:
-        return self.theta_u.numel() + self.theta_v.numel() + self.lam.numel()
+    def n_adapter_params(self, adapter_name: str | None = None) -> int:
+        """Parameters of one adapter (default: the active one; 0 if this layer does not hold it)."""
+        name = self.active_adapter if adapter_name is None else adapter_name
+        return self.qpeft_adapters[name].n_params() if name in self.qpeft_adapters else 0
 
     def extra_repr(self) -> str:
         return (
-            f"in={self.in_features}, out={self.out_features}, rank={self.rank}, layers={self.layers}, "
-            f"node={self.node}, scaling={self.scaling}, angles={self.theta_u.numel()}+{self.theta_v.numel()}, "
-            f"angle_bits={self.angle_bits}, merged={self.merged}, fan_in_fan_out={self.fan_in_fan_out}"
+            f"in={self.in_features}, out={self.out_features}, adapters={list(self.qpeft_adapters)}, "
+            f"active={self.active_adapter!r}, merged={self.merged_adapter!r}, fan_in_fan_out={self.fan_in_fan_out}"
         )

@@ -21,6 +21,7 @@ import json
 import math
 import re
 import types
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .layer import QuantumPEFTLinear, is_linear_like, quantize_angles
+from .layer import QuantumPEFTLinear, _check_adapter_name, is_linear_like, quantize_angles
 from .unitary import NODES, node_columns
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -128,24 +129,50 @@ def _set_submodule(root: nn.Module, name: str, new: nn.Module) -> None:
 
 
 class ModulesToSave(nn.Module):
-    """A module listed in ``modules_to_save``: the original is kept untouched, a trainable copy is used.
+    """A module listed in ``modules_to_save``: the original is kept untouched, one trainable copy per adapter.
 
-    As PEFT's ``ModulesToSaveWrapper``: ``unload()`` / ``disable_adapter()`` give back the original module,
-    ``merge_and_unload()`` keeps the trained copy. Attributes not found here are read from the active module.
+    As PEFT's ``ModulesToSaveWrapper``: the active adapter's copy is used (the original when the adapter has no
+    copy here or adapters are disabled); ``unload()`` / ``disable_adapter()`` give back the original module,
+    ``merge_and_unload()`` keeps the active copy. Attributes not found here are read from the module in use.
     """
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, adapter_name: str = "default") -> None:
         super().__init__()
         self.original_module = module
-        self.trained_module = copy.deepcopy(module)
+        self.trained_modules = nn.ModuleDict()
+        self.active_adapter = adapter_name
+        self.disabled = False
         for p in self.original_module.parameters():
             p.requires_grad_(False)
-        for p in self.trained_module.parameters():
-            p.requires_grad_(True)
-        self.disabled = False
+        self.add_copy(adapter_name)
+
+    def add_copy(self, adapter_name: str) -> None:
+        """A fresh trainable copy of the original for ``adapter_name`` (frozen unless that adapter is active)."""
+        if adapter_name in self.trained_modules:
+            raise ValueError(f"adapter_name {adapter_name!r} already has a copy of this module")
+        copy_ = copy.deepcopy(self.original_module)
+        copy_.requires_grad_(adapter_name == self.active_adapter)
+        self.trained_modules[adapter_name] = copy_
+
+    def set_adapter(self, adapter_name: str) -> None:
+        self.active_adapter = adapter_name
+        for name, m in self.trained_modules.items():
+            m.requires_grad_(name == adapter_name)
+
+    def delete_copy(self, adapter_name: str) -> None:
+        if adapter_name in self.trained_modules:
+            del self.trained_modules[adapter_name]
+
+    @property
+    def trained_module(self) -> nn.Module | None:
+        """The active adapter's trained copy (None if it has none)."""
+        return (
+            self.trained_modules[self.active_adapter] if self.active_adapter in self.trained_modules else None
+        )
 
     def active(self) -> nn.Module:
-        return self.original_module if self.disabled else self.trained_module
+        trained = self.trained_module
+        return self.original_module if self.disabled or trained is None else trained
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.active()(*args, **kwargs)
@@ -154,14 +181,29 @@ class ModulesToSave(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name in ("original_module", "trained_module"):
+            if name in ("original_module", "trained_modules"):
                 raise
             return getattr(self.active(), name)
 
 
+def _user_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """``named_modules`` without the insides of Quantum-PEFT layers and ``ModulesToSave`` wrappers."""
+    inside: list[str] = []
+    for n, m in model.named_modules():
+        if any(n.startswith(w + ".") for w in inside):
+            continue
+        yield n, m
+        if isinstance(m, (QuantumPEFTLinear, ModulesToSave)):
+            inside.append(n)
+
+
+def _file_key(name: str) -> str:
+    """Adapter-file key of a parameter name: the adapter-name segment removed (PEFT's on-disk convention)."""
+    return re.sub(r"(^|\.)(qpeft_adapters|trained_modules)\.[^.]+\.", r"\1", name)
+
+
 _NOT_SUPPORTED = {  # transformers' own PEFT-integration methods: never fall through to them silently
-    "load_adapter": "load a Quantum-PEFT adapter with QuantumPEFTModel.from_pretrained(model, directory)",
-    "delete_adapter": "a QuantumPEFTModel holds one adapter; use unload() to remove it",
+    "get_adapter_state_dict": "use QuantumPEFTModel.adapter_state_dict(adapter_name)",
 }
 
 
@@ -169,24 +211,48 @@ class QuantumPEFTModel(nn.Module):
     """A model with Quantum-PEFT layers injected (returned by :func:`get_qpeft_model`).
 
     Calls are forwarded to the wrapped model (``.base_model``); attributes not found here are looked up on it,
-    except transformers' adapter-management methods (``add_adapter``, ``set_adapter``, ``load_adapter``, …),
-    which would otherwise silently inject *LoRA* through transformers' PEFT integration: they are answered
-    here (one adapter named ``"default"``) or raise a ``ValueError``. ``forward`` carries the wrapped model's
+    except transformers' adapter-management methods, which would otherwise silently inject *LoRA* through
+    transformers' PEFT integration: they are answered here, PEFT-style. ``forward`` carries the wrapped model's
     signature, so ``transformers.Trainer`` (``remove_unused_columns=True``) sees the real input names.
+
+    Several named adapters (as ``peft.PeftModel``): ``add_adapter(name, config)``, ``set_adapter(name)``,
+    ``active_adapter``, ``delete_adapter(name)``, ``load_adapter(directory, adapter_name)``; ``peft_config``
+    maps names to configs. Only the active adapter is applied and trainable; ``save_pretrained`` writes every
+    adapter (``"default"`` in the directory itself, the others in a sub-folder named after the adapter).
     """
 
-    def __init__(self, model: nn.Module, config: QuantumPEFTConfig, generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        config: QuantumPEFTConfig,
+        generator: torch.Generator | None = None,
+        adapter_name: str = DEFAULT_ADAPTER,
+    ):
         super().__init__()
+        if not isinstance(config, QuantumPEFTConfig):
+            raise ValueError(f"config must be a QuantumPEFTConfig, got {type(config).__name__}")
+        _check_adapter_name(adapter_name)
         self.base_model = model
-        self.peft_config = config
-        if generator is None:
-            generator = torch.Generator().manual_seed(config.init_seed)
+        self.peft_config: dict[str, QuantumPEFTConfig] = {}
+        self._active_adapter = adapter_name
+        self._targets: dict[str, list[str]] = {}
+        self._saves: dict[str, list[str]] = {}
         for p in model.parameters():
             p.requires_grad_(False)
+        self._inject(adapter_name, config, generator)
+        self._expose_forward_signature(model)
+
+    def _inject(
+        self, adapter_name: str, config: QuantumPEFTConfig, generator: torch.Generator | None
+    ) -> None:
+        """Add adapter ``adapter_name`` to every target (wrapping new ones, extending wrapped ones)."""
+        model = self.base_model
+        if generator is None:
+            generator = torch.Generator().manual_seed(config.init_seed)
         save_names = self._modules_to_save_names(model, config)
         targets = [
             (n, m)
-            for n, m in model.named_modules()
+            for n, m in _user_modules(model)
             if n
             and self._is_target(n, m, model, config)
             and not _matches(n, config.exclude_modules)
@@ -196,35 +262,54 @@ class QuantumPEFTModel(nn.Module):
             raise ValueError(
                 f"target_modules={config.target_modules!r} matched no module of {type(model).__name__}"
             )
-        for name, module in targets:
-            if not is_linear_like(module):
+        for name, module in targets:  # validate everything before changing the model
+            if not (is_linear_like(module) or isinstance(module, QuantumPEFTLinear)):
                 raise ValueError(
                     f"target module {name!r} is a {type(module).__name__}; Quantum-PEFT wraps torch.nn.Linear and "
                     "transformers Conv1D only"
                 )
-            layer = QuantumPEFTLinear(
-                module,
-                rank=config.rank,
-                layers=config.layers,
-                alpha=config.alpha,
-                dropout=config.dropout,
-                init_std=config.init_std,
-                node=config.node,
-                angle_bits=config.angle_bits,
-                generator=generator,
-            )
-            _set_submodule(model, name, layer)
-        self.targeted_module_names = [n for n, _ in targets]
+        for name in save_names:
+            if isinstance(model.get_submodule(name), QuantumPEFTLinear):
+                raise ValueError(
+                    f"modules_to_save entry {name!r} is a Quantum-PEFT target of another adapter; "
+                    "a module cannot be both"
+                )
+        kw = dict(rank=config.rank, layers=config.layers, alpha=config.alpha, dropout=config.dropout,
+                  init_std=config.init_std, node=config.node, angle_bits=config.angle_bits)  # fmt: skip
+        for name, module in targets:
+            if isinstance(module, QuantumPEFTLinear):
+                module.add_adapter(adapter_name, generator=generator, **kw)
+            else:
+                layer = QuantumPEFTLinear(module, generator=generator, adapter_name=adapter_name, **kw)
+                layer.set_adapter(self._active_adapter)
+                _set_submodule(model, name, layer)
         for name in save_names:  # a trainable copy; the original stays untouched for unload()
-            _set_submodule(model, name, ModulesToSave(model.get_submodule(name)))
-        self.modules_to_save_names = save_names
-        self._expose_forward_signature(model)
+            m = model.get_submodule(name)
+            if isinstance(m, ModulesToSave):
+                m.add_copy(adapter_name)
+            else:
+                wrapper = ModulesToSave(m, adapter_name)
+                wrapper.set_adapter(self._active_adapter)
+                _set_submodule(model, name, wrapper)
+        self.peft_config[adapter_name] = config
+        self._targets[adapter_name] = [n for n, _ in targets]
+        self._saves[adapter_name] = save_names
+
+    @property
+    def targeted_module_names(self) -> list[str]:
+        """Names of the wrapped modules (all adapters)."""
+        return list(dict.fromkeys(n for names in self._targets.values() for n in names))
+
+    @property
+    def modules_to_save_names(self) -> list[str]:
+        return list(dict.fromkeys(n for names in self._saves.values() for n in names))
 
     @staticmethod
     def _is_target(name: str, module: nn.Module, model: nn.Module, config: QuantumPEFTConfig) -> bool:
         tm = config.target_modules
         if isinstance(tm, str) and tm.lower() == ALL_LINEAR:
-            return is_linear_like(module) and name not in _head_names(model)
+            linear = is_linear_like(module) or isinstance(module, QuantumPEFTLinear)
+            return linear and name not in _head_names(model)
         return _matches(name, tm)
 
     @staticmethod
@@ -232,7 +317,7 @@ class QuantumPEFTModel(nn.Module):
         """Full names of the ``modules_to_save`` (outermost matches); every listed name must match something."""
         if not config.modules_to_save:
             return []
-        names = [n for n, _ in model.named_modules() if n and _matches(n, config.modules_to_save)]
+        names = [n for n, _ in _user_modules(model) if n and _matches(n, config.modules_to_save)]
         for want in config.modules_to_save:
             if not any(_matches(n, [want]) for n in names):
                 raise ValueError(
@@ -268,7 +353,7 @@ class QuantumPEFTModel(nn.Module):
         layers = [
             m
             for _, m in self.qpeft_layers()
-            if not m.merged and not m.disabled and m.cached_factors() is None
+            if not m.merged and not m.disabled and m.active() is not None and m.cached_factors() is None
         ]
         if len(layers) > 1:
             self._precompute_factors(layers)
@@ -276,7 +361,7 @@ class QuantumPEFTModel(nn.Module):
             return self.base_model(*args, **kwargs)
         finally:
             for m in layers:
-                m._factors = None
+                m.set_precomputed(None)
 
     def _precompute_factors(self, layers: list[QuantumPEFTLinear]) -> None:
         groups: dict[tuple, list[tuple[int, int, torch.Tensor]]] = {}
@@ -292,8 +377,8 @@ class QuantumPEFTModel(nn.Module):
                 for g, (i, j, _) in enumerate(items):
                     out[(i, j)] = cols[g]
         for i, m in enumerate(layers):
-            m._factors = (out[(i, 0)], out[(i, 1)])
-            m.store_factors(*m._factors)
+            m.set_precomputed((out[(i, 0)], out[(i, 1)]))
+            m.store_factors(out[(i, 0)], out[(i, 1)])
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -311,28 +396,79 @@ class QuantumPEFTModel(nn.Module):
         """The wrapped model (with the Quantum-PEFT layers inside), as ``peft.PeftModel.get_base_model``."""
         return self.base_model
 
-    # -- named adapters (one adapter, "default"; never transformers' LoRA integration) ---------------
+    # -- named adapters (as peft.PeftModel; never transformers' LoRA integration) ------------------
     @property
     def active_adapter(self) -> str:
-        return DEFAULT_ADAPTER
+        return self._active_adapter
 
     @property
     def active_adapters(self) -> list[str]:
-        return [DEFAULT_ADAPTER]
+        return [self._active_adapter]
 
-    def add_adapter(self, adapter_name: str, *args: Any, **kwargs: Any) -> None:
-        """Not supported: a QuantumPEFTModel holds exactly one adapter (``"default"``)."""
-        raise ValueError(
-            f"add_adapter({adapter_name!r}): QuantumPEFTModel holds one adapter named {DEFAULT_ADAPTER!r}; "
-            "several named adapters are not implemented (wrap a fresh copy of the base model instead)"
-        )
+    @property
+    def active_peft_config(self) -> QuantumPEFTConfig:
+        return self.peft_config[self._active_adapter]
+
+    def _check_known(self, adapter_name: object, what: str) -> str:
+        if adapter_name not in self.peft_config:
+            raise ValueError(
+                f"{what}: unknown adapter {adapter_name!r}; this model holds {sorted(self.peft_config)}"
+            )
+        return adapter_name  # type: ignore[return-value]
+
+    def add_adapter(
+        self, adapter_name: str, peft_config: QuantumPEFTConfig, generator: torch.Generator | None = None
+    ) -> None:
+        """Add a new adapter (as ``peft.PeftModel.add_adapter``); it is not activated and stays frozen until
+        :meth:`set_adapter`. Its angles are initialised from ``peft_config.init_seed`` (or ``generator``)."""
+        _check_adapter_name(adapter_name)
+        if adapter_name in self.peft_config:
+            raise ValueError(f"add_adapter: adapter {adapter_name!r} already exists")
+        if not isinstance(peft_config, QuantumPEFTConfig):
+            raise ValueError(f"peft_config must be a QuantumPEFTConfig, got {type(peft_config).__name__}")
+        self._inject(adapter_name, peft_config, generator)
 
     def set_adapter(self, adapter_name: str) -> None:
-        if adapter_name != DEFAULT_ADAPTER:
+        """Make ``adapter_name`` the active (applied, trainable) adapter; a merged adapter is unmerged first."""
+        self._check_known(adapter_name, "set_adapter")
+        if any(m.merged for _, m in self.qpeft_layers()) and adapter_name != self._active_adapter:
+            warnings.warn("set_adapter on a merged model: unmerging the merged adapter first", stacklevel=2)
+            self.unmerge_adapter()
+        for _, m in self.qpeft_layers():
+            m.set_adapter(adapter_name)
+        for m in self.base_model.modules():
+            if isinstance(m, ModulesToSave):
+                m.set_adapter(adapter_name)
+        self._active_adapter = adapter_name
+
+    def delete_adapter(self, adapter_name: str) -> None:
+        """Remove an adapter (unmerged first if merged); deleting the active one activates the first left.
+
+        Layers and ``modules_to_save`` left without any adapter get their original module back.
+        """
+        self._check_known(adapter_name, "delete_adapter")
+        if len(self.peft_config) == 1:
             raise ValueError(
-                f"set_adapter: unknown adapter {adapter_name!r}; this model holds only {DEFAULT_ADAPTER!r}"
+                f"delete_adapter: {adapter_name!r} is the only adapter; use unload() to remove it"
             )
-        self.enable_adapters()
+        for name, m in list(self.qpeft_layers()):
+            if adapter_name in m.qpeft_adapters:
+                m.delete_adapter(adapter_name)
+                if not len(m.qpeft_adapters):
+                    _set_submodule(self.base_model, name, m.base_layer)
+        for name, m in list(self.base_model.named_modules()):
+            if isinstance(m, ModulesToSave):
+                m.delete_copy(adapter_name)
+                if not len(m.trained_modules):
+                    _set_submodule(self.base_model, name, m.original_module)
+        del self.peft_config[adapter_name], self._targets[adapter_name], self._saves[adapter_name]
+        if adapter_name == self._active_adapter:
+            new = next(iter(self.peft_config))
+            warnings.warn(
+                f"deleted the active adapter {adapter_name!r}; the active adapter is now {new!r}",
+                stacklevel=2,
+            )
+            self.set_adapter(new)
 
     def enable_adapters(self) -> None:
         self._set_disabled(False)
@@ -386,9 +522,11 @@ class QuantumPEFTModel(nn.Module):
         ]
         return [d for d in out if d["params"]]
 
-    def n_adapter_params(self) -> int:
-        """Trainable Quantum-PEFT parameters (angles + Λ), excluding ``modules_to_save``."""
-        return sum(m.n_adapter_params() for _, m in self.qpeft_layers())
+    def n_adapter_params(self, adapter_name: str | None = None) -> int:
+        """Quantum-PEFT parameters (angles + Λ) of one adapter (default: the active one), no ``modules_to_save``."""
+        if adapter_name is not None:
+            self._check_known(adapter_name, "n_adapter_params")
+        return sum(m.n_adapter_params(adapter_name) for _, m in self.qpeft_layers())
 
     def get_nb_trainable_parameters(self) -> tuple[int, int]:
         params = [p for n, p in self.base_model.named_parameters() if ".original_module." not in f".{n}"]
@@ -410,10 +548,12 @@ class QuantumPEFTModel(nn.Module):
     def _replace_modules_to_save(self, trained: bool) -> None:
         for name, m in list(self.base_model.named_modules()):
             if isinstance(m, ModulesToSave):
-                _set_submodule(self.base_model, name, m.trained_module if trained else m.original_module)
+                keep = m.trained_module if trained and m.trained_module is not None else m.original_module
+                _set_submodule(self.base_model, name, keep)
 
     def merge_and_unload(self) -> nn.Module:
-        """Fold ΔW into every wrapped layer and return the plain base model (``modules_to_save``: trained copy)."""
+        """Fold the active adapter's ΔW into every wrapped layer and return the plain base model
+        (``modules_to_save``: the active adapter's trained copy); the other adapters are dropped."""
         self.enable_adapters()
         for name, m in list(self.qpeft_layers()):
             m.merge()
@@ -422,7 +562,7 @@ class QuantumPEFTModel(nn.Module):
         return self.base_model
 
     def unload(self) -> nn.Module:
-        """Remove the adapters without merging: the original model back (``modules_to_save``: the originals)."""
+        """Remove all adapters without merging: the original model back (``modules_to_save``: the originals)."""
         for name, m in list(self.qpeft_layers()):
             m.unmerge()
             _set_submodule(self.base_model, name, m.base_layer)
@@ -430,19 +570,23 @@ class QuantumPEFTModel(nn.Module):
         return self.base_model
 
     # -- adapter-only save / load -------------------------------------------------------------------
-    def adapter_state_dict(self) -> dict[str, torch.Tensor]:
-        """θ_U, θ_V, λ of every layer plus the trained ``modules_to_save`` — nothing of the frozen model.
+    def _adapter_params(self, adapter_name: str) -> dict[str, nn.Parameter]:
+        """{file key: parameter} of one adapter: its θ_U, θ_V, λ and its ``modules_to_save`` copies."""
+        seg_a, seg_m = f".qpeft_adapters.{adapter_name}.", f".trained_modules.{adapter_name}."
+        return {
+            _file_key(n): p
+            for n, p in self.base_model.named_parameters()
+            if seg_a in f".{n}" or seg_m in f".{n}"
+        }
 
-        Keys are the wrapped model's parameter names (``…trained_module.`` stripped, so ``classifier.weight``).
-        """
-        keep = {}
-        for n, p in self.base_model.named_parameters():
-            if ".original_module." in f".{n}":
-                continue
-            leaf = n.rsplit(".", 1)[-1]
-            if leaf in ("theta_u", "theta_v", "lam") or ".trained_module." in f".{n}":
-                keep[n.replace("trained_module.", "")] = p.detach().contiguous().clone()
-        return keep
+    def adapter_state_dict(self, adapter_name: str | None = None) -> dict[str, torch.Tensor]:
+        """θ_U, θ_V, λ of every layer plus the trained ``modules_to_save`` of one adapter (default: the active
+        one) — nothing of the frozen model. Keys are the wrapped model's parameter names without the adapter
+        name (``…q_proj.theta_u``, ``classifier.weight``), as in PEFT's adapter files."""
+        name = self._check_known(
+            self._active_adapter if adapter_name is None else adapter_name, "adapter_state_dict"
+        )
+        return {k: p.detach().contiguous().clone() for k, p in self._adapter_params(name).items()}
 
     def save_pretrained(
         self,
@@ -450,40 +594,46 @@ class QuantumPEFTModel(nn.Module):
         safe_serialization: bool = True,
         is_main_process: bool = True,
         state_dict: dict | None = None,
+        selected_adapters: list[str] | None = None,
         **kwargs: Any,
     ) -> Path:
-        """Write ``adapter_model.safetensors`` and ``adapter_config.json`` into ``save_directory``.
+        """Write ``adapter_model.safetensors`` and ``adapter_config.json`` of every adapter (or of
+        ``selected_adapters``): ``"default"`` into ``save_directory``, any other into ``save_directory/<name>``
+        (PEFT's layout; reload with ``load_adapter(save_directory / name, name)``).
 
         Accepts the keyword arguments ``transformers.Trainer`` / ``PreTrainedModel.save_pretrained`` pass
-        (``is_main_process=False`` writes nothing; a full ``state_dict`` is ignored: only the adapter is
+        (``is_main_process=False`` writes nothing; a full ``state_dict`` is ignored: only the adapters are
         saved); ``safe_serialization=False`` (pickle) is refused.
         """
         if not safe_serialization:
             raise ValueError("safe_serialization must be True: adapters are only written as safetensors")
+        names = list(self.peft_config) if selected_adapters is None else list(selected_adapters)
+        for n in names:
+            self._check_known(n, "save_pretrained(selected_adapters)")
         d = Path(save_directory)
         if not is_main_process:
             return d
-        d.mkdir(parents=True, exist_ok=True)
         if any(m.merged for _, m in self.qpeft_layers()):
             raise ValueError("cannot save a merged adapter: call unmerge_adapter() first")
-        tmp = d / (ADAPTER_WEIGHTS + ".tmp")
-        save_file(self.adapter_state_dict(), str(tmp), metadata={"format": "pt"})
-        tmp.replace(d / ADAPTER_WEIGHTS)
-        tmpc = d / (ADAPTER_CONFIG + ".tmp")
-        tmpc.write_text(json.dumps(self.peft_config.to_dict(), indent=2) + "\n")
-        tmpc.replace(d / ADAPTER_CONFIG)
+        for name in names:
+            out = d if name == DEFAULT_ADAPTER else d / name
+            out.mkdir(parents=True, exist_ok=True)
+            tmp = out / (ADAPTER_WEIGHTS + ".tmp")
+            save_file(self.adapter_state_dict(name), str(tmp), metadata={"format": "pt"})
+            tmp.replace(out / ADAPTER_WEIGHTS)
+            tmpc = out / (ADAPTER_CONFIG + ".tmp")
+            tmpc.write_text(json.dumps(self.peft_config[name].to_dict(), indent=2) + "\n")
+            tmpc.replace(out / ADAPTER_CONFIG)
         return d
 
-    def load_adapter_weights(self, directory: str | Path) -> None:
-        """Load adapter weights saved by :meth:`save_pretrained` (strict: every key must match)."""
+    def load_adapter_weights(self, directory: str | Path, adapter_name: str | None = None) -> None:
+        """Load weights saved by :meth:`save_pretrained` into one adapter (strict: every key must match)."""
+        name = self._check_known(
+            self._active_adapter if adapter_name is None else adapter_name, "load_adapter_weights"
+        )
         state = load_file(str(Path(directory) / ADAPTER_WEIGHTS))
-        own = {
-            n.replace("trained_module.", ""): p
-            for n, p in self.base_model.named_parameters()
-            if ".original_module." not in f".{n}"
-        }
-        missing = sorted(set(self.adapter_state_dict()) - set(state))
-        unexpected = sorted(set(state) - set(own))
+        own = self._adapter_params(name)
+        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
         if missing or unexpected:
             raise ValueError(
                 f"adapter weights do not fit this model: missing={missing[:5]}, unexpected={unexpected[:5]}"
@@ -496,11 +646,27 @@ class QuantumPEFTModel(nn.Module):
                     )
                 own[k].copy_(v)
 
+    def load_adapter(self, directory: str | Path, adapter_name: str) -> None:
+        """Add the adapter saved in ``directory`` under ``adapter_name`` (not activated), as
+        ``peft.PeftModel.load_adapter``."""
+        d = Path(directory)
+        if not (d / ADAPTER_CONFIG).is_file():
+            raise ValueError(f"load_adapter: no {ADAPTER_CONFIG} in {str(d)!r}")
+        cfg = QuantumPEFTConfig.from_dict(json.loads((d / ADAPTER_CONFIG).read_text()))
+        self.add_adapter(adapter_name, cfg)
+        try:
+            self.load_adapter_weights(d, adapter_name)
+        except ValueError:
+            self.delete_adapter(adapter_name)
+            raise
+
     @classmethod
-    def from_pretrained(cls, model: nn.Module, directory: str | Path) -> QuantumPEFTModel:
-        """Inject the saved config into ``model`` and load the saved adapter weights."""
+    def from_pretrained(
+        cls, model: nn.Module, directory: str | Path, adapter_name: str = DEFAULT_ADAPTER
+    ) -> QuantumPEFTModel:
+        """Inject the saved config into ``model`` and load the saved adapter weights (as ``adapter_name``)."""
         cfg = QuantumPEFTConfig.from_dict(json.loads((Path(directory) / ADAPTER_CONFIG).read_text()))
-        out = cls(model, cfg)
+        out = cls(model, cfg, adapter_name=adapter_name)
         out.load_adapter_weights(directory)
         return out
 
@@ -521,7 +687,10 @@ def _head_names(model: nn.Module) -> set[str]:
 
 
 def get_qpeft_model(
-    model: nn.Module, config: QuantumPEFTConfig, generator: torch.Generator | None = None
+    model: nn.Module,
+    config: QuantumPEFTConfig,
+    generator: torch.Generator | None = None,
+    adapter_name: str = DEFAULT_ADAPTER,
 ) -> QuantumPEFTModel:
     """Inject Quantum-PEFT layers into ``model`` (in place) by module name; freeze everything else.
 
@@ -535,4 +704,4 @@ def get_qpeft_model(
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(config, QuantumPEFTConfig):
         raise ValueError(f"config must be a QuantumPEFTConfig, got {type(config).__name__}")
-    return QuantumPEFTModel(model, config, generator)
+    return QuantumPEFTModel(model, config, generator, adapter_name)
