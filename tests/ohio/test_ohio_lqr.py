@@ -167,11 +167,11 @@ def test_batched_adam_equals_torch_adam_per_window(stop_tol):
     z[0] = s[0]  # this window is already solved at x_k = s: it stops early under the official rule
     xs = low.state(_planted(low, s, z, low.model))
     K = low.gains(xs[:, 0])
-    got = low.invert_numerical(xs[:, 0], xs[:, -1], K, iters=120, stop_tol=stop_tol)  # default: adam, λ = 0
-    ref = _adam_reference(low, xs[:, 0], xs[:, -1], K, 120, 0.01, stop_tol)
+    got = low.invert_numerical(xs[:, 0], xs[:, -1], K, iters=40, stop_tol=stop_tol)  # default: adam, λ = 0
+    ref = _adam_reference(low, xs[:, 0], xs[:, -1], K, 40, 0.01, stop_tol)
     torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
     moved = (got - xs[:, -1]).abs().amax(-1)
-    assert moved[1:].min() > 1e-3  # the others really moved away from x_k
+    assert moved[1:].min() > 1e-4  # the others really moved away from x_k
 
 
 def test_numerical_inverse_rejects_bad_settings():
