@@ -206,3 +206,23 @@ def test_layout_matches_state_positions():
             assert torch.equal(lay["positions"][3:][v], sp[v])
             assert torch.equal(lay["valid"][:3], torch.arange(3) < st.n_sinks)
             assert torch.equal(lay["positions"][: st.n_sinks], torch.arange(st.n_sinks))
+
+
+@pytest.mark.parametrize("family", ["llama", "phi"])
+def test_single_token_commit_equals_general_commit(family, monkeypatch):
+    """Decoding commits through a memoised plan and ≤ C + 1 slot moves: same logits, stored keys/values and
+    retained tokens as the general chunk commit, batch of 2 streams (score competitions split the rows)."""
+    from iclr25.cascading_kv import cache as cache_mod
+
+    model = build(family)
+    ids = torch.randint(3, 99, (2, 70), generator=torch.Generator().manual_seed(5))
+    res = []
+    for fast in (True, False):
+        monkeypatch.setattr(cache_mod, "FAST_SINGLE", fast)
+        cache = CascadingKVCache(model, sink_tokens=3, cache_size=16, cascades=4, beta=0.99)
+        logits = strided_prefill(model, ids, cache, stride=1, return_logits="all")
+        lay = cache.layers[1]
+        res.append((logits, lay.kbuf.clone(), lay.vbuf.clone(), cache.retained(1)))
+    assert (res[0][0] - res[1][0]).abs().max().item() <= 1e-5
+    assert torch.allclose(res[0][1], res[1][1], atol=1e-5) and torch.equal(res[0][2], res[1][2])
+    assert torch.equal(res[0][3], res[1][3])

@@ -114,3 +114,29 @@ def test_validation_errors():
     st = CascadeState(4, 32, 4, rows=(2, 2))
     with pytest.raises(ValueError, match="scores must have shape"):
         st.push(np.zeros((3, 2, 5)))
+
+
+@pytest.mark.parametrize("C", [1, 2, 4])
+@pytest.mark.parametrize("eager", [True, False])
+def test_single_token_plan_equals_general_push(C, eager):
+    """The decode fast path (time-only plan memoised across layers + one score comparison) leaves the same state as
+    the general push, ties included (integer scores), long after evictions started."""
+    rng = np.random.default_rng(C)
+    a = CascadeState(2, 8, C, (2, 3), eager_fill=eager)
+    b = CascadeState(2, 8, C, (2, 3), eager_fill=eager)
+    s = rng.integers(0, 3, (2, 3, 300)).astype(float)
+    for t in range(300):
+        add = rng.integers(0, 2, (2, 3, 8)).astype(float)
+        for st in (a, b):
+            st.decay_scores(0.5, add)
+        a.push(s[..., t : t + 1])
+        if b.n_sinks < b.S:
+            b.push(s[..., t : t + 1])
+        else:
+            b.push_single(b.plan_single(), s[..., t])
+        assert (a.t, a.stored, a.start) == (b.t, b.stored, b.start)
+        np.testing.assert_array_equal(a.og.numpy(), b.og.numpy())
+        np.testing.assert_array_equal(a.scores.numpy(), b.scores.numpy())
+    b.check_invariants()
+    with pytest.raises(ValueError, match="plan"):
+        b.push_single(b.plan_single().__class__((), -1, False, 0, (0,) * C, (0,) * C), s[..., 0])

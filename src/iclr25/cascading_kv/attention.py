@@ -115,16 +115,23 @@ def cascade_attention_forward(
     if q == 1 and GROUPED_DECODE:
         # decode: <R(P)q, R(ref + c)k> = <R(P − c)q, R(ref)k> — rotate the query once per distinct offset c (≤ 2C+1)
         # instead of the cache; the token's logit with itself is position-free: a²·<q, k>
-        goff, gid = lay["group_offsets"], lay["group"]
-        G = goff.shape[0]
-        cg, sg = rot.at(n_held - goff, dt)  # (G, rd)
-        qg = rot.apply(q_pre.reshape(B, Hkv, rep, 1, D), cg, sg)  # (B, Hkv, rep, G, D)
+        G = lay["group_offsets"].shape[0]
+        qkey = ("qrot", dt, B, Hkv, rep, scaling)
+        qr = lay.get(qkey)  # per-group cos/sin (× the logit scale) and the gather index, shared by the layers
+        if qr is None:
+            cg, sg = rot.at(n_held - lay["group_offsets"], dt)  # (G, rd)
+            qr = lay[qkey] = (
+                cg * scaling,
+                sg * scaling,
+                lay["group"].view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M),
+            )
+        qg = rot.apply(q_pre.reshape(B, Hkv, rep, 1, D), qr[0], qr[1])  # (B, Hkv, rep, G, D), scaled
+        if rot.rotary_dim < D:  # the pass-through channels were not scaled by the folded cos/sin
+            qg = qg * torch.cat([qg.new_ones(rot.rotary_dim), qg.new_full((D - rot.rotary_dim,), scaling)])
         lg = torch.matmul(qg.reshape(B, Hkv, rep * G, D), kbuf.transpose(2, 3)).reshape(B, Hkv, rep, G, M)
-        l_cache = lg.gather(3, gid.view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M)).squeeze(
-            3
-        )  # (B, Hkv, rep, M)
-        l_self = (q_pre.reshape(B, Hkv, rep, D) * k_pre).sum(-1, keepdim=True) * (rot.scaling * rot.scaling)
-        logits = torch.cat([l_cache, l_self], dim=-1).reshape(B, Hq, 1, M + 1) * scaling
+        l_cache = lg.gather(3, qr[2]).squeeze(3)  # (B, Hkv, rep, M)
+        l_self = (q_pre.reshape(B, Hkv, rep, D) * k_pre).sum(-1, keepdim=True) * (rot.scaling**2 * scaling)
+        logits = torch.cat([l_cache, l_self], dim=-1).reshape(B, Hq, 1, M + 1)
     else:
         p_cache = torch.arange(n_held, n_held + q, device=dev)  # the chunk's cache positions
         cos_c, sin_c = rot.at(p_cache, dt)
@@ -140,7 +147,9 @@ def cascade_attention_forward(
         logits = torch.tanh(logits / softcap) * softcap
     mkey = ("mask", q, window, logits.dtype)
     addmask = lay.get(mkey)  # additive mask, built once per step and shared by the layers
-    if addmask is None:
+    if addmask is None and q == 1 and window is None and lay["full"]:
+        addmask = lay[mkey] = False  # a full cache and one query: nothing is masked
+    elif addmask is None:
         allowed = torch.cat(
             [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
         )
@@ -151,10 +160,14 @@ def cascade_attention_forward(
         addmask = lay[mkey] = torch.zeros(q, M + q, dtype=logits.dtype, device=dev).masked_fill(
             ~allowed, torch.finfo(logits.dtype).min
         )
-    logits = logits + addmask
+    if addmask is not False:
+        logits = logits + addmask
     A = torch.softmax(logits, dim=-1, dtype=torch.float32)
     Av = A.to(vbuf.dtype)
-    out = torch.matmul(_gqa(Av[..., :M], Hkv), vbuf) + torch.matmul(_gqa(Av[..., M:], Hkv), value)
+    if q == 1:  # the token's own value: a broadcast multiply-add instead of a second matmul
+        out = torch.addcmul(torch.matmul(_gqa(Av[..., :M], Hkv), vbuf), _gqa(Av[..., M:], Hkv), value)
+    else:
+        out = torch.matmul(_gqa(Av[..., :M], Hkv), vbuf) + torch.matmul(_gqa(Av[..., M:], Hkv), value)
     out = out.reshape(B, Hq, q, -1)
 
     # 3. EMA scores (sinks never scored) reduced over query heads, then insert the chunk

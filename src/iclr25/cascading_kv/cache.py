@@ -25,6 +25,9 @@ from .rope import Rotary, _layout, rotary_for
 from .scores import HEAD_REDUCTIONS
 
 ATTN_NAME = "cascade"
+FAST_SINGLE = (
+    True  # one decoded token: memoised time-only plan + ≤ C + 1 slot moves (False: the general push)
+)
 _PENDING = threading.local()  # the layer whose chunk waits for its attention call (same thread, same forward)
 
 
@@ -261,6 +264,7 @@ class CascadingLayer(CacheLayerMixin):
             "group": torch.from_numpy(gid).to(dev),
             "ident": np.where(valid[S:], np.arange(N), EMPTY),  # slot -> itself (EMPTY if empty)
             "n_held": st.seq_length,
+            "full": bool(valid.all()),
         }
         if len(memo) > 16:
             memo.clear()
@@ -295,6 +299,9 @@ class CascadingLayer(CacheLayerMixin):
         q = keys_pre_rope.shape[2]
         rot.ensure(S + N + q + 1, self.kbuf.device)
         st.decay_scores(self.beta**q, cache_score_add)
+        if q == 1 and st.n_sinks >= S and FAST_SINGLE:
+            self._commit_single(keys_pre_rope, values, new_scores)
+            return
         ns0 = st.n_sinks
         ident = self.layout()["ident"]
         res = st.push(new_scores)
@@ -333,6 +340,56 @@ class CascadingLayer(CacheLayerMixin):
         idx = torch.from_numpy(cols + S).to(dev)
         self.kbuf.index_copy_(2, idx, k_new)
         self.vbuf.index_copy_(2, idx, v_src)
+
+    def _commit_single(self, k_pre: torch.Tensor, values: torch.Tensor, new_scores: torch.Tensor) -> None:
+        """One decoded token (sinks full): the memoised :class:`~.cascade.SinglePlan` moves ≤ C + 1 slots.
+
+        Same result as the general path (tested): slot ``a_0`` (or ``final``) gets the new key rotated at its
+        reference position, every other destination the key of its source slot rotated by the reference difference.
+        """
+        st, S = self.state, self.sink_tokens
+        plan = st.plan_single()
+        won = st.push_single(plan, new_scores)
+        dsts = plan.chain + ((plan.final,) if plan.final >= 0 else ())
+        if won is False and plan.final >= 0:
+            dsts = dsts[:-1]
+        if not dsts:
+            return
+        kb, vb = self.kbuf, self.vbuf
+        dt, dev = kb.dtype, kb.device
+        src = plan.chain[: len(dsts) - 1]
+        mkey = (dsts, src, dt, dev)
+        memo = self.rotary.moves
+        mv = memo.get(mkey)
+        if mv is None:  # index and cos/sin tensors of this plan, shared by every layer
+            W, rot = self.cache_size // self.cascades, self.rotary
+            refs = [d % W for d in dsts]
+            cn, sn = rot.at(torch.tensor(refs[:1], device=dev), dt)
+            mv = {"dst": torch.tensor([d + S for d in dsts], device=dev), "new": (cn, sn)}
+            if src:
+                mv["src"] = torch.tensor([a + S for a in src], device=dev)
+                mv["move"] = rot.at(
+                    torch.tensor([r - a % W for r, a in zip(refs[1:], src)], device=dev), dt, unit=True
+                )
+            if len(memo) > 4096:
+                memo.clear()
+            memo[mkey] = mv
+        rot = self.rotary
+        k_new = rot.apply(k_pre, *mv["new"])  # (B, H, 1, D)
+        v_new = values
+        if "src" in mv:
+            k_new = torch.cat([k_new, rot.apply(kb.index_select(2, mv["src"]), *mv["move"])], dim=2)
+            v_new = torch.cat([v_new, vb.index_select(2, mv["src"])], dim=2)
+        if won is not True and won is not False:  # the final slot's competition split the rows
+            B, H = kb.shape[:2]
+            w = torch.from_numpy(won).to(dev).view(B, H, 1, 1)
+            f = plan.final + S
+            if v_new is values:  # never write into the model's tensor
+                v_new = values.clone()
+            k_new[:, :, -1:] = torch.where(w, k_new[:, :, -1:], kb[:, :, f : f + 1])
+            v_new[:, :, -1:] = torch.where(w, v_new[:, :, -1:], vb[:, :, f : f + 1])
+        kb.index_copy_(2, mv["dst"], k_new)
+        vb.index_copy_(2, mv["dst"], v_new)
 
 
 NOT_ENABLED = (

@@ -16,6 +16,7 @@ tensors are moved once per chunk by a single gather (see :meth:`CascadeState.pus
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -40,6 +41,57 @@ class PushResult:
 
     n_to_sinks: int
     src: torch.Tensor
+
+
+@dataclass(frozen=True)
+class SinglePlan:
+    """The time-only control flow of inserting **one** token (sinks full): the same for every row and every layer.
+
+    ``chain`` — slots ``a_0 … a_{k−1}`` of the accepting *full* cascades: ``a_0`` receives the new token and ``a_j``
+    the former content of ``a_{j−1}`` (each cascade's oldest entry is passed down). ``final`` — the slot that
+    receives the last carry (the new token when ``k = 0``, else the former content of ``a_{k−1}``), ``−1`` when it
+    falls out of the last cascade; ``compete`` — whether it only gets there by winning the score comparison against
+    the cascade's newest entry (ties → the carry). ``t``, ``stored``, ``start`` — the counters afterwards.
+    """
+
+    chain: tuple[int, ...]
+    final: int
+    compete: bool
+    t: int
+    stored: tuple[int, ...]
+    start: tuple[int, ...]
+
+
+@lru_cache(maxsize=256)
+def single_plan(
+    S: int, N: int, C: int, eager_fill: bool, t: int, stored: tuple[int, ...], start: tuple[int, ...]
+) -> SinglePlan:
+    """:class:`SinglePlan` of the next token (counter ``t + 1``): the control flow of :meth:`CascadeState.push` for
+    ``q = 1`` without the data. Memoised, so a decoded token walks the cascades once for all layers."""
+    W = N // C
+    stored, start = list(stored), list(start)
+    t += 1
+    x = t - 1 - S
+    n_acc = C if ((eager_fill and t - 1 <= N + S) or x == 0) else min(C, (x & -x).bit_length())
+    chain: list[int] = []
+    final, compete = -1, False
+    for i in range(C):
+        base = i * W
+        if i < n_acc:
+            if stored[i] < W:
+                final = base + (start[i] + stored[i]) % W
+                stored[i] += 1
+                break
+            chain.append(base + start[i])
+            start[i] = (start[i] + 1) % W
+        else:
+            if stored[i] == 0:
+                final = base + start[i]
+                stored[i] = 1
+            else:
+                final, compete = base + (start[i] - 1) % stored[i], True
+            break
+    return SinglePlan(tuple(chain), final, compete, t, tuple(stored), tuple(start))
 
 
 class CascadeState:
@@ -167,7 +219,8 @@ class CascadeState:
                 else np.asarray(add)
             )
             self._score += a.reshape(self._score.shape)
-        self._score[self._og == EMPTY] = 0.0
+        if self.n_cached < self.N:  # a full cache has no empty slot
+            self._score[self._og == EMPTY] = 0.0
 
     def push(self, scores: torch.Tensor | np.ndarray) -> PushResult:
         """Insert ``q`` new tokens, one after another, with initial scores ``scores`` ``(*rows, q)`` (Algorithm 2).
@@ -240,6 +293,54 @@ class CascadeState:
         self._og = np.where(src == EMPTY, EMPTY, np.take_along_axis(og_all, np.maximum(src, 0), axis=1))
         self._score = np.where(src == EMPTY, 0.0, score)
         return PushResult(n_to_sinks, torch.from_numpy(src.reshape(*self.rows, N)))
+
+    def plan_single(self) -> SinglePlan:
+        """The :class:`SinglePlan` of the next token (only valid once the sinks are full)."""
+        return single_plan(
+            self.S, self.N, self.C, self.eager_fill, self.t, tuple(self.stored), tuple(self.start)
+        )
+
+    def push_single(self, plan: SinglePlan, scores: torch.Tensor | np.ndarray) -> np.ndarray | bool:
+        """``push`` of one token (``scores`` ``(*rows,)`` or ``(*rows, 1)``) following ``plan`` (from
+        :meth:`plan_single`, sinks full): the same result as :meth:`push` without the general walk.
+
+        Returns whether the final carry was stored: ``True``/``False`` for all rows, or a ``(R,)`` bool array when
+        the score competition split the rows.
+        """
+        if self.n_sinks < self.S or plan.t != self.t + 1:
+            raise ValueError("push_single needs full sinks and the plan of the next token (plan_single())")
+        s = (
+            scores.detach().to("cpu", torch.float64).numpy()
+            if isinstance(scores, torch.Tensor)
+            else np.asarray(scores, dtype=np.float64)
+        ).reshape(-1)
+        sc, og = self._score, self._og
+        if s.shape[0] != sc.shape[0]:
+            raise ValueError(f"scores must have shape (*rows={self.rows}, 1), got {tuple(np.shape(scores))}")
+        a, f, new_og = plan.chain, plan.final, plan.t - 1
+        won: np.ndarray | bool = True
+        if f >= 0:
+            cand_s, cand_og = (sc[:, a[-1]].copy(), og[:, a[-1]].copy()) if a else (s, new_og)
+        if a:
+            if len(a) > 1:
+                sc[:, a[1:]] = sc[:, a[:-1]]
+                og[:, a[1:]] = og[:, a[:-1]]
+            sc[:, a[0]] = s
+            og[:, a[0]] = new_og
+        if f >= 0:
+            if plan.compete:
+                w = cand_s >= sc[:, f]  # ties go to the newer token (the carry)
+                won = True if w.all() else (False if not w.any() else w)
+                if won is not False:
+                    np.copyto(sc[:, f], cand_s, where=w)
+                    np.copyto(og[:, f], cand_og, where=w)
+            else:
+                sc[:, f] = cand_s
+                og[:, f] = cand_og
+        else:
+            won = False
+        self.t, self.stored, self.start = plan.t, list(plan.stored), list(plan.start)
+        return won
 
     def select_rows(self, index: torch.Tensor | np.ndarray, rows: tuple[int, ...]) -> None:
         """Keep/reorder rows (beam search, batch selection): ``index`` indexes the flattened rows."""

@@ -121,6 +121,7 @@ class Rotary:
         self._tab: dict = {}
         self._memo: tuple | None = None
         self.layouts: dict = {}  # slot layouts shared by all layers (they move in lockstep), see CascadingLayer.layout
+        self.moves: dict = {}  # index/cos/sin tensors of single-token slot moves, see CascadingLayer._commit_single
 
     def model_cos_sin(
         self, like: torch.Tensor, position_ids: torch.Tensor
@@ -170,6 +171,7 @@ class Rotary:
         self._T = T
         self._tab = {"device": device, "f32": (cos, sin, cos / self.scaling, sin / self.scaling)}
         self.layouts = {}
+        self.moves = {}
 
     def at(
         self, positions: torch.Tensor, dtype: torch.dtype, unit: bool = False
