@@ -269,17 +269,17 @@ class QuantumPEFTLinear(nn.Module):
 
     def active(self) -> QuantumPEFTAdapter | None:
         """The active adapter, or None if this layer does not hold it."""
-        return (
-            self.qpeft_adapters[self.active_adapter] if self.active_adapter in self.qpeft_adapters else None
-        )
+        # plain dict access: this is on the per-token inference path (nn.Module.__getattr__ is slow)
+        return self._modules["qpeft_adapters"]._modules.get(self.active_adapter)  # type: ignore[union-attr,return-value]
 
     def _adapter(self, adapter_name: str | None = None) -> QuantumPEFTAdapter:
         name = self.active_adapter if adapter_name is None else adapter_name
-        if name not in self.qpeft_adapters:
+        ad = self._modules["qpeft_adapters"]._modules.get(name)  # type: ignore[union-attr]
+        if ad is None:
             raise ValueError(
                 f"this layer holds no adapter named {name!r} (adapters: {list(self.qpeft_adapters)})"
             )
-        return self.qpeft_adapters[name]
+        return ad  # type: ignore[return-value]
 
     # the active adapter's parameters and hyper-parameters
     theta_u = property(lambda self: self._adapter().theta_u)
@@ -308,8 +308,8 @@ class QuantumPEFTLinear(nn.Module):
 
     def cached_factors(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The active adapter's cached (U, V) if valid for its current angles and no gradient is needed."""
-        ad = self.active()
-        return None if ad is None else ad.cached_factors()
+        ad = self._modules["qpeft_adapters"]._modules.get(self.active_adapter)  # type: ignore[union-attr]
+        return None if ad is None else ad.cached_factors()  # type: ignore[operator]
 
     def store_factors(self, u: torch.Tensor, v: torch.Tensor) -> None:
         """Cache (U, V) of the active adapter for later inference forwards (only when built without gradient)."""
@@ -325,10 +325,11 @@ class QuantumPEFTLinear(nn.Module):
 
     def factors(self, adapter_name: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(U, V) of an adapter (default: the active one): precomputed for this forward, cached, or built."""
+        is_active = adapter_name is None or adapter_name == self.active_adapter
         ad = self._adapter(adapter_name)
         if ad._factors is not None:
             return ad._factors
-        cached = self.cached_factors() if ad is self.active() else ad.cached_factors()
+        cached = self.cached_factors() if is_active else ad.cached_factors()
         if cached is not None:
             return cached
         u, v = ad.build_factors()
