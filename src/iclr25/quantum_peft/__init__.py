@@ -18,7 +18,7 @@ tables against LoRA, and a small ViT transfer reproduction (``experiment.py``).
 the adapter.
 """
 
-from .layer import QuantumPEFTLinear, quantize_angles
+from .layer import QuantumPEFTAdapter, QuantumPEFTLinear, quantize_angles
 from .model import ModulesToSave, QuantumPEFTConfig, QuantumPEFTModel, get_qpeft_model
 from .params import comparison_markdown, comparison_table, count_parameters, lora_parameters
 from .unitary import (
@@ -35,6 +35,7 @@ from .unitary import (
 
 __all__ = [
     "ModulesToSave",
+    "QuantumPEFTAdapter",
     "QuantumPEFTConfig",
     "QuantumPEFTLinear",
     "QuantumPEFTModel",
