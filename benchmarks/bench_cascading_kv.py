@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 METHODS = ("cascade", "streaming", "full")
+# the realistic small model (GPT-2-small width, Llama-style GQA): shows how the cascade's fixed per-token cost amortises
+SMALL = {"hidden": 768, "layers": 4, "heads": 12, "kv_heads": 4}
 
 
 def _build(a):
@@ -241,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--small-lengths", default="2048",
+                   help=f"prompt lengths for the small model {SMALL} ('' skips it; 32K full attention costs minutes)")  # fmt: skip
+    p.add_argument(
+        "--small-decode-at", default="2048", help="small model: prompt lengths after which decoding is timed"
+    )
     p.add_argument("--decode-tokens", type=int, default=64, help="decode steps per timed round")
     p.add_argument("--rounds", type=int, default=4, help="interleaved decode rounds (best kept)")
     p.add_argument("--device", default="cpu")
@@ -276,15 +283,73 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bad --lengths {lengths}, --decode-at {decode_at} (must be among the lengths) or --cache-size "
               f"{a.cache_size} not divisible by --cascades", file=sys.stderr)  # fmt: skip
         return 2
+    try:
+        small_lengths = [int(x) for x in a.small_lengths.split(",") if x.strip()]
+        small_decode = [int(x) for x in a.small_decode_at.split(",") if x.strip()]
+    except ValueError:
+        print(f"--small-lengths/--small-decode-at must be comma-separated ints, got {a.small_lengths!r} / "
+              f"{a.small_decode_at!r}", file=sys.stderr)  # fmt: skip
+        return 2
+    if not set(small_decode) <= set(small_lengths) or any(L < 1 for L in small_lengths):
+        print(f"bad --small-lengths {small_lengths} / --small-decode-at {small_decode}", file=sys.stderr)
+        return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
     t0 = time.perf_counter()
+    runs = {"tiny": (a, lengths, decode_at)}
+    if small_lengths:
+        s_args = argparse.Namespace(**{**vars(a), **SMALL})
+        runs["small"] = (s_args, small_lengths, small_decode)
+    results = {}
+    for name, (ma, Ls, Ds) in runs.items():
+        rows, pairs = _measure(ma, Ls, Ds, name)
+        results[name] = {"model": _model_desc(ma), "args": vars(ma), "prefill": rows, "decode": pairs,
+                         "goals": goals(rows, pairs)}  # fmt: skip
+    from iclr25.common.io import atomic_write_json, atomic_write_text
+
+    tiny = results["tiny"]
+    atomic_write_json(out / "results.json", {"args": vars(a), "prefill": tiny["prefill"], "decode": tiny["decode"],
+                                             "goals": tiny["goals"], "models": results,
+                                             "load_avg": os.getloadavg(), "seconds": time.perf_counter() - t0})  # fmt: skip
+    md = _goals_overview(results) + "\n"
+    for name, (ma, _ls, _ds) in runs.items():
+        md += f"\n## {name} model ({_model_desc(ma)})\n\n" + _table(
+            results[name]["prefill"], results[name]["decode"], ma
+        )
+    atomic_write_text(out / "results.md", md)
+    _plot(results["tiny"]["prefill"], out / "prefill.png")
+    print((out / "results.md").read_text())
+    return 0
+
+
+def _model_desc(a) -> str:
+    return f"hidden {a.hidden}, {a.layers} layers, {a.heads}/{a.kv_heads} heads"
+
+
+def _goals_overview(results: dict) -> str:
+    """One table with every goal for every model size ("not measured" where a length was not run for that model)."""
+    t = ["Goals per model size (ratios of two measurements of the same run; process CPU time on CPU):", "",
+         "| goal | " + " | ".join(f"{n} ({r['model']})" for n, r in results.items()) + " | target |",
+         "|---|" + "---|" * (len(results) + 1)]  # fmt: skip
+    names = list(results)
+    for i, g0 in enumerate(results[names[0]]["goals"]):
+        cells = []
+        for n in names:
+            g = results[n]["goals"][i]
+            cells.append(
+                "not measured" if g["ratio"] != g["ratio"] else f"{g['ratio']:.2f} {'✓' if g['met'] else '✗'}"
+            )
+        t.append(f"| {g0['goal']} | " + " | ".join(cells) + f" | ≥ {g0['target']:g} |")
+    return "\n".join(t) + "\n"
+
+
+def _measure(a, lengths: list[int], decode_at: list[int], name: str) -> tuple[list[dict], list[dict]]:
+    rows = []
     for L in lengths:
         for m in METHODS:
             r = _child(a, m, L, 0)
             rows.append(r)
-            print(f"[bench_cascading_kv] {m:9s} L={L:6d} prefill {r['prefill_s']:.3f} s "
+            print(f"[bench_cascading_kv] {name} {m:9s} L={L:6d} prefill {r['prefill_s']:.3f} s "
                   f"peak {r['peak_bytes'] / 2**20:.1f} MiB", flush=True)  # fmt: skip
     pairs = []
     for L in decode_at:
@@ -302,16 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         if r.returncode:
             raise RuntimeError(f"decode L={L} failed:\n{r.stderr[-3000:]}")
         pairs.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        print(f"[bench_cascading_kv] decode L={L}: cascade {pairs[-1]['cascade_tok_s']:.1f} tok/s, "
+        print(f"[bench_cascading_kv] {name} decode L={L}: cascade {pairs[-1]['cascade_tok_s']:.1f} tok/s, "
               f"full {pairs[-1]['full_tok_s']:.1f} tok/s", flush=True)  # fmt: skip
-    from iclr25.common.io import atomic_write_json, atomic_write_text
-
-    atomic_write_json(out / "results.json", {"args": vars(a), "prefill": rows, "decode": pairs, "goals": goals(rows, pairs),
-                                             "load_avg": os.getloadavg(), "seconds": time.perf_counter() - t0})  # fmt: skip
-    atomic_write_text(out / "results.md", _table(rows, pairs, a))
-    _plot(rows, out / "prefill.png")
-    print((out / "results.md").read_text())
-    return 0
+    return rows, pairs
 
 
 if __name__ == "__main__":
