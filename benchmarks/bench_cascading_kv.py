@@ -199,6 +199,9 @@ def _table(rows: list[dict], pairs: list[dict], a) -> str:
          "|---|---|---|---|---|---|"]  # fmt: skip
     for g in goals(rows, pairs):
         unit = "tok/s" if "decode" in g["goal"] else "s"
+        if g["ratio"] != g["ratio"]:  # nan: this length was not run for this model
+            t.append(f"| {g['goal']} | — | — | not measured | ≥ {g['target']:g} | — |")
+            continue
         t.append(f"| {g['goal']} | {g['cascade']:.3g} {unit} | {g['full']:.3g} {unit} | {g['ratio']:.2f} | "
                  f"≥ {g['target']:g} | {'✓' if g['met'] else '✗'} |")  # fmt: skip
     t += ["", f"Prefill {clock} (cache N={a.cache_size}, S={a.sinks}, C={a.cascades}, stride {a.stride}; "
