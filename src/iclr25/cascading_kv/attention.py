@@ -175,7 +175,9 @@ def cascade_attention_forward(
         beta = layer.beta
         red = dict(kv_heads=Hkv, reduction=layer.head_reduction, homogeneous=layer.homogeneous_heads)
         if q == 1:  # (1−β)·A for both; the head reduction (max/mean) commutes with the positive factor
-            r = reduce_heads(A[..., 0, S:], **red) * (1.0 - beta)  # (B, Hkv, N + 1)
+            # one host copy for both (the bookkeeping is NumPy float64), scaled there
+            r = reduce_heads(A[..., 0, S:], **red).to("cpu", torch.float64).numpy()  # (B, Hkv, N + 1)
+            r = r * (1.0 - beta)  # not in place: r may be a view (homogeneous heads, float64 model)
             cache_add, new_s = r[..., : M - S], r[..., M - S :]
         else:
             cache_add = reduce_heads(cached_token_contribution(A[..., S:M], beta), **red)  # (B, Hkv, N)
