@@ -101,6 +101,7 @@ def _per_seed(mof: dict, atom: dict) -> dict:
             "atom": {"match_rate": float(np.mean(atom[s])), **{f"match_rate_M{M}": v for M, v in zip(sizes, atom[s])}},
             "speed": {"mofflow_structures_per_s": 30.0, "atom_structures_per_s": 3.0},
             "train": {f"{n}_cpu_s_M{M}": 15.0 for n in ("mofflow", "atom") for M in sizes},
+            "diag": {f"{k}_match_rate_M{M}": 50.0 for k in ("true_lattice", "true_poses") for M in sizes},
         }
         for s in mof
     }  # fmt: skip
