@@ -469,3 +469,17 @@ def t_interval95(d: Sequence[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     h = float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
     return float(a.mean() - h), float(a.mean() + h)
+
+
+def one_sided_bound95(d: np.ndarray | list, side: str) -> float:
+    """Paired one-sided 95 % Student-t bound of the mean of per-seed differences ``d``: ``side="lower"`` gives
+    ``L`` with P(mean ≥ L) = 95 % (mean − t₀.₉₅,ₙ₋₁·s/√n), ``"upper"`` the mirror. NaN for fewer than 2 seeds."""
+    from scipy import stats
+
+    if side not in ("lower", "upper"):
+        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
+    a = np.asarray(d, dtype=float)
+    if a.size < 2 or not np.isfinite(a).all():
+        return float("nan")
+    h = float(stats.t.ppf(0.95, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
+    return float(a.mean() - h) if side == "lower" else float(a.mean() + h)

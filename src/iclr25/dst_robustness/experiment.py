@@ -31,7 +31,15 @@ import torch
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.io import atomic_savefig
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from iclr25.common.results import (  # one_sided_bound95 re-exported: the claim notes and tests use it
+    ExperimentConfig,
+    RunDir,
+    RunResult,
+    aggregate,
+    mean_std,
+    one_sided_bound95,
+    values,
+)
 from iclr25.common.seeding import derive_seed
 
 from .corruptions import COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, corrupted_test_set, noise_at_level
@@ -258,20 +266,6 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
         out[name]["mce_vs_dense"] = mce(np.asarray(out[name]["acc_grid"]) / 100, dense)
     out["radii"] = radii
     return out
-
-
-def one_sided_bound95(d: np.ndarray | list, side: str) -> float:
-    """Paired one-sided 95 % Student-t bound of the mean of per-seed differences ``d``: ``side="lower"`` gives
-    ``L`` with P(mean ≥ L) = 95 % (mean − t₀.₉₅,ₙ₋₁·s/√n), ``"upper"`` the mirror. NaN for fewer than 2 seeds."""
-    from scipy import stats
-
-    if side not in ("lower", "upper"):
-        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
-    a = np.asarray(d, dtype=float)
-    if a.size < 2 or not np.isfinite(a).all():
-        return float("nan")
-    h = float(stats.t.ppf(0.95, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
-    return float(a.mean() - h) if side == "lower" else float(a.mean() + h)
 
 
 def _diffs(per_seed: dict, arm: str, key: str) -> np.ndarray:
