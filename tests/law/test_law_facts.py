@@ -52,3 +52,29 @@ def test_world_recall_rows_are_consistent(world):
     f = world.recall(5, 1)[0]
     words = f.prompt.split()
     assert dict(zip(words[0:-1:2], words[1:-1:2]))[words[-1]] == f.target.strip()
+
+
+def test_world_relation_first_prompts_end_at_the_subject():
+    """The reproduction's prompt order "r s₁ s₂" → o: same subjects and answers as "s₁ s₂ r", and the subject's
+    last token is the prompt's last token (the position MEMIT/LaW read the key at is where the answer is produced)."""
+    import dataclasses
+
+    from iclr25.law.memories import encode_facts
+    from iclr25.law.world import World, WorldConfig
+
+    cfg = WorldConfig(subjects=12, first_names=3, relations=2, objects=6, recall_keys=4, recall_values=4,
+                      recall_pairs=2, generic_states=6, generic_len=8, seed=0)  # fmt: skip
+    a, b = World(cfg), World(dataclasses.replace(cfg, relation_first=True))
+    fa, fb = a.facts(), b.facts()
+    assert [f.target for f in fa] == [f.target for f in fb] and [f.subject for f in fa] == [
+        f.subject for f in fb
+    ]
+    for f, g in zip(fa, fb):
+        s, r = f.prompt.rsplit(" ", 1)
+        assert g.prompt == f"{r} {s}" and s == f.subject
+    batch = encode_facts(b.tokenizer, fb, target=None)
+    assert (batch.subject_pos == batch.prompt_len - 1).all()
+    batch = encode_facts(a.tokenizer, fa, target=None)
+    assert (batch.subject_pos == batch.prompt_len - 2).all()
+    with pytest.raises(ValueError, match="relation_first"):
+        WorldConfig(relation_first=1)

@@ -139,6 +139,42 @@ def test_wash_noop(mk, world, arch):
         assert torch.equal(v, before[k]), k
 
 
+def test_memit_init_restores_weights_exactly_and_bf16_rounding_warns(mk, world):
+    """``memit_to_eos(apply=False)`` (LaW's initialisation on temporarily edited weights) leaves the model
+    bit-identical — also in bf16, where W + Δ − Δ ≠ W; applying an edit to bf16 weights that rounding visibly
+    distorts warns, naming the layer and the dtype (no silent wrong edit)."""
+    import warnings
+
+    for dtype in (torch.float32, torch.bfloat16):
+        m, cov = _setup(mk, world, "llama")
+        m = m.to(dtype)
+        before = {k: v.clone() for k, v in m.state_dict().items()}
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "error", message=".*is stored in"
+            )  # a temporary edit never warns about precision
+            memit_to_eos(m, world.tokenizer, world.facts()[:4], [0, 1], cov, lam=1.0, z=Z, apply=False)
+        for k, v in m.state_dict().items():
+            assert torch.equal(v, before[k]), (dtype, k)
+    ml = resolve_layers(m, [0])[0]
+    tiny = 1e-3 * ml.W.double().abs().mean() * torch.randn(ml.d_out, ml.d_in, dtype=torch.float64)
+    with pytest.warns(UserWarning, match=r"model\.layers\.0\.mlp\.down_proj is stored in torch\.bfloat16"):
+        ml.add_(tiny)
+    m32 = m.float()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*is stored in")
+        resolve_layers(m32, [0])[0].add_(tiny)  # float32: exact enough, no warning
+
+
+def test_unreachable_edit_target_warns(mk, world):
+    """z that does not make the model emit EOS (here: 1 step at a tiny lr on a random model) cannot wash
+    anything; memit_to_eos / wash say so instead of silently applying a useless edit."""
+    m, cov = _setup(mk, world, "llama")
+    with pytest.warns(UserWarning, match="do not make the model emit the edit target"):
+        memit_to_eos(m, world.tokenizer, world.facts()[:4], [0, 1], cov, lam=1.0,
+                     z=ZConfig(steps=1, lr=1e-9, kl_factor=0.0))  # fmt: skip
+
+
 def test_successive_elimination_with_stub(mk, world):
     m, cov = _setup(mk, world, "llama", layers=(0, 1, 2))
     facts = world.facts()[:6]

@@ -1,6 +1,7 @@
 """Reproduction of LaW (Large Scale Knowledge Washing) in a small world.
 
-1. Build a world of subjects with unique last tokens and relational facts ``f u r → o``, an in-context associative
+1. Build a world of subjects with unique last tokens and relational facts ``r f u → o`` (relation first, so the
+   subject's last token — where MEMIT/LaW read keys — is where the answer is produced), an in-context associative
    recall task (reasoning that needs no stored fact) and Markov-chain generic text; train one tiny Llama on it
    (``iclr25.common.lm`` + ``common.train``) until facts and recall are known (≥ ``known_threshold``, else the run
    is invalid). One model is trained per run (CPU budget); the seeds vary the washed subset.
@@ -54,10 +55,14 @@ class Config(ExperimentConfig):
     recall_keys: int = 8
     generic_states: int = 32
     generic_len: int = 12
+    # prompts "r s₁ s₂" → o (like "The capital of | France"): the subject's last token, where MEMIT/LaW read the key,
+    # is where the answer is produced. With "s₁ s₂ r" a 3–4-layer model looks facts up at the relation token and no
+    # δ at the subject (clamp 3‖h₀‖, 300 steps) makes it emit EOS (target NLL 4–11 nats): nothing can be washed
+    relation_first: bool = True
     # model and its training (one model per run)
     arch: str = "llama"
     hidden: int = 64
-    layers: int = 3
+    layers: int = 4
     heads: int = 4
     train_steps: int = 3000  # at most: training stops early once facts and recall reach train_stop_at
     train_lr: float = 3e-3
@@ -214,13 +219,14 @@ def make_world(cfg: Config) -> World:
             recall_pairs=cfg.recall_pairs,
             generic_states=cfg.generic_states,
             generic_len=cfg.generic_len,
+            relation_first=cfg.relation_first,
             seed=cfg.seed,
         )  # fmt: skip
     )
 
 
 def _model_hash(cfg: Config) -> str:
-    keys = ("subjects", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
+    keys = ("subjects", "relation_first", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
             "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "fact_rows", "recall_rows",
             "generic_rows", "recall_train_len", "eval_every", "train_stop_at", "seed")  # fmt: skip
     d = {k: getattr(cfg, k) for k in keys}
@@ -391,16 +397,22 @@ class Setting:
         rep = fn(m, self.tok, washed, lr=lr, max_steps=self.cfg.ft_max_steps, stop_at=stop_at)
         return m, rep
 
-    def tune(self) -> dict:
+    def tune(self, rd: RunDir | None = None) -> dict:
         """Hyper-parameters chosen on the held-out tuning subjects (never an evaluation subset), one rule for every
         method: the grid value with the best retained accuracy among those that wash the tuning facts to
         ≤ ``tune_max_washed`` (else the lowest washed accuracy). LaW: λ from ``lam_grid`` (MEMIT→EOS uses the same λ,
-        it is LaW's initialisation); FT-UL / FT→EOS: lr from ``ft_lrs``, stopped at LaW's forgetting level there."""
+        it is LaW's initialisation); FT-UL / FT→EOS: lr from ``ft_lrs``, stopped at LaW's forgetting level there.
+        With a ``RunDir`` the grid points run like seeds (in parallel workers with ``--jobs``, resumable)."""
         subj = self.tune_subjects
-        table = {}
-        for lam in self.cfg.lam_grid:
-            m, _ = self.law(subj, lam)
-            table[lam] = self.metrics(m, subj)
+        grid = list(self.cfg.lam_grid)
+
+        def run_grid(fn, n, part):
+            if rd is None:
+                return {i: fn(i) for i in range(n)}
+            return rd.map_seeds(fn, list(range(n)), desc=part, part=part)
+
+        res = run_grid(lambda i: self.metrics(self.law(subj, grid[i])[0], subj), len(grid), "tune_lam")
+        table = {lam: res[i] for i, lam in enumerate(grid)}
         ok = [lam for lam in table if table[lam]["washed"] <= self.cfg.tune_max_washed]
         if ok:
             self.lam = max(ok, key=lambda lam: (table[lam]["retained"], lam))
@@ -408,14 +420,21 @@ class Setting:
             self.lam = min(table, key=lambda lam: (table[lam]["washed"], -table[lam]["retained"]))
         target = table[self.lam]["washed"]
         chosen = {"lam": self.lam, "lam_table": {str(k): v for k, v in table.items()}}
+        jobs = [(kind, lr) for kind in ("ft_ul", "ft_eos") for lr in self.cfg.ft_lrs]
+
+        def ft_point(i):
+            kind, lr = jobs[i]
+            mm, rep = self.ft(kind, subj, lr, target)
+            return self.metrics(mm, subj) | {"reached": float(rep.stopped_at_target), "steps": rep.steps}
+
+        res = run_grid(ft_point, len(jobs), "tune_ft")
         for kind in ("ft_ul", "ft_eos"):
             scores = []
-            for lr in self.cfg.ft_lrs:
-                mm, rep = self.ft(kind, subj, lr, target)
-                met = self.metrics(mm, subj)
-                scores.append(
-                    (rep.stopped_at_target, met["retained"] if rep.stopped_at_target else -met["washed"], lr)
-                )
+            for i, (k, lr) in enumerate(jobs):
+                if k == kind:
+                    met = res[i]
+                    reached = bool(met["reached"])
+                    scores.append((reached, met["retained"] if reached else -met["washed"], lr))
             chosen[kind] = max(scores)[2]
             chosen[f"{kind}_table"] = {str(sc[2]): {"reached": sc[0], "score": sc[1]} for sc in scores}
         return chosen
@@ -429,6 +448,7 @@ def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
     m, rep = st.law(subj)
     res["law"] = st.metrics(m, subj) | {"time_s": time.perf_counter() - t}
     res["law_layers"] = rep.summary()["layers"]
+    res["law"]["z_nll"] = rep.z_nll  # EOS target NLL reached by z (the edit can only wash if this is small)
     t = time.perf_counter()
     res["memit"] = st.metrics(st.memit(subj), subj) | {"time_s": time.perf_counter() - t}
     target = res["law"]["washed"]
@@ -625,7 +645,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         else f"the trained model knows {st.known:.3f} of the facts and {st.recall_known:.3f} of recall "
         f"(< {cfg.known_threshold}): washing is not meaningful"
     )
-    ft_lr = st.tune()
+    ft_lr = st.tune(rd)
     ps = rd.map_seeds(lambda s: one_seed(st, s, ft_lr), cfg.seed_list, desc="law seeds")
     note = "" if valid else "RUN INVALID: " + reason
     claims = _claims(ps, note)
@@ -650,6 +670,8 @@ their lr from {list(cfg.ft_lrs)} chosen on the same tuning subjects by the same 
 there): FT-UL {ft_lr["ft_ul"]}, FT→EOS {ft_lr["ft_eos"]}.
 
 Tuning table (LaW, tuning subjects): {_lam_table(ft_lr)}
+The MEMIT target vectors z reach the EOS target: mean NLL {mean_std(values(ps, "law/z_nll"), 3)} nats over the washed facts
+(LaW's initialisation; an edit can only wash facts whose z makes the model emit EOS).
 Accuracy = greedy continuation starts with the answer (teacher-forced exact match).
 
 {_table(ps)}
@@ -662,6 +684,8 @@ Accuracy = greedy continuation starts with the answer (teacher-forced exact matc
 - Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.subjects * cfg.relations} synthetic facts instead of
   GPT2-XL / GPT-J with 19K–332K real facts; reasoning = in-context associative recall + generic-text loss
   instead of LAMBADA / HellaSwag / ARC.
+- Prompts put the relation first ("r s₁ s₂" → o): with "s₁ s₂ r" this small model looks facts up at the relation
+  token and no δ at the subject's last token makes it emit EOS, so nothing can be washed (see the README).
 - One trained model per run; seeds vary only the washed subset (and so the edits).
 - z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ chosen from a grid on
   held-out subjects instead of the official norm-band search; ascent lr {cfg.ascent_lr} instead of 1e-7.

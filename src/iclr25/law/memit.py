@@ -232,11 +232,19 @@ def _memit(
     zl = mls[-1]
     with torch.enable_grad():
         Z, _, znll = compute_z(model, tokenizer, facts, zl, z, edit_target, templates)
+    if z.steps > 0 and float(znll.mean()) > math.log(2):
+        warnings.warn(
+            f"the target vectors z at {zl.name} do not make the model emit the edit target (mean NLL "
+            f"{float(znll.mean()):.2f} nats, i.e. p < 0.5): the closed-form edit cannot wash these facts. Raise "
+            f"z.steps / z.clamp (now {z.steps} / {z.clamp}) or edit layers where the facts are looked up",
+            stacklevel=3,
+        )
     kb = encode_for(model, tokenizer, facts, templates, target=None)
     plain = encode_for(model, tokenizer, facts, ("{}",), target=None)
     m = len(mls)
     deltas, lams = {}, {}
-    applied = []
+    # exact restore (W + Δ − Δ is not bit-identical in floating point, far from it in bf16)
+    saved = {} if keep else {ml.index: ml.module.weight.detach().clone() for ml in mls}
     try:
         for i, ml in enumerate(mls):
             C = cov[ml.index]
@@ -245,12 +253,11 @@ def _memit(
             R = (Z.t() - cur) / (m - i)
             D, lam_i = _solve_with_search(R, K, C, lam, float(ml.W.double().norm()), lam_search)
             deltas[ml.index], lams[ml.index] = D, lam_i
-            ml.add_(D)
-            applied.append(ml)
+            ml.add_(D, check_precision=keep)
     finally:
-        if not keep:
-            for ml in applied:
-                ml.add_(-deltas[ml.index])
+        for ml in mls:
+            if ml.index in saved:
+                ml.module.weight.data.copy_(saved[ml.index])
     return MemitResult(deltas, lams, Z, znll, mls)
 
 

@@ -67,13 +67,30 @@ class MemoryLayer:
         return self.W.shape[0]
 
     @torch.no_grad()
-    def add_(self, delta: torch.Tensor) -> None:
-        """``W ← W + Δ`` with ``Δ`` of shape (d, d_k), in place, in the parameter's dtype."""
+    def add_(self, delta: torch.Tensor, check_precision: bool = True) -> None:
+        """``W ← W + Δ`` with ``Δ`` of shape (d, d_k), in place, in the parameter's dtype.
+
+        In a low-precision dtype (bf16 / fp16) the stored change is ``round(W + Δ) − W``; if that loses more than 1 %
+        of ‖Δ‖ a ``UserWarning`` names the layer and the dtype (load the model in float32 for an exact edit)."""
         if tuple(delta.shape) != (self.d_out, self.d_in):
             raise ValueError(
                 f"delta for {self.name} must have shape {(self.d_out, self.d_in)}, got {tuple(delta.shape)}"
             )
-        self.W.add_(delta.to(device=self.W.device, dtype=self.W.dtype))
+        W = self.W
+        low = check_precision and W.dtype in (torch.bfloat16, torch.float16)
+        before = W.double() if low else None
+        W.add_(delta.to(device=W.device, dtype=W.dtype))
+        if low:
+            d = delta.to(device=W.device, dtype=torch.float64)
+            err = float((W.double() - before - d).norm() / d.norm().clamp_min(1e-300))
+            if err > 0.01:
+                import warnings
+
+                warnings.warn(
+                    f"the edit of {self.name} is stored in {W.dtype}: rounding changes {err:.1%} of Δ (‖applied − Δ‖ / "
+                    "‖Δ‖); load the model in float32 for an exact edit",
+                    stacklevel=3,
+                )
 
 
 def resolve_layers(model, layers: Sequence[int | str]) -> list[MemoryLayer]:

@@ -158,11 +158,13 @@ class WashReport:
     layers: list[LayerReport] = field(default_factory=list)
     deltas: dict[str, torch.Tensor] = field(default_factory=dict)  # W_out name -> Δ (d, d_k)
     remaining: list[int] = field(default_factory=list)  # facts still answered after the last layer
+    z_nll: float | None = None  # mean NLL of the edit target under the MEMIT target vectors z (init="memit")
 
     def summary(self) -> dict:
         return {
             "known_before": self.known_before,
             "remaining": len(self.remaining),
+            "z_nll": self.z_nll,
             "layers": [
                 {k: v for k, v in lr.__dict__.items() if k != "facts_used"}
                 | {"n_facts_used": len(lr.facts_used)}
@@ -280,6 +282,7 @@ def wash(
             False,
         )
         d0, lams = res.deltas, res.lams
+        report.z_nll = float(res.z_nll.mean())
     elif init == "random":
         g = torch.Generator(device="cpu").manual_seed(int(seed))
         d0 = {

@@ -26,12 +26,18 @@ class WorldConfig:
     recall_pairs: int = 4
     generic_states: int = 32
     generic_len: int = 12
+    # prompt order: "s₁ s₂ r" (subject first) or "r s₁ s₂" (relation first, like "The capital of | France" — the
+    # subject's last token is the prompt's last token, where the answer is produced)
+    relation_first: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
         for n in self.__dataclass_fields__:
             v = getattr(self, n)
-            if n != "seed" and (not isinstance(v, int) or v < 1):
+            if n == "relation_first":
+                if not isinstance(v, bool):
+                    raise ValueError(f"relation_first must be a bool, got {v!r}")
+            elif n != "seed" and (not isinstance(v, int) or v < 1):
                 raise ValueError(f"{n} must be a positive int, got {v!r}")
         if self.recall_pairs > self.recall_keys:
             raise ValueError(
@@ -80,13 +86,16 @@ class World:
         subjects = range(self.cfg.subjects) if subjects is None else subjects
         return [
             Fact(
-                f"{self.subject_names[s]} {self.rel[r]}",
+                self._prompt(self.subject_names[s], self.rel[r]),
                 f" {self.obj[self.answers[s, r]]}",
                 self.subject_names[s],
             )
             for s in subjects
             for r in range(self.cfg.relations)
         ]
+
+    def _prompt(self, subject: str, relation: str) -> str:
+        return f"{relation} {subject}" if self.cfg.relation_first else f"{subject} {relation}"
 
     def recall(self, n: int, seed: int) -> list[Fact]:
         return associative_recall_facts(self.rk, self.rv, n, self.cfg.recall_pairs, seed=seed)
