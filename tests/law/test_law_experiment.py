@@ -63,3 +63,24 @@ def test_training_stops_early_once_known(tmp_path, monkeypatch):
     assert info2["steps"] == 40 and [t["step"] for t in info2["trace"]] == [20, 40]
     _, again = train_model(dataclasses.replace(base, train_stop_at=1.0), w, tmp_path / "b")  # read back
     assert again == info2
+
+
+@pytest.mark.slow
+def test_full_preset_builds_and_runs_at_toy_size(tmp_path):
+    """The GPU preset's structure (12-layer Llama, 5 edit layers 3–7, 4 recall pairs, its λ grid and ascent lr) runs
+    end to end on CPU once its sizes are shrunk to toy scale."""
+    full = PRESETS["full"]
+    cfg = dataclasses.replace(
+        full, subjects=40, first_names=6, objects=12, recall_keys=8, generic_states=12, hidden=16, heads=2,
+        train_steps=20, fact_rows=16, recall_rows=8, generic_rows=4, eval_every=20, cov_rows=120, z_steps=5,
+        ascent_steps=10, ft_max_steps=3, sweep_fractions=(0.25,), n_recall_eval=40, n_generic_eval=20, seeds=1,
+        device="cpu",
+    )  # fmt: skip
+    assert (cfg.layers, cfg.edit_layers, cfg.lam_grid, cfg.ascent_lr) == (
+        full.layers, full.edit_layers, full.lam_grid, full.ascent_lr
+    )  # fmt: skip
+    res = run(cfg, tmp_path)
+    ps = res.per_seed[0]
+    assert [c.id for c in res.claims] == ["washed", "retained", "reasoning_kept"]
+    assert res.metrics["model"]["lam"] in full.lam_grid
+    assert {layer["layer"] for layer in ps["law_layers"]} <= set(full.edit_layers)
