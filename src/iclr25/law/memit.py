@@ -237,7 +237,7 @@ def _memit(
             f"the target vectors z at {zl.name} do not make the model emit the edit target (mean NLL "
             f"{float(znll.mean()):.2f} nats, i.e. p < 0.5): the closed-form edit cannot wash these facts. Raise "
             f"z.steps / z.clamp (now {z.steps} / {z.clamp}) or edit layers where the facts are looked up",
-            stacklevel=3,
+            stacklevel=4,  # _memit, its no_grad wrapper, memit_to_eos / wash, the caller
         )
     kb = encode_for(model, tokenizer, facts, templates, target=None)
     plain = encode_for(model, tokenizer, facts, ("{}",), target=None)
