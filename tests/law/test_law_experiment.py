@@ -29,6 +29,7 @@ def test_smoke_run_and_resume(tmp_path):
     model = res.metrics["model"]
     assert model["lam"] in cfg.lam_grid  # λ chosen from the grid on the held-out tuning subjects
     assert not set(model["tune_subjects"]) & set(ps["washed_subjects"])  # tuning subjects never evaluated
+    assert set(ps["ablation"]) == {"no_elimination", "random_init"}  # the paper's ablations, report only
     for sweep_key in ps["sweep"]:
         assert 0 <= ps["sweep"][sweep_key]["law"]["retained"] <= 1
     for m in ("before", "law", "memit", "ft_ul", "ft_eos"):

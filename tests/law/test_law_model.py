@@ -175,6 +175,25 @@ def test_unreachable_edit_target_warns(mk, world):
                      z=ZConfig(steps=1, lr=1e-9, kl_factor=0.0))  # fmt: skip
 
 
+def test_per_layer_beta_budget(mk, world):
+    """``beta`` as a per-layer dict (the random-Δ⁰ ablation with the MEMIT initialisation's budgets): each layer's
+    returned update sits within its own budget; a layer without a budget is refused by name."""
+    m, cov = _setup(mk, world, "llama")
+    betas = {0: 1e-6, "model.layers.1.mlp.down_proj": 4e-6}
+    rep = wash(m, world.tokenizer, world.facts()[:6], [0, 1], cov, init="random", beta=betas, steps=40, lr=1e-3,
+               only_known=False, successive_elimination=False, z=Z)  # fmt: skip
+    got = {lr_.layer: (lr_.beta, lr_.ratio) for lr_ in rep.layers}
+    assert got[0][0] == 1e-6 and got[1][0] == 4e-6
+    assert all(r <= b * (1 + 1e-9) for b, r in got.values())
+    assert got[1][1] > 1.5e-6  # the ascent uses layer 1's larger budget (it reaches the boundary)
+    with pytest.raises(ValueError, match="no budget for layer"):
+        wash(m, world.tokenizer, world.facts()[:6], [0, 1], cov, init="random", beta={0: 1e-6}, z=Z,
+             only_known=False)  # fmt: skip
+    with pytest.raises(ValueError, match="beta must be"):
+        wash(m, world.tokenizer, world.facts()[:6], [0, 1], cov, init="random", beta={0: float("nan"), 1: 1.0},
+             z=Z, only_known=False)  # fmt: skip
+
+
 def test_successive_elimination_with_stub(mk, world):
     m, cov = _setup(mk, world, "llama", layers=(0, 1, 2))
     facts = world.facts()[:6]

@@ -38,7 +38,7 @@ from .baselines import ft_to_eos, ft_unlearn
 from .covariance import key_covariance
 from .evaluation import fact_accuracy, generic_loss
 from .memit import ZConfig, memit_to_eos
-from .washing import wash
+from .washing import c_ratio, wash
 from .world import World, WorldConfig
 
 METHODS = ("law", "memit", "ft_ul", "ft_eos")
@@ -89,6 +89,7 @@ class Config(ExperimentConfig):
     ascent_lr: float = 1e-4
     successive_elimination: bool = True
     best_iterate: str = "paper"
+    ablations: bool = True  # report only: LaW without successive elimination / from a random Δ⁰ (same β)
     cov_rows: int = 1800
     wash_fraction: float = 0.1
     sweep_fractions: tuple[float, ...] = (0.25, 0.5)
@@ -374,15 +375,29 @@ class Setting:
         n = int(round(fraction * self.cfg.subjects))
         return sorted(rng.choice(self.pool, n, replace=False).tolist())
 
-    def law(self, subjects, lam: float | None = None):
+    def law(self, subjects, lam: float | None = None, **overrides):
         cfg = self.cfg
         m = copy.deepcopy(self.model)
         washed, _ = self.split(subjects)
         lam = self.lam if lam is None else lam
-        rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, lam=lam, beta_ratio=cfg.beta_ratio,
-                   steps=cfg.ascent_steps, lr=cfg.ascent_lr, successive_elimination=cfg.successive_elimination,
-                   best_iterate=cfg.best_iterate, z=_z(cfg))  # fmt: skip
+        kw = dict(lam=lam, beta_ratio=cfg.beta_ratio, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
+                  successive_elimination=cfg.successive_elimination, best_iterate=cfg.best_iterate, z=_z(cfg))  # fmt: skip
+        rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, **(kw | overrides))
         return m, rep
+
+    def ablations(self, subjects) -> dict:
+        """The paper's ablations of LaW (report only): no successive elimination; a random N(0, 0.001²) Δ⁰ instead of
+        the MEMIT initialisation, with the same per-layer C-norm budget β_l = beta_ratio·tr(Δ⁰CΔ⁰ᵀ)/tr(C)."""
+        washed, _ = self.split(subjects)
+        init = memit_to_eos(self.model, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.lam,
+                            z=_z(self.cfg), apply=False)  # fmt: skip
+        betas = {i: self.cfg.beta_ratio * c_ratio(d, self.cov[i].to(d)) for i, d in init.deltas.items()}
+        out = {}
+        for name, kw in (("no_elimination", {"successive_elimination": False}),
+                         ("random_init", {"init": "random", "beta": betas})):  # fmt: skip
+            m, _ = self.law(subjects, **kw)
+            out[name] = self.metrics(m, subjects)
+        return out
 
     def memit(self, subjects):
         m = copy.deepcopy(self.model)
@@ -460,6 +475,8 @@ def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
             "time_s": time.perf_counter() - t, "steps": r.steps, "reached_target": float(r.stopped_at_target),
             "lr": ft_lr[kind],
         }  # fmt: skip
+    if cfg.ablations:
+        res["ablation"] = st.ablations(subj)
     res["sweep"] = {}
     for f in (cfg.wash_fraction, *cfg.sweep_fractions):
         key = f"{int(round(100 * f))}pct"
@@ -586,6 +603,23 @@ def _sweep_table(ps: dict) -> str:
     return "\n".join(rows)
 
 
+def _ablation_table(ps: dict) -> str:
+    if not all("ablation" in p for p in ps.values()):
+        return "(ablations off)"
+    rows = [
+        "| LaW variant | washed acc ↓ | retained acc ↑ | recall acc ↑ | generic loss |",
+        "|---|---|---|---|---|",
+    ]
+    for key, name in (("law", "LaW (MEMIT→EOS Δ⁰, successive elimination)"),
+                      ("ablation/no_elimination", "without successive elimination"),
+                      ("ablation/random_init", "random Δ⁰ ~ N(0, 0.001²), same β per layer")):  # fmt: skip
+        rows.append(
+            f"| {name} | {mean_std(values(ps, key + '/washed'))} | {mean_std(values(ps, key + '/retained'))} | "
+            f"{mean_std(values(ps, key + '/recall'))} | {mean_std(values(ps, key + '/generic_loss'))} |"
+        )
+    return "\n".join(rows)
+
+
 def _figure(ps: dict, path: Path) -> Path:
     import matplotlib
 
@@ -680,6 +714,10 @@ Accuracy = greedy continuation starts with the answer (teacher-forced exact matc
 ### LaW vs MEMIT→EOS and the washed-fraction sweep (report only)
 
 {_sweep_table(ps)}
+
+### Ablations of LaW (report only, the same washed subsets)
+
+{_ablation_table(ps)}
 
 ### Deviations from the paper
 - Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.subjects * cfg.relations} synthetic facts instead of

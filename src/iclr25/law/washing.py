@@ -210,7 +210,7 @@ def wash(
     *,
     lam: float = 20_000.0,
     beta_ratio: float = 1.1,
-    beta: float | None = None,
+    beta: float | dict | None = None,
     steps: int = 1000,
     lr: float = 1e-7,
     lr_after_boundary: float | None = None,
@@ -231,7 +231,8 @@ def wash(
     1. (``only_known``) keep the facts the model answers (official ``unlearn.py``);
     2. Δ⁰ per layer: MEMIT→EOS (``init="memit"``, λ = ``lam``, optional official ``lam_search``), or the ablations
        ``"random"`` (N(0, random_init_std²)) / ``"zero"``; with MEMIT, β_l = beta_ratio·tr(Δ⁰CΔ⁰ᵀ)/tr(C), otherwise
-       ``beta`` is required (an explicit ``beta`` always overrides);
+       ``beta`` is required (an explicit ``beta`` always overrides; a dict ``{layer index or W_out name: β}`` gives
+       each layer its own budget, e.g. ``{l.layer: l.beta for l in report.layers}`` of a MEMIT-initialised run);
     3. for each layer: keys of the facts still to wash on the current model, :func:`constrained_ascent`,
        ``W_l ← W_l + Δ``; with ``successive_elimination`` the original facts are re-tested (``known_fn``, default
        :func:`fact_known`) and only those still answered go on; stop when none remain.
@@ -244,12 +245,25 @@ def wash(
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
     if not (isinstance(beta_ratio, (int, float)) and math.isfinite(beta_ratio) and beta_ratio >= 1):
         raise ValueError(f"beta_ratio must be a finite number >= 1, got {beta_ratio!r}")
-    if beta is not None and not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0 or None, got {beta!r}")
+
+    def _ok(b) -> bool:
+        return isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b > 0
+
+    if beta is not None and not (
+        _ok(beta) or (isinstance(beta, dict) and all(_ok(b) for b in beta.values()))
+    ):
+        raise ValueError(f"beta must be a finite number > 0, a dict of them per layer, or None, got {beta!r}")
     if init != "memit" and beta is None:
         raise ValueError(f"init={init!r} needs an explicit beta (the C-norm budget), got beta=None")
     mls = resolve_layers(model, layers)
     covs = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
+    if isinstance(beta, dict):
+        betas = {ml.index: beta.get(ml.index, beta.get(ml.name)) for ml in mls}
+        missing = [ml.name for ml in mls if betas[ml.index] is None]
+        if missing:
+            raise ValueError(f"beta has no budget for layer(s) {missing}; keys: {list(beta)}")
+    else:
+        betas = {ml.index: beta for ml in mls}
     z = ZConfig() if z is None else z
     known_fn = known_fn or (lambda m, t, fs: fact_known(m, t, fs))
     report = WashReport(facts=facts, known_before=0)
@@ -295,7 +309,7 @@ def wash(
         d0 = {ml.index: torch.zeros(ml.d_out, ml.d_in, dtype=torch.float64, device=dev) for ml in mls}
     for ml in mls:
         C = covs[ml.index].to(dev)
-        b = beta if beta is not None else beta_ratio * c_ratio(d0[ml.index], C)
+        b = betas[ml.index] if betas[ml.index] is not None else beta_ratio * c_ratio(d0[ml.index], C)
         if not b > 0:  # a zero initialisation with a ratio-based β leaves no budget: nothing to do
             b = 1e-300
         batch = encode_for(model, tokenizer, [facts[i] for i in alive], templates, target=None)
