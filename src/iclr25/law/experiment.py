@@ -455,7 +455,8 @@ class Setting:
         return chosen
 
 
-def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
+def seed_main(st: Setting, seed: int, ft_lr: dict) -> dict:
+    """One seed's comparison on its washed subset: LaW, MEMIT→EOS, FT-UL and FT→EOS at matched forgetting."""
     cfg = st.cfg
     subj = st.subset("wash", seed, cfg.wash_fraction)
     res: dict = {"before": st.metrics(st.model, subj), "washed_subjects": subj}
@@ -475,21 +476,52 @@ def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
             "time_s": time.perf_counter() - t, "steps": r.steps, "reached_target": float(r.stopped_at_target),
             "lr": ft_lr[kind],
         }  # fmt: skip
-    if cfg.ablations:
-        res["ablation"] = st.ablations(subj)
-    res["sweep"] = {}
-    for f in (cfg.wash_fraction, *cfg.sweep_fractions):
-        key = f"{int(round(100 * f))}pct"
-        if f == cfg.wash_fraction:
-            res["sweep"][key] = {"law": res["law"], "memit": res["memit"]}
-            continue
-        s2 = st.subset("sweep", seed * 1000 + int(100 * f), f)
-        m, _ = st.law(s2)
-        res["sweep"][key] = {"law": st.metrics(m, s2), "memit": st.metrics(st.memit(s2), s2)}
     for k in METHODS:
         res[k]["recall_drop"] = res["before"]["recall"] - res[k]["recall"]
         res[k]["generic_increase"] = res[k]["generic_loss"] - res["before"]["generic_loss"]
     return res
+
+
+def seed_extras(st: Setting, seed: int) -> dict:
+    """One seed's report-only parts: LaW's ablations on the same subset and the washed-fraction sweep."""
+    cfg = st.cfg
+    res: dict = {"sweep": {}}
+    if cfg.ablations:
+        res["ablation"] = st.ablations(st.subset("wash", seed, cfg.wash_fraction))
+    for f in cfg.sweep_fractions:
+        s2 = st.subset("sweep", seed * 1000 + int(100 * f), f)
+        m, _ = st.law(s2)
+        res["sweep"][f"{int(round(100 * f))}pct"] = {
+            "law": st.metrics(m, s2),
+            "memit": st.metrics(st.memit(s2), s2),
+        }
+    return res
+
+
+def _merge(main: dict, extras: dict, cfg: Config) -> dict:
+    res = dict(main) | {k: v for k, v in extras.items() if k != "sweep"}
+    sweep = {f"{int(round(100 * cfg.wash_fraction))}pct": {"law": main["law"], "memit": main["memit"]}}
+    res["sweep"] = dict(sorted((sweep | extras["sweep"]).items(), key=lambda kv: int(kv[0][:-3])))
+    return res
+
+
+def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
+    """Everything measured for one seed (``seed_main`` and ``seed_extras`` merged)."""
+    return _merge(seed_main(st, seed, ft_lr), seed_extras(st, seed), st.cfg)
+
+
+def map_seed_parts(rd: RunDir, st: Setting, ft_lr: dict) -> dict:
+    """All seeds' results, computed as 2 tasks per seed (main comparison, report-only extras) so that forked
+    workers stay busy with an odd seed count; task id 2·seed + part, so resuming with other seeds stays exact."""
+    seeds = st.cfg.seed_list
+
+    def task(i: int) -> dict:
+        s, part = divmod(i, 2)
+        return seed_main(st, s, ft_lr) if part == 0 else seed_extras(st, s)
+
+    ids = [2 * s for s in seeds] + [2 * s + 1 for s in seeds]
+    work = rd.map_seeds(task, ids, desc="law seeds", part="task")
+    return {s: _merge(work[2 * s], work[2 * s + 1], st.cfg) for s in seeds}
 
 
 # -- claims and report -------------------------------------------------------------------------------------
@@ -681,7 +713,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         f"(< {cfg.known_threshold}): washing is not meaningful"
     )
     ft_lr = st.tune(rd)
-    ps = rd.map_seeds(lambda s: one_seed(st, s, ft_lr), cfg.seed_list, desc="law seeds")
+    ps = map_seed_parts(rd, st, ft_lr)
     note = "" if valid else "RUN INVALID: " + reason
     claims = _claims(ps, note)
     if valid:
