@@ -256,11 +256,18 @@ def test_bad_inputs(mk, world):
 
 
 def test_known_facts_learning_signal_and_baselines(mk, world):
-    """A model trained on a handful of facts knows them; LaW / FT baselines wash them (learning signal)."""
+    """A model trained on a handful of facts knows them; LaW / FT baselines wash them (learning signal). The world
+    puts the relation first, so the subject's last token (where the keys are read) is the answering position and z
+    can reach EOS (with the subject first a layer-0 edit of this model washed only 1-2 of the 4 facts)."""
+    import dataclasses
+    import math
+
     from iclr25.common.train import LMTrainConfig, train_lm
     from iclr25.law import fact_accuracy, ft_to_eos, ft_unlearn
+    from iclr25.law.world import World
 
     torch.manual_seed(0)  # the result must not depend on which tests ran before (global RNG state)
+    world = World(dataclasses.replace(world.cfg, relation_first=True))
     facts = world.facts()
     x, y = world.fact_rows(facts)
     m = mk("llama", world.vocab_size, seed=1).train()
@@ -279,13 +286,12 @@ def test_known_facts_learning_signal_and_baselines(mk, world):
     assert (nll1 < nll0 - 1.0).all()  # the target vectors make EOS far more likely
     m1 = copy.deepcopy(m)
     rep = wash(m1, world.tokenizer, wash_set, [0], cov, lam=0.1, steps=20, lr=1e-3, z=z)
-    assert rep.known_before == 4
-    # learning signal: LaW removes washed facts while keeping the others (at this toy size one layer-0 edit
-    # washes 1-2 of the 4; the count depends on the library versions' initialisation, so only the direction is fixed)
-    assert fact_known(m1, world.tokenizer, wash_set).sum() < rep.known_before
-    assert fact_accuracy(m1, world.tokenizer, facts[8:]) >= 0.8
+    assert rep.known_before == 4 and rep.z_nll < math.log(2)  # z makes EOS the likely answer
+    # learning signal: LaW removes every washed fact while keeping the other subjects' facts
+    assert fact_known(m1, world.tokenizer, wash_set).sum() == 0
+    assert fact_accuracy(m1, world.tokenizer, facts[8:]) >= 0.9
     m2 = copy.deepcopy(m)
-    r = ft_unlearn(m2, world.tokenizer, wash_set, lr=1e-3, max_steps=50, stop_at=0.0)
+    r = ft_unlearn(m2, world.tokenizer, wash_set, lr=1e-3, max_steps=150, stop_at=0.0)
     assert r.stopped_at_target and r.accuracies[-1] == 0.0
     m3 = copy.deepcopy(m)
     r = ft_to_eos(m3, world.tokenizer, wash_set, lr=1e-3, max_steps=50, stop_at=0.25)
