@@ -13,7 +13,6 @@ from torch import nn
 
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.quantum_peft import QuantumPEFTConfig, QuantumPEFTLinear, QuantumPEFTModel, get_qpeft_model
-from iclr25.quantum_peft import unitary as unitary_mod
 
 
 def _bert(seed: int = 0):
@@ -71,18 +70,10 @@ def test_half_precision_base_keeps_fp32_adapter(dtype) -> None:
 
 
 # -- inference cache ------------------------------------------------------------------------------------
-def test_inference_cache_reused_and_invalidated(monkeypatch) -> None:
+def test_inference_cache_reused_and_invalidated(node_builds) -> None:
     model = get_qpeft_model(_gpt2(), QuantumPEFTConfig(target_modules=["c_attn"], rank=2))
     _randomise_lambda(model)
-    calls = {"n": 0}
-    real = unitary_mod.node_columns
-
-    def counting(*a, **k):
-        calls["n"] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr("iclr25.quantum_peft.layer.node_columns", counting)
-    monkeypatch.setattr("iclr25.quantum_peft.model.node_columns", counting)
+    calls = node_builds
     ids = _ids(2, 6)
     with torch.no_grad():
         y1 = model(input_ids=ids).logits

@@ -17,7 +17,6 @@ from torch import nn
 
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.quantum_peft import QuantumPEFTConfig, QuantumPEFTLinear, QuantumPEFTModel, get_qpeft_model
-from iclr25.quantum_peft import unitary as unitary_mod
 from iclr25.quantum_peft.model import ModulesToSave
 
 CFG_A = QuantumPEFTConfig(target_modules=["q_proj", "v_proj"], rank=2, init_seed=1)
@@ -64,7 +63,7 @@ def _single(cfg: QuantumPEFTConfig, name: str) -> QuantumPEFTModel:
     return model
 
 
-def test_each_active_adapter_equals_its_single_adapter_model(monkeypatch) -> None:
+def test_each_active_adapter_equals_its_single_adapter_model(node_builds) -> None:
     model = _two()
     assert model.active_adapter == "default" and sorted(model.peft_config) == ["b", "default"]
     single_a, single_b = _single(CFG_A, "default"), _single(CFG_B, "b")
@@ -74,15 +73,7 @@ def test_each_active_adapter_equals_its_single_adapter_model(monkeypatch) -> Non
         assert torch.equal(other.qpeft_adapters["b"].theta_u, layer.theta_u)
         assert torch.equal(other.qpeft_adapters["b"].theta_v, layer.theta_v)
     ids = _ids()
-    calls = {"n": 0}
-    real = unitary_mod.node_columns
-
-    def counting(*a, **k):
-        calls["n"] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr("iclr25.quantum_peft.layer.node_columns", counting)
-    monkeypatch.setattr("iclr25.quantum_peft.model.node_columns", counting)
+    calls = node_builds
     with torch.no_grad():
         y_base = _lm()(input_ids=ids).logits
         y_a = model(input_ids=ids).logits
