@@ -412,18 +412,16 @@ class Setting:
         rep = fn(m, self.tok, washed, lr=lr, max_steps=self.cfg.ft_max_steps, stop_at=stop_at)
         return m, rep
 
-    def tune(self, rd: RunDir | None = None) -> dict:
+    def tune(self, rd: RunDir) -> dict:
         """Hyper-parameters chosen on the held-out tuning subjects (never an evaluation subset), one rule for every
         method: the grid value with the best retained accuracy among those that wash the tuning facts to
         ≤ ``tune_max_washed`` (else the lowest washed accuracy). LaW: λ from ``lam_grid`` (MEMIT→EOS uses the same λ,
         it is LaW's initialisation); FT-UL / FT→EOS: lr from ``ft_lrs``, stopped at LaW's forgetting level there.
-        With a ``RunDir`` the grid points run like seeds (in parallel workers with ``--jobs``, resumable)."""
+        The grid points run like seeds (in parallel workers with ``--jobs``, results in ``rd``, resumable)."""
         subj = self.tune_subjects
         grid = list(self.cfg.lam_grid)
 
         def run_grid(fn, n, part):
-            if rd is None:
-                return {i: fn(i) for i in range(n)}
             return rd.map_seeds(fn, list(range(n)), desc=part, part=part)
 
         res = run_grid(lambda i: self.metrics(self.law(subj, grid[i])[0], subj), len(grid), "tune_lam")
@@ -503,11 +501,6 @@ def _merge(main: dict, extras: dict, cfg: Config) -> dict:
     sweep = {f"{int(round(100 * cfg.wash_fraction))}pct": {"law": main["law"], "memit": main["memit"]}}
     res["sweep"] = dict(sorted((sweep | extras["sweep"]).items(), key=lambda kv: int(kv[0][:-3])))
     return res
-
-
-def one_seed(st: Setting, seed: int, ft_lr: dict) -> dict:
-    """Everything measured for one seed (``seed_main`` and ``seed_extras`` merged)."""
-    return _merge(seed_main(st, seed, ft_lr), seed_extras(st, seed), st.cfg)
 
 
 def map_seed_parts(rd: RunDir, st: Setting, ft_lr: dict) -> dict:
