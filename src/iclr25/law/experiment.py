@@ -10,7 +10,8 @@
    fine-tuning baselines stop at the forgetting level LaW reached (matched forgetting) with their lr chosen from
    the same grid on a held-out tuning subset, and share one step budget.
 3. Measure washed accuracy, retained accuracy (facts of the other subjects), recall accuracy and generic loss;
-   sweep the washed fraction for LaW and MEMIT→EOS.
+   sweep the washed fraction for LaW and MEMIT→EOS; LaW's ablations (no successive elimination, random Δ⁰) on the
+   same subsets (report only).
 """
 
 from __future__ import annotations
@@ -263,7 +264,7 @@ def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
         model.tie_weights()
         return model.eval(), json.loads(info_path.read_text())
     fx, fy = world.fact_rows(world.facts())
-    lf = int((fy != -100).sum(1).max())  # facts: s₁ s₂ r o <eos>
+    lf = int((fy != -100).sum(1).max())  # facts: r s₁ s₂ o <eos> (or s₁ s₂ r o <eos>)
     fx, fy = fx[:, :lf].to(device), fy[:, :lf].to(device)
     L = max(world.cfg.generic_len + 1, cfg.recall_train_len)
     rx, ry = world.recall_rows(20_000, derive_seed(cfg.seed, "recall-train"), cfg.recall_train_len)
