@@ -36,8 +36,22 @@ def _runnable() -> list[str]:
     return [s.slug for s in registry.implemented()]
 
 
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("iclr25")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="iclr25", description="ICLR 2025 systems: run reproductions and build the report.")
+    p.add_argument("--version", action="version", version=f"iclr25 {version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     sub.add_parser("list", help="print the table of the 19 systems")
     runnable = ", ".join(_runnable()) or "(none yet)"
@@ -125,6 +139,7 @@ def _check_preset(preset: str) -> None:
 
 
 def cmd_list() -> int:
+    print(f"iclr25 {version()} — {len(registry.SYSTEMS)} ICLR 2025 systems\n")
     rows = [("slug", "status", "arXiv", "paper")]
     rows += [(s.slug, s.status, s.arxiv, s.title) for s in registry.SYSTEMS]
     w = [max(len(r[i]) for r in rows) for i in range(3)]
@@ -137,16 +152,28 @@ def cmd_list() -> int:
 
 def _print_summary(slug: str, doc: dict, seconds: float, out: str | Path) -> None:
     from .common.claims import validate_claims_document
-    from .common.render import PRESET_NOTES, claims_text
+    from .common.render import PRESET_NOTES, claims_text, validity_label
 
     claims = validate_claims_document(doc)
     held = sum(c.holds for c in claims)
-    valid = "" if doc.get("valid", True) else f" [RUN INVALID: {doc.get('invalid_reason', '')}]"
+    valid = "" if doc.get("valid", True) else f" [{validity_label(doc)}: {doc.get('invalid_reason', '')}]"
     print(f"{slug}: {held}/{len(claims)} claims hold{valid} ({seconds:.1f} s) -> {Path(out) / slug}")
     if doc.get("preset") == "smoke":
         print(f"  ({PRESET_NOTES['smoke']})")
     for line in claims_text(claims):
         print(line)
+
+
+def _header(args: argparse.Namespace, slugs: list[str], seeds: int | None, seed: int | None) -> str:
+    """``iclr25 run``'s first line: what runs, with which seeds, into which folder."""
+    what = args.slug if args.slug != "all" else f"all ({len(slugs)} systems)"
+    if seeds is None and seed is None:
+        seed_txt = "the preset's seeds"
+    else:
+        first = 0 if seed is None else seed
+        seed_txt = f"seeds from {first}" if seeds is None else f"seeds {first}..{first + seeds - 1}"
+    where = Path(args.out) / (args.slug if args.slug != "all" else "<slug>")
+    return f"iclr25 run {what} · preset {args.preset} · {seed_txt} · -> {where} (loading…)"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -163,6 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
         slugs = [args.slug]
+    set_quiet(args.quiet)
+    log(_header(args, slugs, seeds, seed))  # before the heavy imports (torch, transformers: seconds)
     from .common.device import get_device, tune_malloc
     from .common.results import set_jobs
 
@@ -186,7 +215,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             failed.append(s)
             exps.pop(s, None)
     check_out(args.out)
-    set_quiet(args.quiet)
     set_jobs(jobs)
     tune_malloc()
     for slug in [s for s in slugs if s in exps]:
@@ -265,6 +293,17 @@ def _safe_streams() -> None:
 def main(argv: list[str] | None = None) -> int:
     _safe_streams()
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:  # `iclr25 list | head`: the reader left; not an error of ours
+        try:  # no second BrokenPipeError when the interpreter flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     old = warnings.showwarning
     warnings.showwarning = _show_warning
     try:
@@ -279,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e), EXIT_USAGE)
     except RunPathError as e:
         return _fail(str(e), EXIT_FAIL)
+    except BrokenPipeError:
+        raise
     except OSError as e:  # a filesystem problem met mid-run: one line, not a traceback
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         return _fail(f"{e.strerror or e}{where}", EXIT_FAIL)

@@ -69,3 +69,38 @@ def test_planned_system_is_refused_with_exit_2(capsys):
 def test_console_script_nosuch_exits_2():
     r = subprocess.run([sys.executable, "-m", "iclr25", "run", "nosuch"], capture_output=True, text=True)
     assert r.returncode == 2 and "mofflow" in r.stderr
+
+
+def test_version_flag_and_list_header(capsys):
+    from importlib.metadata import version
+
+    from iclr25.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"iclr25 {version('iclr25')}"
+    assert main(["list"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"iclr25 {version('iclr25')}")
+
+
+def test_run_header_is_printed_before_the_experiment_is_imported(tmp_path):
+    """The header (system, preset, seeds, folder) comes before the heavy imports of the experiment module."""
+    import subprocess
+
+    code = (
+        "import sys, iclr25.runs as r\n"
+        "def boom(slug):\n"
+        "    print('IMPORTING', flush=True); raise SystemExit(3)\n"
+        "r.experiment_module = boom\n"
+        "from iclr25.cli import main\n"
+        f"main(['run', 'law', '--preset', 'smoke', '--seeds', '2', '--out', {str(tmp_path)!r}])\n"
+    )
+    env = {**__import__("os").environ, "ICLR25_QUIET": "0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    lines = (out.stdout + out.stderr).splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("iclr25 run law"))
+    assert head < lines.index("IMPORTING")
+    assert (
+        "preset smoke" in lines[head] and "seeds 0..1" in lines[head] and str(tmp_path / "law") in lines[head]
+    )

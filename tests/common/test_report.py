@@ -40,7 +40,7 @@ def test_report_lists_19_systems_and_embeds_figures(tmp_path, no_refs):
     html = (tmp_path / "index.html").read_text()
     for s in registry.SYSTEMS:
         assert s.slug in html
-    assert "1/2 claims hold" in html
+    assert "1/2 toy-size claims hold" in html  # smoke only: counted as plumbing checks
     assert "<code>gain</code>" in html and "<code>too_good</code>" in html
     assert "data:image/png;base64," in html  # self-contained
     assert 'src="figures/' not in html
@@ -51,6 +51,7 @@ def test_headline_excludes_invalid_and_unreadable_runs(tmp_path, no_refs):
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     run_experiment(toy, "toy2", "smoke", tmp_path, seeds=2)
     doc = read_json(tmp_path / "toy2" / "claims.json")
+    doc["preset"] = "quick"  # a quick run that misses its precondition is invalid (a smoke run: see below)
     doc["valid"], doc["invalid_reason"] = False, "baseline did not train"
     atomic_write_json(tmp_path / "toy2" / "claims.json", doc)
     (tmp_path / "broken").mkdir()
@@ -143,3 +144,52 @@ def test_one_number_format_everywhere(tmp_path, no_refs):
     shown = claims_text(claims)[0].split(": ", 2)[-1].split(" ")[0]  # the compared number
     assert shown in (tmp_path / "toy" / "report.md").read_text()
     assert shown in render_report(tmp_path, no_refs)
+
+
+def _ref_folder(tmp_path: Path, tmp_runs: Path) -> Path:
+    """A reference folder holding one valid quick-preset document (1/2 claims hold)."""
+    ref = tmp_path / "ref" / "toy"
+    ref.mkdir(parents=True)
+    doc = read_json(tmp_runs / "toy" / "claims.json")
+    doc["preset"] = "quick"
+    (ref / "claims.json").write_text(json.dumps(doc))
+    return tmp_path / "ref"
+
+
+def test_smoke_precondition_is_expected_not_invalid(tmp_path, monkeypatch, capsys):
+    """A smoke run whose toy model misses the precondition is labelled as expected (CLI, report.md, HTML);
+    the same document from a quick run stays invalid."""
+    runs = tmp_path / "runs"
+    run_experiment(toy, "toy", "smoke", runs, seeds=2)
+    ref = _ref_folder(tmp_path, runs)
+    monkeypatch.setenv("TOY_INVALID", "the toy model knows 0.5 of the facts < 0.98")
+    doc = run_experiment(toy, "toy2", "smoke", runs, seeds=2)
+    assert doc["valid"] is False  # the document keeps the truth; only its label changes
+    from iclr25.cli import _print_summary
+    from iclr25.common.render import SMOKE_PRECONDITION
+
+    _print_summary("toy2", doc, 1.0, runs)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert SMOKE_PRECONDITION in line and "INVALID" not in line and "0.98" in line
+    md = (runs / "toy2" / "report.md").read_text()
+    assert SMOKE_PRECONDITION in md and "INVALID" not in md
+    html = render_report(runs, ref)
+    assert "invalid" not in html.lower().replace("invalid document", "")  # no 'run invalid' anywhere
+    assert SMOKE_PRECONDITION in html
+    # the headline's first line says these are plumbing checks and gives the reference's measured number first
+    body = html.split("<body>", 1)[1]
+    lead = body.split("</h1>", 1)[1].split("</p>", 1)[0]
+    assert "plumbing checks" in lead and "1/2 claims hold" in lead and "reference" in lead
+    cards = body.split('class="headline"', 1)[1]
+    assert cards.index('tag ref">reference') < cards.index('tag fresh">this run')
+    # the same toy2 document from a quick run: invalid exactly as before
+    d2 = read_json(runs / "toy2" / "claims.json")
+    d2["preset"] = "quick"
+    atomic_write_json(runs / "toy2" / "claims.json", d2)
+    html = render_report(runs, ref)
+    head = html.split('<h2 id="scoreboard">', 1)[0]  # the headline (report.md below keeps the smoke label)
+    assert "(run invalid)" in head and SMOKE_PRECONDITION not in head
+    assert "marked invalid" in html
+    from iclr25.common.render import validity_label
+
+    assert validity_label(d2) == "RUN INVALID"

@@ -80,4 +80,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         per_seed=per_seed,
         figures=[rd.figures / "acc.png"],
         report_md=os.environ.get("TOY_REPORT", "## Toy\nA toy."),
+        # lets a test mark the run as missing its precondition (as law / cascading_kv do at toy size)
+        valid=not os.environ.get("TOY_INVALID"),
+        invalid_reason=os.environ.get("TOY_INVALID", ""),
     )

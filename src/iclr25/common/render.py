@@ -21,6 +21,23 @@ PRESET_NOTES = {
 }
 
 
+SMOKE_PRECONDITION = "precondition not reached at smoke size — expected; the quick preset checks it"
+
+
+def smoke_precondition(doc: dict[str, Any] | None) -> bool:
+    """A smoke run that marked itself invalid: its toy-size model did not reach the experiment's precondition.
+
+    That is what a plumbing check at toy size is expected to do for some systems (the precondition is checked
+    for real by the quick preset), so it is labelled as such rather than as an invalid run. A quick or full run
+    that misses its precondition stays invalid."""
+    return isinstance(doc, dict) and doc.get("valid") is False and doc.get("preset") == "smoke"
+
+
+def validity_label(doc: dict[str, Any]) -> str:
+    """How a run marked ``valid: false`` is labelled: ``RUN INVALID``, or the smoke-precondition phrase."""
+    return SMOKE_PRECONDITION if smoke_precondition(doc) else "RUN INVALID"
+
+
 def claim_rows(claims: Sequence[Claim], depth: int = 0) -> list[dict[str, Any]]:
     """One row per claim and, under a compound claim, one indented row per part (recursively)."""
     rows: list[dict[str, Any]] = []
@@ -110,7 +127,7 @@ def run_report_md(
     if preset in PRESET_NOTES and preset == "smoke":
         head += f"*{PRESET_NOTES[preset]}.*\n\n"
     if doc.get("valid") is False:
-        head += f"**RUN INVALID:** {md_cell(doc.get('invalid_reason', ''))}\n\n"
+        head += f"**{validity_label(doc)}:** {md_cell(doc.get('invalid_reason', ''))}\n\n"
     head += f"**Claims held: {held}/{len(claims)}**\n\n" + claims_markdown(claims) + "\n\n"
     figs = "".join(f"![{Path(p).stem}](figures/{Path(p).name})\n\n" for p in figures)
     return head + (body or "").strip() + "\n\n" + figs

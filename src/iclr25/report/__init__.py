@@ -24,7 +24,7 @@ from .. import registry
 from ..common.claims import Claim, validate_claims_document
 from ..common.fmt import fmt_seconds
 from ..common.io import atomic_write_text, read_json
-from ..common.render import PRESET_NOTES, claim_rows
+from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
@@ -64,6 +64,12 @@ class RunView:
     def valid(self) -> bool:
         """A readable, schema-valid document of a run that did not mark itself invalid."""
         return self.ok and self.doc is not None and self.doc.get("valid", True) is True
+
+    @property
+    def smoke_precondition(self) -> bool:
+        """A smoke run whose toy-size model did not reach the experiment's precondition (expected; not counted,
+        but not labelled invalid either: the quick preset checks the precondition)."""
+        return self.ok and smoke_precondition(self.doc)
 
     @property
     def preset(self) -> str:
@@ -226,13 +232,15 @@ def _headline(views: list[RunView]) -> dict:
         h = by_preset.setdefault(v.preset, [0, 0])
         h[0] += v.held
         h[1] += len(v.claims)
+    readable = [v for v in views if v.ok]
     return {
         "held": sum(v.held for v in valid),
         "total": sum(len(v.claims) for v in valid),
         "runs": len(valid),
-        "excluded": [v for v in views if not v.valid],
+        "expected": [v for v in views if v.smoke_precondition],
+        "excluded": [v for v in views if not v.valid and not v.smoke_precondition],
         "by_preset": by_preset,
-        "only_smoke": bool(valid) and all(v.preset == "smoke" for v in valid),
+        "only_smoke": bool(readable) and all(v.preset == "smoke" for v in readable),
     }
 
 
@@ -259,6 +267,8 @@ def _status(v: RunView | None, with_preset: bool) -> str:
         return "—"
     if not v.ok:
         return "invalid document"
+    if v.smoke_precondition:
+        return "precondition not reached at smoke size (expected)"
     if not v.valid:
         return "run invalid"
     return f"{v.held}/{len(v.claims)}" + (f" ({v.preset})" if with_preset else "")
@@ -339,6 +349,7 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
         "systems": systems,
         "status": status,
         "preset_notes": PRESET_NOTES,
+        "smoke_precondition_note": SMOKE_PRECONDITION,
     }
 
 
