@@ -88,6 +88,19 @@ def _parser() -> argparse.ArgumentParser:
         "config", help="print the effective config of SLUG under a preset (and --set overrides)"
     )
     run_args(c, out=False)
+    v = sub.add_parser(
+        "verify",
+        help="re-run the first K seeds of a committed reference with its config; compare numbers and verdicts",
+    )
+    v.add_argument("slug", help=f"a system with a committed reference: {runnable}")
+    v.add_argument("--seeds", default="1", help="how many of the reference's seeds to re-run (default 1)")
+    v.add_argument(
+        "--reference",
+        default=None,
+        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick",
+    )
+    v.add_argument("--out", default=None, help="where the re-run goes (default: a new temporary folder)")
+    v.add_argument("--quiet", action="store_true", help="no progress bars")
     rep = sub.add_parser("report", help="write OUT/index.html from the runs in OUT")
     rep.add_argument("--out", default="runs", help="runs folder (default runs)")
     rep.add_argument(
@@ -313,6 +326,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return cmd_run(args)
         if args.cmd == "config":
             return cmd_config(args)
+        if args.cmd == "verify":
+            from .verify import cmd_verify
+
+            return cmd_verify(args)
         return cmd_report(args)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)
