@@ -103,6 +103,136 @@ def test_occupancy_trick():
     assert (plain == img0).all() and (pf == f0).all()
 
 
+def _at(r: float, c: float, depth: float) -> np.ndarray:
+    """World point that the camera ``camera_pose(0, 0)`` with ``CAM.K`` sees at the centre of pixel (r, c)."""
+    K = CAM.K
+    return np.array(
+        [depth, -(c + 0.5 - K[0, 2]) * depth / K[0, 0], 1.6 - (r + 0.5 - K[1, 2]) * depth / K[1, 1]]
+    )
+
+
+def _released_projpc(
+    objects, background, K, pose, H, W, radius, to_pixel=np.round, dilate_written_only=False
+):
+    """Naive transcription of the released ``projpc`` occupancy rule (objects nearest-first by the minimum planar
+    distance of their points, per-object ``filter_duplicates`` z-buffer, write where the mask is free, then
+    zero the mask on the (2r + 1)² square around *every* z-buffer survivor; background last). Its own pinhole
+    projection through the full K (homogeneous division), ``to_pixel`` = the released ``.round()``.
+    ``dilate_written_only`` transcribes the alternative rule (only the pixels this object wrote)."""
+    cam_pos = pose[:3, 3]
+
+    def pixels(pts, cols):  # {(row, col): (dist, colour)}: the nearest point per pixel
+        out = {}
+        for x, colour in zip(pts, cols):
+            xc = pose[:3, :3].T @ (x - cam_pos)
+            if xc[2] <= 1e-6:
+                continue
+            uvw = K @ xc
+            u, v = to_pixel(uvw[0] / uvw[2]), to_pixel(uvw[1] / uvw[2])
+            if not (0 <= u < W and 0 <= v < H):
+                continue
+            d = float(np.linalg.norm(x - cam_pos))
+            key = (int(v), int(u))
+            if key not in out or d < out[key][0]:
+                out[key] = (d, colour)
+        return out
+
+    img, filled = np.zeros((H, W, 3)), np.zeros((H, W), dtype=bool)
+    mask = np.ones((H, W), dtype=bool)  # True = free
+    order = sorted(
+        range(len(objects)), key=lambda i: min(np.hypot(*(q[:2] - cam_pos[:2])) for q in objects[i][0])
+    )
+    for i in order:
+        surv = pixels(*objects[i])
+        written = []
+        for (r, c), (_, colour) in surv.items():
+            if mask[r, c]:
+                img[r, c], filled[r, c] = colour, True
+                written.append((r, c))
+        for r, c in written if dilate_written_only else list(surv):
+            for dr in range(-radius, radius + 1):
+                for dc in range(-radius, radius + 1):
+                    if 0 <= r + dr < H and 0 <= c + dc < W:
+                        mask[r + dr, c + dc] = False
+    for (r, c), (_, colour) in pixels(*background).items():
+        if mask[r, c]:
+            img[r, c], filled[r, c] = colour, True
+    return img, filled
+
+
+def _random_scene(rng, n_obj=4):
+    """Objects as overlapping clusters at different depths in front of ``camera_pose(0, 0)``, plus background."""
+    objects = []
+    for _ in range(n_obj):
+        depth = rng.uniform(4, 25)
+        centre = _at(rng.uniform(4, 12), rng.uniform(10, 30), depth)
+        pts = centre + rng.normal(size=(rng.integers(5, 40), 3)) * [0.3, 0.15 * depth / 4, 0.1 * depth / 4]
+        objects.append((pts, rng.uniform(0.1, 1, size=(len(pts), 3))))
+    bg = np.stack([_at(r, c, rng.uniform(25, 40)) for r, c in rng.uniform([0, 0], [16, 40], size=(300, 2))])
+    return objects, (bg, rng.uniform(0.1, 1, size=(len(bg), 3)))
+
+
+@pytest.mark.parametrize("radius", [0, 1, 2])
+@pytest.mark.parametrize("rounding", ["round", "floor"])
+def test_occupancy_rule_matches_released_transcription(radius, rounding):
+    pose = camera_pose(0.0, 0.0)
+    K = CAM.K.copy()
+    if rounding == "round":
+        K[0, 1] = 3.0  # a skew: supported exactly (u = (fx·x + s·y)/z + cx), as the full-K transcription
+    to_pixel = np.round if rounding == "round" else np.floor
+    n_differ = 0
+    for seed in range(6):
+        objects, (bg, bgc) = _random_scene(np.random.default_rng(seed))
+        args = (bg, bgc, K, pose, CAM.height, CAM.width, objects, radius)
+        img, filled = project_points(*args, rounding=rounding)  # default occupancy = the released rule
+        ref_img, ref_filled = _released_projpc(
+            objects, (bg, bgc), K, pose, CAM.height, CAM.width, radius, to_pixel
+        )
+        assert (filled == ref_filled).all() and (img == ref_img).all()
+        w_img, w_filled = project_points(*args, occupancy="written", rounding=rounding)
+        ref_w = _released_projpc(objects, (bg, bgc), K, pose, CAM.height, CAM.width, radius, to_pixel, True)
+        assert (w_filled == ref_w[1]).all() and (w_img == ref_w[0]).all()
+        n_differ += int((w_filled != filled).any())
+    if radius == 0:
+        assert n_differ == 0  # r = 0: the two rules coincide exactly
+    else:
+        assert n_differ > 0  # the scenes are built so that the rules do differ
+
+
+def test_occupancy_dilates_pixels_hidden_behind_a_nearer_object():
+    """Regression (issue #33): the released rule also dilates an object's pixels a nearer object holds."""
+    pose, K = camera_pose(0.0, 0.0), CAM.K
+    near = (np.array([_at(8, 10, 5.0)]), [[1.0, 0, 0]])  # occupies rows 7–9, cols 9–11 (r = 1)
+    far = (np.array([_at(8, 11, 10.0), _at(8, 14, 10.0)]), [[0, 1.0, 0], [0, 1.0, 0]])  # (8, 11) is hidden
+    bg = np.array([_at(8, 12, 30.0)])  # next to the hidden pixel (8, 11), two columns from the drawn (8, 14)
+    kw = dict(objects=[far, near], occupancy_radius=1)
+    img, filled = project_points(bg, [[0, 0, 1.0]], K, pose, CAM.height, CAM.width, **kw)
+    assert filled.sum() == 2 and filled[8, 10] and filled[8, 14] and not filled[8, 12]
+    assert (img[8, 10] == [1, 0, 0]).all() and (img[8, 14] == [0, 1, 0]).all()
+    img_w, filled_w = project_points(
+        bg, [[0, 0, 1.0]], K, pose, CAM.height, CAM.width, occupancy="written", **kw
+    )
+    assert filled_w.sum() == 3 and (img_w[8, 12] == [0, 0, 1]).all()
+
+
+def test_half_pixel_convention():
+    pose, K = camera_pose(0.0, 0.0), CAM.K
+    # floor (default): pixel (r, c) is [c, c + 1) × [r, r + 1); a point on the ray through its centre lands on it
+    rc = np.array([[r, c] for r in range(CAM.height) for c in range(CAM.width)])
+    pts = np.stack([_at(r, c, 7.0) for r, c in rc])
+    row, col, _, inside = project(pts, K, pose, CAM.height, CAM.width)
+    assert inside.all() and (row == rc[:, 0]).all() and (col == rc[:, 1]).all()
+    # "round" (released): centres at integer coordinates = floor with the principal point shifted by +½
+    rng = np.random.default_rng(3)
+    pts = np.stack([_at(r, c, rng.uniform(3, 30)) for r, c in rng.uniform([-2, -2], [18, 42], size=(500, 2))])
+    r1, c1, d1, i1 = project(pts, K, pose, CAM.height, CAM.width, rounding="round")
+    K2 = K.copy()
+    K2[:2, 2] += 0.5
+    r2, c2, d2, i2 = project(pts, K2, pose, CAM.height, CAM.width)
+    assert (i1 == i2).all() and (r1[i1] == r2[i1]).all() and (c1[i1] == c2[i1]).all() and (d1 == d2).all()
+    assert i1.sum() > 300
+
+
 def test_viewpoint_simulation_coverage(drive):
     scene, _, log = drive
     lower = 0
@@ -246,6 +376,53 @@ def test_bad_input():
         project_points(np.array([[np.nan, 0, 0]]), [[1, 0, 0]], K, pose, 8, 8)
     with pytest.raises(ValueError, match="hfov"):
         Camera(8, 8, 0.0)
+
+
+def test_bad_point_arrays_and_intrinsics_name_the_parameter():
+    K, pose = CAM.K, camera_pose(0.0, 0.0)
+    pts, col = np.array([[5.0, 0.0, 1.0]]), [[1.0, 0, 0]]
+    obj = np.array([[6.0, 0.0, 1.0], [6.0, 0.1, 1.0]])
+    render = lambda *a, **kw: project_points(*a, CAM.height, CAM.width, **kw)  # noqa: E731
+    xyzi = np.concatenate([obj, np.ones((2, 1))], 1)  # (N, 4) xyz + intensity: was an obscure reshape error
+    with pytest.raises(
+        ValueError, match=r"objects\[0\] points must have shape \(N, 3\).*\(2, 4\).*intensity"
+    ):
+        render(pts, col, K, pose, objects=[(xyzi, np.ones((2, 3)))])
+    with pytest.raises(ValueError, match=r"objects\[1\] colours must have shape \(2, 3\).*\(3, 3\)"):
+        render(pts, col, K, pose, objects=[(obj, np.ones((2, 3))), (obj, np.ones((3, 3)))])
+    with pytest.raises(ValueError, match=r"objects\[0\] colours contain NaN"):
+        render(pts, col, K, pose, objects=[(obj, np.full((2, 3), np.nan))])
+    with pytest.raises(ValueError, match=r"objects\[0\] must be a \(points"):
+        render(pts, col, K, pose, objects=[obj])
+    with pytest.raises(ValueError, match=r"^points must have shape \(N, 3\).*\(1, 4\)"):
+        render(np.array([[5.0, 0.0, 1.0, 0.3]]), col, K, pose)
+    with pytest.raises(ValueError, match=r"^colours must have shape \(1, 3\).*\(2, 3\)"):
+        render(pts, [[1.0, 0, 0], [0, 1.0, 0]], K, pose)
+    Ks = K.copy()
+    Ks[0, 1] = 50.0  # a skew is supported exactly: u = (fx·x + s·y)/z + cx
+    x, y, z = -obj[:, 1], 1.6 - obj[:, 2], obj[:, 0]  # camera coordinates of camera_pose(0, 0)
+    r1, c1, _, _ = project(obj, Ks, pose, CAM.height, CAM.width)
+    assert (c1 == np.floor((K[0, 0] * x + 50.0 * y) / z + K[0, 2])).all()
+    assert (r1 == np.floor(K[1, 1] * y / z + K[1, 2])).all() and (c1 >= np.floor(K[0, 2]) + 4).all()
+    for entry, value, msg in (((2, 2), 2.0, r"K\[2, 2\] must be 1"), ((1, 0), 0.7, "upper triangular")):
+        Kb = K.copy()
+        Kb[entry] = value
+        with pytest.raises(ValueError, match=msg):
+            render(pts, col, Kb, pose)
+    Kn = K.copy()
+    Kn[0, 2] = np.nan
+    with pytest.raises(ValueError, match="finite 3x3"):
+        render(pts, col, Kn, pose)
+    with pytest.raises(ValueError, match="occupancy must be one of"):
+        render(pts, col, K, pose, occupancy="square")
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        render(pts, col, K, pose, rounding="ceil")
+    with pytest.raises(ValueError, match="occupancy_radius must be an int"):
+        render(pts, col, K, pose, occupancy_radius=1.5)
+    from iclr25.freevs.experiment import Config
+
+    with pytest.raises(ValueError, match="occupancy must be one of"):
+        Config(occupancy="square")
 
 
 def test_smoke_experiment(tmp_path):

@@ -30,7 +30,7 @@ from ..common.io import atomic_savefig, atomic_write_with  # noqa: E402
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
 from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe  # noqa: E402
 from .model import EDMConfig, FreeVSTiny, edm_loss, sample  # noqa: E402
-from .pseudo import pseudo_image, record_drive  # noqa: E402
+from .pseudo import OCCUPANCY_RULES, pseudo_image, record_drive  # noqa: E402
 from .world import Camera, ToyDriveScene, camera_pose  # noqa: E402
 
 VARIANTS = ("sim", "nosim")
@@ -51,6 +51,7 @@ class Config(ExperimentConfig):
     azimuths: int = 720
     window_n: int = 2  # point window t − n … t + n
     occupancy_radius: int = 2
+    occupancy: str = "projected"  # dilate every projected object pixel (released); "written": drawn only
     shift_k: int = 3  # viewpoint simulation: window centred at t ± k
     mismatch_ratio: float = 0.5  # the paper's; the ablation uses 0
     offsets: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
@@ -70,6 +71,12 @@ class Config(ExperimentConfig):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if self.occupancy not in OCCUPANCY_RULES:
+            raise ValueError(f"occupancy must be one of {OCCUPANCY_RULES}, got {self.occupancy!r}")
+        if isinstance(self.occupancy_radius, bool) or not isinstance(self.occupancy_radius, int):
+            raise ValueError(f"occupancy_radius must be an int >= 0, got {self.occupancy_radius!r}")
+        if self.occupancy_radius < 0:
+            raise ValueError(f"occupancy_radius must be an int >= 0, got {self.occupancy_radius!r}")
         if not 0.0 <= self.mismatch_ratio <= 1.0:
             raise ValueError(f"mismatch_ratio must be in [0, 1], got {self.mismatch_ratio}")
         if any(s < 0 or s + self.clip_len > self.n_frames for s in self.test_starts):
@@ -132,6 +139,7 @@ def _data_key(cfg: Config) -> str:
             "azimuths",
             "window_n",
             "occupancy_radius",
+            "occupancy",
             "shift_k",
             "offsets",
         )
@@ -149,7 +157,7 @@ def build_data(cfg: Config) -> dict[str, np.ndarray]:
         p0, pp, pm = [], [], []
         for t in range(cfg.n_frames):
             pose = camera_pose(float(t), 0.0)
-            kw = dict(n=cfg.window_n, occupancy_radius=cfg.occupancy_radius)
+            kw = dict(n=cfg.window_n, occupancy_radius=cfg.occupancy_radius, occupancy=cfg.occupancy)
             p0.append(pseudo_image(log, scene, cam, pose, t, **kw)[0])
             pp.append(pseudo_image(log, scene, cam, pose, t, centre=t + cfg.shift_k, **kw)[0])
             pm.append(pseudo_image(log, scene, cam, pose, t, centre=t - cfg.shift_k, **kw)[0])
@@ -176,7 +184,14 @@ def build_data(cfg: Config) -> dict[str, np.ndarray]:
                     pose = camera_pose(float(t), dy)
                     img, _, ids = scene.render(cam, pose, t)
                     pim, fil = pseudo_image(
-                        log, scene, cam, pose, t, n=cfg.window_n, occupancy_radius=cfg.occupancy_radius
+                        log,
+                        scene,
+                        cam,
+                        pose,
+                        t,
+                        n=cfg.window_n,
+                        occupancy_radius=cfg.occupancy_radius,
+                        occupancy=cfg.occupancy,
                     )
                     g.append(img)
                     p.append(pim)
@@ -307,10 +322,7 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
     res["pseudo_only"] = evaluate(cfg, data, data["test_pseudo"], probe, gt_feats)
     O, C, T, H, W, _ = data["test_gt"].shape
     pseudo = torch.tensor(data["test_pseudo"]).reshape(O * C, T, H, W, 3).permute(0, 1, 4, 2, 3) * 2 - 1
-    ref = (
-        torch.tensor(data["test_ref"]).reshape(O * C, H, W, 3).permute(0, 3, 1, 2) * 2
-        - 1
-    )
+    ref = torch.tensor(data["test_ref"]).reshape(O * C, H, W, 3).permute(0, 3, 1, 2) * 2 - 1
     samples = {}
     for variant, ratio in (("sim", cfg.mismatch_ratio), ("nosim", 0.0)):
         model, stats = train_variant(cfg, data, ratio, seed, dev)
