@@ -120,24 +120,98 @@ def test_best_iterate_includes_start_point():
     assert torch.equal(res.delta, D0) and res.objective == res.init_objective
 
 
+def _released_ascent(D0, K, C, beta, steps, lr, lr_after_boundary=None):
+    """Transcription of the released ``update_upd_matrix`` loop (l2 loss, all keys, no projection / alpha), in its
+    own orientation U = Δᵀ (d_k, d). Returns (what it returns, the final live parameter), both as Δ (d, d_k)."""
+    U = D0.t().double().clone()
+    U.requires_grad = True
+    opt = torch.optim.Adam([U], lr=lr)
+    best, best_loss, lr_updated = None, 0, False
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = -torch.sum((U.T @ K) ** 2)  # measured before the step
+        loss.backward()
+        opt.step()  # in place: an alias taken earlier sees this step
+        ratio = torch.trace(U.T @ C @ U) / torch.trace(C)
+        if ratio > beta:
+            U.data = (U / torch.sqrt(ratio / beta)).detach()  # new storage: an earlier alias stops following
+            if lr_after_boundary is not None and not lr_updated:
+                for g in opt.param_groups:
+                    g["lr"] = lr_after_boundary
+                lr_updated = True
+        if -loss.item() > best_loss:
+            best_loss = -loss.item()
+            best = U.detach()  # an alias of the live parameter, not a copy
+    out = best if best is not None else U
+    return out.detach().clone().t(), U.detach().clone().t()
+
+
+def _tiny(seed, d=3, dk=5, n=2):
+    g = torch.Generator().manual_seed(seed)
+    K = torch.randn(dk, n, generator=g, dtype=torch.float64)
+    D0 = 0.3 * torch.randn(d, dk, generator=g, dtype=torch.float64)
+    return D0, K, _spd(dk, 3 * dk, seed + 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("lr", "lr_after"), [(0.05, None), (0.5, None), (0.2, 0.02)])
+def test_official_best_iterate_matches_released_loop_with_rescales(seed, lr, lr_after):
+    """β = 1.1 × the start's ratio (as ``wash``): the ascent rescales, and "official" returns exactly the released
+    loop's tensor (alias semantics included), whichever of its cases applies."""
+    D0, K, C = _tiny(seed)
+    beta = 1.1 * c_ratio(D0, C)
+    ref, final = _released_ascent(D0, K, C, beta, 40, lr, lr_after)
+    off = constrained_ascent(
+        D0, K, C, beta, steps=40, lr=lr, lr_after_boundary=lr_after, best_iterate="official"
+    )
+    assert off.hit_boundary_at is not None  # the rescale really happens
+    torch.testing.assert_close(off.delta, ref, rtol=0, atol=1e-12)
+    assert math.isclose(off.ratio, c_ratio(ref, C), rel_tol=1e-10)
+    pap = constrained_ascent(D0, K, C, beta, steps=40, lr=lr, lr_after_boundary=lr_after)
+    assert pap.ratio <= beta * (1 + 1e-12)  # the paper's best iterate is always feasible
+    assert pap.objective == max([pap.init_objective] + pap.objectives)
+    if not torch.equal(ref, final):  # the alias was cut by a rescale: the released Δ is a pre-rescale iterate
+        assert off.ratio > beta
+
+
+def test_official_best_iterate_can_leave_the_constraint():
+    """The case the switch exists for: the released loop returns a post-step, pre-rescale Δ (ratio > β), which is
+    neither the final iterate nor the paper's best one."""
+    D0, K, C = _tiny(0)
+    beta = 1.1 * c_ratio(D0, C)
+    ref, final = _released_ascent(D0, K, C, beta, 40, 0.2)
+    off = constrained_ascent(D0, K, C, beta, steps=40, lr=0.2, best_iterate="official")
+    pap = constrained_ascent(D0, K, C, beta, steps=40, lr=0.2, best_iterate="paper")
+    torch.testing.assert_close(off.delta, ref, rtol=0, atol=1e-12)
+    assert off.ratio > 1.5 * beta
+    assert not torch.allclose(off.delta, final) and not torch.allclose(off.delta, pap.delta)
+
+
 def test_official_best_iterate_alias_reproduced():
-    """Without a rescale the official bookkeeping returns the live (last) iterate, even when an earlier iterate had
-    a larger objective; the paper mode returns the best one."""
+    """Without a rescale (huge β) the alias is never cut: "official" returns the live (last) iterate, even when an
+    earlier iterate had a larger objective; the paper mode returns the best one."""
     _, K, C = _data(d=3, dk=5, n=2, seed=11)
     D0 = torch.ones(3, 5, dtype=torch.float64)
-    # minimise instead of maximise is not possible, so use a huge beta and an lr that overshoots and oscillates
-    beta = 1e12
+    beta = 1e12  # an lr that overshoots and oscillates, never reaching the boundary
     off = constrained_ascent(D0, K, C, beta, steps=30, lr=0.5, best_iterate="official")
     pap = constrained_ascent(D0, K, C, beta, steps=30, lr=0.5, best_iterate="paper")
-    # naive replay of the released loop: the returned tensor is the final parameter (alias never broken)
-    p = torch.nn.Parameter(D0.clone())
-    opt = torch.optim.Adam([p], lr=0.5)
-    for _ in range(30):
-        opt.zero_grad()
-        (-(p @ K).pow(2).sum()).backward()
-        opt.step()
-    assert torch.allclose(off.delta, p.detach())
+    ref, final = _released_ascent(D0, K, C, beta, 30, 0.5)
+    assert off.hit_boundary_at is None and torch.equal(ref, final)
+    torch.testing.assert_close(off.delta, ref, rtol=0, atol=1e-12)
     assert pap.objective == max([pap.init_objective] + pap.objectives)
+
+
+def test_official_best_iterate_zero_objective_and_no_steps():
+    """No pre-step objective > 0 (zero start: zero gradient) → the released fallback, the live parameter; 0 steps →
+    the start."""
+    _, K, C = _data(d=3, dk=5, n=2, seed=3)
+    Z = torch.zeros(3, 5, dtype=torch.float64)
+    off = constrained_ascent(Z, K, C, 0.1, steps=5, lr=0.1, best_iterate="official")
+    ref, _ = _released_ascent(Z, K, C, 0.1, 5, 0.1)
+    assert torch.equal(off.delta, ref) and torch.equal(off.delta, Z)
+    D0 = torch.ones(3, 5, dtype=torch.float64)
+    off = constrained_ascent(D0, K, C, 1e3, steps=0, best_iterate="official")
+    assert torch.equal(off.delta, D0)
 
 
 def test_ascent_bad_inputs():

@@ -72,14 +72,30 @@ def constrained_ascent(
     lr_after_boundary: float | None = None,
     best_iterate: str = "paper",
 ) -> AscentResult:
-    """Adam on ``−‖ΔK‖²`` from ``delta0`` (d, d_k) under ``tr(ΔCΔᵀ)/tr(C) ≤ β`` (official ``update_upd_matrix``).
+    """Adam on ``−‖ΔK‖²`` from ``delta0`` (d, d_k) under ``tr(ΔCΔᵀ)/tr(C) ≤ β`` (paper §5; official
+    ``update_upd_matrix``).
 
     After every step, if the ratio exceeds β, Δ ← Δ·√(β/ratio) (exact: the constraint is quadratic). When the
-    boundary is first hit Adam's lr becomes ``lr_after_boundary`` (if given).
+    boundary is first hit Adam's lr becomes ``lr_after_boundary`` (if given). An infeasible ``delta0`` (ratio > β,
+    e.g. an absolute β below the initialisation's) is first scaled onto the constraint, in both modes.
+
     ``best_iterate="paper"``: return the iterate (start point included) with the largest objective, measured after
-    the rescale — always feasible. ``"official"``: the released bookkeeping, which stores ``Δ.detach()`` (an alias of
-    the live parameter that Adam's in-place step keeps changing, broken only by a rescale) when the objective
-    measured *before* a step is the best so far; in effect a late iterate, possibly the un-rescaled one.
+    the rescale — always feasible.
+
+    ``best_iterate="official"``: return what the released ``update_upd_matrix`` returns (its l2 loss, no key
+    sub-sampling, no projection / ``alpha`` options), for a feasible start — always the case in :func:`wash` with the
+    ratio-based β. The released loop, at step t, measures the objective *before* ``opt.step()``; after the step and
+    the rescale, if that pre-step objective is the best so far (and > 0), it stores ``Δ.detach()`` — an alias of the
+    live parameter, not a copy. Adam's later in-place steps keep writing into the aliased storage until a rescale
+    reassigns ``Δ.data``, which cuts the alias. So with t* the last step whose pre-step objective was a new best,
+    the returned Δ is
+
+    - the final iterate, if no step after t* rescaled (in particular if t* is the last step);
+    - otherwise the iterate right after the ``opt.step()`` of the first rescaling step s > t*, *before* its rescale —
+      a point with ratio > β, outside the constraint;
+    - the final iterate, if no pre-step objective was > 0 (the released ``best_upd_matrix is None`` fallback).
+
+    In general this is not the best iterate; ``objective`` and ``ratio`` describe the returned Δ.
     """
     if best_iterate not in BEST_ITERATE:
         raise ValueError(f"best_iterate must be one of {BEST_ITERATE}, got {best_iterate!r}")
@@ -101,22 +117,24 @@ def constrained_ascent(
     opt = torch.optim.Adam([p], lr=lr)
     init_obj = wash_objective(p.detach(), K)
     best_obj, best = init_obj, p.detach().clone()
-    official_best_loss = math.inf
-    official_best = p.detach().clone()
+    # "official": the released alias, made explicit. rel_best: best pre-step objective (released best_loss = 0);
+    # aliased: an alias is held and still follows the live parameter; frozen: its value once a rescale cut it.
+    rel_best, aliased, frozen = 0.0, False, None
     ratios, objs = [], []
     hit = None
     for t in range(steps):
         opt.zero_grad()
         loss = -(p @ K).pow(2).sum()
         loss.backward()
-        if best_iterate == "official" and loss.item() < official_best_loss:
-            official_best_loss = loss.item()
-            official_best = p.detach()  # alias of the live parameter, as released
+        pre_obj = -loss.item()  # objective of the iterate this step starts from
         opt.step()
         with torch.no_grad():
             r = float(((p @ C) * p).sum()) / trC
             if r > beta:
-                p.data = p.data * math.sqrt(beta / r)  # reassigns .data (breaks an alias)
+                if best_iterate == "official" and aliased:
+                    # the rescale cuts the alias: it keeps the post-step, pre-rescale Δ
+                    frozen, aliased = p.detach().clone(), False
+                p.data = p.data * math.sqrt(beta / r)
                 if hit is None:
                     hit = t
                     if lr_after_boundary is not None:
@@ -128,8 +146,11 @@ def constrained_ascent(
         objs.append(obj)
         if best_iterate == "paper" and obj > best_obj:
             best_obj, best = obj, p.detach().clone()
+        elif best_iterate == "official" and pre_obj > rel_best:
+            # a new alias of the (post-rescale) live parameter
+            rel_best, aliased, frozen = pre_obj, True, None
     if best_iterate == "official":
-        best = official_best.clone() if steps else p.detach().clone()
+        best = frozen if frozen is not None else p.detach().clone()
         best_obj = wash_objective(best, K)
     return AscentResult(best, best_obj, init_obj, c_ratio(best, C), ratios, objs, hit)
 
@@ -238,7 +259,8 @@ def wash(
        :func:`fact_known`) and only those still answered go on; stop when none remain.
 
     Defaults are the official GPT2-XL zsRE/CounterFact ones (λ₀ 20,000, lr 1e-7, 1,000 steps, β ratio 1.1);
-    ``best_iterate="official"`` reproduces the released code's best-iterate aliasing.
+    ``best_iterate="official"`` returns the released ``update_upd_matrix``'s Δ per layer (its alias bookkeeping, see
+    :func:`constrained_ascent`), which can lie outside the constraint.
     """
     facts = check_facts(facts)
     if init not in INITS:
