@@ -20,13 +20,24 @@ HTTP server).
 """
 
 from .backends import BFCLToolEnv, HTTPToolBackend, SimulatedToolEnv, ToolBackend, ToolResult
-from .llm import HeuristicPolicy, OpenAICompatibleLLM, PlanStep, Policy, StepRecord, fill_arguments
+from .library import LibraryEntry, ToolkitLibrary, load_toolkit_library
+from .llm import (
+    HeuristicPolicy,
+    OpenAICompatibleLLM,
+    PlanStep,
+    Policy,
+    StepRecord,
+    fill_arguments,
+    toolkit_lines,
+)
 from .planner import Budget, DFSDTAgent, EpisodeResult, ReActAgent, ToolPlanner, write_traces
 from .schemas import (
     Tool,
     bfcl_to_openai,
     parse_arguments,
+    standardize,
     toolbench_to_openai,
+    toolbench_tool_to_openai,
     validate_arguments,
     validate_tool,
 )
@@ -41,6 +52,7 @@ from .toolkits import (
     ToolkitSet,
     build_toolkits,
     functionality_text,
+    toolkits_from_labels,
 )
 
 __all__ = [
@@ -53,6 +65,7 @@ __all__ = [
     "HFPoolingEmbedder",
     "HTTPToolBackend",
     "HeuristicPolicy",
+    "LibraryEntry",
     "OpenAICompatibleLLM",
     "PlanStep",
     "Policy",
@@ -69,13 +82,19 @@ __all__ = [
     "ToolPlanner",
     "ToolResult",
     "Toolkit",
+    "ToolkitLibrary",
     "ToolkitSet",
     "bfcl_to_openai",
     "build_toolkits",
     "fill_arguments",
     "functionality_text",
+    "load_toolkit_library",
     "parse_arguments",
+    "standardize",
     "toolbench_to_openai",
+    "toolbench_tool_to_openai",
+    "toolkit_lines",
+    "toolkits_from_labels",
     "validate_arguments",
     "validate_tool",
     "write_traces",

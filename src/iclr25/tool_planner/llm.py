@@ -183,6 +183,21 @@ _CALL_JSON_SYS = _CALL_SYS + (
 )
 _ANSWER_SYS = "Answer the user's request from the tool results. Reply with the answer only."
 
+TOOLKIT_FORMATS = ("default", "official")
+
+
+def toolkit_lines(toolkits: ToolkitSet, style: str = "default") -> str:
+    """The toolkit list shown to the planner (§3.2: each toolkit's id and description d_j).
+
+    ``style="default"``: one ``[Toolkit i] <description, at most 400 characters>`` line per toolkit, joined by
+    newlines. ``style="official"``: the released prompt form, ``[Toolkit i, Desc[<description>]]`` followed
+    by a newline for every toolkit, the full description, concatenated."""
+    if style not in TOOLKIT_FORMATS:
+        raise ValueError(f"style must be one of {TOOLKIT_FORMATS}, got {style!r}")
+    if style == "official":
+        return "".join(f"[Toolkit {tk.id}, Desc[{tk.description}]]\n" for tk in toolkits.toolkits)
+    return "\n".join(f"[Toolkit {tk.id}] {tk.description[:400]}" for tk in toolkits.toolkits)
+
 
 def _extract_json(text: str) -> Any:
     text = (text or "").strip()
@@ -202,7 +217,8 @@ def _extract_json(text: str) -> Any:
 class OpenAICompatibleLLM:
     """A chat model behind an OpenAI-compatible server. ``retriever`` (a :class:`ToolIndex`) is needed only by
     the retrieval baselines (``rank``). ``use_tools=False`` forces the JSON-prompt fallback; it is also switched
-    on automatically when the server rejects ``tools``."""
+    on automatically when the server rejects ``tools``. ``toolkit_format="official"`` lists the toolkits in the
+    released prompt form (see :func:`toolkit_lines`)."""
 
     model: str
     base_url: str | None = None
@@ -213,6 +229,7 @@ class OpenAICompatibleLLM:
     use_tools: bool = True
     retriever: ToolIndex | None = None
     client: Any = None
+    toolkit_format: str = "default"
     label: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
@@ -220,6 +237,8 @@ class OpenAICompatibleLLM:
             raise ValueError(f"model must be a non-empty model name, got {self.model!r}")
         if not (isinstance(self.temperature, (int, float)) and 0.0 <= self.temperature <= 2.0):
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature!r}")
+        if self.toolkit_format not in TOOLKIT_FORMATS:
+            raise ValueError(f"toolkit_format must be one of {TOOLKIT_FORMATS}, got {self.toolkit_format!r}")
         if self.client is None:
             try:
                 from openai import OpenAI
@@ -238,9 +257,8 @@ class OpenAICompatibleLLM:
             kw.update(tools=tools, tool_choice="required")
         return self.client.chat.completions.create(**kw).choices[0].message
 
-    @staticmethod
-    def _toolkit_lines(toolkits: ToolkitSet) -> str:
-        return "\n".join(f"[Toolkit {tk.id}] {tk.description[:400]}" for tk in toolkits.toolkits)
+    def _toolkit_lines(self, toolkits: ToolkitSet) -> str:
+        return toolkit_lines(toolkits, self.toolkit_format)
 
     @staticmethod
     def _parse_plan(content: str, toolkits: ToolkitSet) -> list[PlanStep]:

@@ -122,58 +122,121 @@ def parse_arguments(raw: Any) -> dict:
 _TOOLBENCH_TYPES = {"NUMBER": "integer", "STRING": "string", "BOOLEAN": "boolean"}  # anything else: string
 _RESERVED = {"from", "class", "return", "false", "true", "id", "and"}
 _DESC_MAX = 256
+_QUIRKS = ("none", "official")
+# Characters the name normaliser keeps. The released class ``[^\u4e00-\u9fa5^a-z^A-Z^0-9^_]`` repeats ``^``
+# inside the brackets, where only the first one negates: the others are literal, so ``^`` survives.
+_STD_DROP = {
+    "none": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9_]"),
+    "official": re.compile(r"[^\u4e00-\u9fa5A-Za-z0-9_^]"),
+}
 
 
-def standardize(name: str) -> str:
+def _check_quirks(quirks: Any) -> str:
+    if quirks not in _QUIRKS:
+        raise ValueError(f"quirks must be one of {_QUIRKS}, got {quirks!r}")
+    return quirks
+
+
+def standardize(name: str, quirks: str = "none") -> str:
     """ToolBench's name normaliser: non-word characters → ``_``, runs collapsed, lower case, no leading /
-    trailing ``_``, a leading digit gets ``get_``."""
-    s = re.sub(r"[^\u4e00-\u9fa5A-Za-z0-9_]", "_", str(name))
+    trailing ``_``, a leading digit gets ``get_``. ``quirks="official"`` also keeps ``^`` as the released
+    normaliser does (its character class lists ``^`` as a literal)."""
+    s = _STD_DROP[_check_quirks(quirks)].sub("_", str(name))
     s = re.sub(r"_+", "_", s).lower().strip("_")
     if s and s[0].isdigit():
         s = "get_" + s
     return s
 
 
-def _param_name(name: str) -> str:
-    s = standardize(name)
+def _param_name(name: str, quirks: str = "none") -> str:
+    s = standardize(name, quirks)
     return "is_" + s if s in _RESERVED else s
 
 
-def toolbench_to_openai(api: Mapping, tool_name: str) -> Tool:
-    """Convert one ToolBench API entry (``api_name``, ``api_description``, ``required_parameters``,
-    ``optional_parameters``) of tool ``tool_name`` into a :class:`Tool`, as ToolBench does: name
+def _toolbench_fields(api: Any) -> tuple[str, str]:
+    """(api name, api description) of a ToolBench API entry: the processed form (``api_name``,
+    ``api_description``, what ToolBench's query files and converter use) or a raw tool-JSON ``api_list`` entry
+    (``name``, ``description``, what ToolBench's loader reads from the tool file)."""
+    if not isinstance(api, Mapping):
+        raise ValueError(f"ToolBench API entry must be a mapping, got {type(api).__name__}")
+    if "api_name" in api:
+        return str(api["api_name"]), str(api.get("api_description", "") or "")
+    if "name" in api:
+        return str(api["name"]), str(api.get("description", "") or "")
+    raise ValueError(
+        "ToolBench API entry must have 'api_name' (processed entry) or 'name' (raw tool-JSON api_list entry), "
+        f"got keys {sorted(api)}"
+    )
+
+
+def toolbench_to_openai(api: Mapping, tool_name: str, quirks: str = "none") -> Tool:
+    """Convert one ToolBench API entry of tool ``tool_name`` into a :class:`Tool`, as ToolBench does: name
     ``<api>_for_<tool>`` keeping its last 64 characters, a fixed description prefix plus at most 256 characters
     of the API description, NUMBER→integer / STRING→string / BOOLEAN→boolean (else string), ``example_value``
-    from a non-empty default, and ``required`` / ``optional`` name lists."""
-    for key in ("api_name",):
-        if key not in api:
-            raise ValueError(f"ToolBench API entry must have {key!r}, got keys {sorted(api)}")
-    std_tool = standardize(tool_name)
-    name = (_param_name(api["api_name"]) + f"_for_{std_tool}")[-64:]
+    from a non-empty default, and ``required`` / ``optional`` name lists.
+
+    ``api`` is either a processed entry (``api_name``, ``api_description``, ``required_parameters``,
+    ``optional_parameters``) or a raw tool-JSON ``api_list`` entry (``name``, ``description``, the same
+    parameter lists). ``quirks="official"`` reproduces three behaviours of the released converter that the
+    default drops: optional parameters are emitted only when the API also has required ones, ``^`` is kept
+    by the name normaliser, and a ``None`` default becomes ``"example_value": None`` (``len(str(None)) == 4``).
+    A name with ``^`` is not a valid OpenAI function name, so for a tool or API name containing ``^`` the
+    official rule raises ``ValueError`` (parameter names keep it)."""
+    quirks = _check_quirks(quirks)
+    api_name, api_desc = _toolbench_fields(api)
+    std_tool = standardize(tool_name, quirks)
+    pure = _param_name(api_name, quirks)
+    name = (pure + f"_for_{std_tool}")[-64:]
+    if not _NAME_RE.match(name):
+        raise ValueError(
+            f"ToolBench API {api_name!r} of tool {tool_name!r} converts to {name!r} (quirks={quirks!r}), which is "
+            "not a valid OpenAI function name ([A-Za-z0-9_-]{1,64})"
+        )
     desc = f'This is the subfunction for tool "{std_tool}", you can use this tool.'
-    body = str(api.get("api_description", "") or "").strip()
+    body = api_desc.strip()
     if body:
-        body = body.replace(str(api["api_name"]), name)[:_DESC_MAX]
+        body = body.replace(api_name, name)[:_DESC_MAX]
         desc += f'The description of this function is: "{body}"'
     props: dict[str, dict] = {}
     required: list[str] = []
     optional: list[str] = []
-    for group, names in (("required_parameters", required), ("optional_parameters", optional)):
+    groups = (("required_parameters", required), ("optional_parameters", optional))
+    for group, _ in groups:
+        if not isinstance(api.get(group, []) or [], (list, tuple)):
+            raise ValueError(f"ToolBench API {api_name!r}: {group} must be a list, got {api[group]!r:.80}")
+    if quirks == "official" and not api.get("required_parameters"):
+        groups = ()  # the released converter reads both lists only inside `if len(required_parameters) > 0`
+    for group, names in groups:
         for p in api.get(group, []) or []:
-            pname = _param_name(p["name"])
+            if not isinstance(p, Mapping) or "name" not in p:
+                raise ValueError(
+                    f"ToolBench API {api_name!r}: every entry of {group} must be a mapping with a 'name', "
+                    f"got {p!r:.80}"
+                )
+            pname = _param_name(p["name"], quirks)
             entry: dict[str, Any] = {
                 "type": _TOOLBENCH_TYPES.get(str(p.get("type", "")), "string"),
                 "description": str(p.get("description", "") or "")[:_DESC_MAX],
             }
             default = p.get("default", "")
-            if default is not None and len(str(default)) != 0:
+            if (default is not None or quirks == "official") and len(str(default)) != 0:
                 entry["example_value"] = default
             props[pname] = entry
             names.append(pname)
     params = {"type": "object", "properties": props, "required": required, "optional": optional}
-    return Tool(
-        name=name, description=desc, parameters=params, category=std_tool, meta={"toolbench": dict(api)}
-    )
+    meta = {"toolbench": dict(api), "toolbench_api_name": pure, "toolbench_tool_name": std_tool}
+    return Tool(name=name, description=desc, parameters=params, category=std_tool, meta=meta)
+
+
+def toolbench_tool_to_openai(tool_json: Mapping, quirks: str = "none") -> list[Tool]:
+    """Every API of one raw ToolBench tool file (``tool_name`` and ``api_list`` of raw entries) as a
+    :class:`Tool`, converted by :func:`toolbench_to_openai` with the tool's name."""
+    if not isinstance(tool_json, Mapping) or "tool_name" not in tool_json or "api_list" not in tool_json:
+        keys = sorted(tool_json) if isinstance(tool_json, Mapping) else type(tool_json).__name__
+        raise ValueError(f"ToolBench tool JSON must have 'tool_name' and 'api_list', got {keys}")
+    if not isinstance(tool_json["api_list"], (list, tuple)):
+        raise ValueError(f"ToolBench tool JSON: api_list must be a list, got {tool_json['api_list']!r:.80}")
+    return [toolbench_to_openai(a, str(tool_json["tool_name"]), quirks) for a in tool_json["api_list"]]
 
 
 # ---------------------------------------------------------------------------------------------------------

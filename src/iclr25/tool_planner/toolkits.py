@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -264,12 +264,35 @@ def build_toolkits(
             f"build_toolkits: only {len(used)} non-empty toolkits of k={k} (fewer distinct texts)",
             stacklevel=2,
         )
+    return toolkits_from_labels(index, labels, describe=describe)
+
+
+def toolkits_from_labels(
+    index: ToolIndex,
+    labels: Sequence[int] | np.ndarray,
+    descriptions: Mapping[int, str] | None = None,
+    describe: Callable[[list[Tool]], str] | None = None,
+) -> ToolkitSet:
+    """Toolkits from a given assignment (``labels[i]`` is the toolkit of ``index.tools[i]``, e.g. stored in a
+    toolkit library file). Non-empty labels are renumbered 0, 1, … in ascending order; a toolkit's description
+    is ``descriptions[label]`` when given and non-empty, else ``describe(members)``, else its members'
+    functionality texts joined. Centroids are the normalised mean member embeddings."""
+    labels = np.asarray(labels)
+    n = len(index.tools)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer) or (labels < 0).any():
+        raise ValueError(
+            f"labels must be {n} non-negative ints (one per tool of the index), got shape {labels.shape} "
+            f"dtype {labels.dtype}"
+        )
+    emb = index.embeddings
     toolkits = []
-    for new_id, j in enumerate(used):
+    for new_id, j in enumerate(sorted(set(labels.tolist()))):
         idx = np.flatnonzero(labels == j)
         members = [index.tools[i] for i in idx]
         c = emb[idx].mean(0)
         c = c / (np.linalg.norm(c) or 1.0)
-        d = describe(members) if describe is not None else " ".join(index.texts[i] for i in idx)
+        d = (descriptions or {}).get(j) or ""
+        if not d:
+            d = describe(members) if describe is not None else " ".join(index.texts[i] for i in idx)
         toolkits.append(Toolkit(id=new_id, tools=members, description=d, centroid=c))
     return ToolkitSet(toolkits=toolkits, index=index)
