@@ -291,7 +291,8 @@ def test_known_facts_learning_signal_and_baselines(mk, world):
     assert fact_known(m1, world.tokenizer, wash_set).sum() == 0
     assert fact_accuracy(m1, world.tokenizer, facts[8:]) >= 0.9
     m2 = copy.deepcopy(m)
-    r = ft_unlearn(m2, world.tokenizer, wash_set, lr=1e-3, max_steps=150, stop_at=0.0)
+    # at lr 1e-3 this model's FT-UL stalls at 1 of 4 facts still known (400 steps); 3e-3 washes all 4 in 23 steps
+    r = ft_unlearn(m2, world.tokenizer, wash_set, lr=3e-3, max_steps=150, stop_at=0.0)
     assert r.stopped_at_target and r.accuracies[-1] == 0.0
     m3 = copy.deepcopy(m)
     r = ft_to_eos(m3, world.tokenizer, wash_set, lr=1e-3, max_steps=50, stop_at=0.25)
