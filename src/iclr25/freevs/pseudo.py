@@ -16,11 +16,12 @@ simulation used for training (§3.2).
 
 Pixel convention (``rounding``): with the default ``"floor"`` pixel (row, col) covers the continuous image
 coordinates [col, col + 1) × [row, row + 1), i.e. its centre is at (col + ½, row + ½) — the convention of
-ToyDrive's camera (``pixel_rays`` casts through ``arange(W) + 0.5``). ``"round"`` is the released code's: pixel
-centres at integer coordinates (OpenCV / Waymo intrinsics), ``np.round`` (ties to even). The two differ only by
-a half-pixel shift of the principal point: ``"round"`` with K equals ``"floor"`` with (cx, cy) + ½ (away from
-exact ties). Use the one your K was calibrated in; with ToyDrive's K, ``"round"`` shifts every point by half a
-pixel against the ground-truth renderer.
+ToyDrive's camera (``pixel_rays`` casts through ``arange(W) + 0.5``). ``"round"`` is the released code's
+``np.round`` (ties to even), the exact pixel lookup for a K with pixel centres at integer coordinates (OpenCV's
+convention). The two differ only by a half-pixel shift of the principal point: ``"round"`` with K equals
+``"floor"`` with (cx, cy) + ½ (away from exact ties). Use the one your K was calibrated in; with ToyDrive's K,
+``"round"`` shifts every point by half a pixel against the ground-truth renderer. The paper does not state a
+convention; the default stays ``"floor"`` because ToyDrive's K and renderer are defined in it.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def project(
     """Pixel indices (row, col), distance to the camera centre, and the mask of points in front and inside.
 
     ``rounding="floor"``: pixel centres at (col + ½, row + ½) (the default, ToyDrive's convention);
-    ``"round"``: pixel centres at integer coordinates, as the released code (see the module docstring)."""
+    ``"round"``: pixel centres at integer coordinates, the released code's rounding (see the module docstring)."""
     _check_choice("rounding", rounding, ROUNDINGS)
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[1] != 3:
@@ -255,7 +256,8 @@ def record_drive(scene: ToyDriveScene, cam: Camera, beams: int = 32, azimuths: i
 
 
 def window(centre: int, n: int, n_frames: int) -> range:
-    """Frames centre−n … centre+n, shifted inward at the sequence ends (as the official preprocessing)."""
+    """Frames centre−n … centre+n, shifted inward at the sequence ends to keep 2n + 1 frames (the released
+    preprocessing also shifts inward but keeps fewer frames at the ends; see the method card)."""
     lo = min(max(centre - n, 0), max(n_frames - 2 * n - 1, 0))
     return range(lo, min(lo + 2 * n + 1, n_frames))
 
