@@ -279,3 +279,162 @@ def test_bad_inputs_raise_clear_errors():
         Camera(cam.viewmats, torch.eye(3), 8, 8)
     with pytest.raises(ValueError, match="width"):
         Camera(cam.viewmats, cam.Ks, 0, 8)
+
+
+# --- early ray termination: a per-pixel transcription of the released forward rules -------------------------
+
+
+def _reference_rasterise(means2d, conics, depths, radii, opac, cols, W, H, bg, alpha_cap, terminate):
+    """Per-pixel loop of the 3DGS forward rule (diff-gaussian-rasterization ``renderCUDA``; gsplat's
+    ``rasterize_to_pixels`` has the same loop with cap 0.999 and ``next_T <= 1e-4``): Gaussians front to back;
+    power = −½ dᵀ Σ'⁻¹ d, skipped if > 0; α = min(cap, o·e^power), skipped if α < 1/255; test_T = T·(1 − α);
+    if test_T < 1e-4 the pixel is done *before* this Gaussian is added; else C += c·α·T, T = test_T."""
+    order = sorted((i for i in range(len(depths)) if radii[i].min() > 0), key=lambda i: float(depths[i]))
+    img = torch.zeros(H, W, cols.shape[-1], dtype=cols.dtype)
+    acc = torch.zeros(H, W, dtype=cols.dtype)
+    dep = torch.zeros(H, W, dtype=cols.dtype)
+    n_done = 0
+    for y in range(H):
+        for x in range(W):
+            px, py = x + 0.5, y + 0.5  # gsplat's pixel centres (the projection follows gsplat)
+            T, C, D = 1.0, torch.zeros(cols.shape[-1], dtype=cols.dtype), 0.0
+            for i in order:
+                dx, dy = px - float(means2d[i, 0]), py - float(means2d[i, 1])
+                a, b, c = (float(v) for v in conics[i])
+                power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+                if power > 0.0:
+                    continue
+                alpha = min(alpha_cap, float(opac[i]) * math.exp(power))
+                if alpha < 1.0 / 255.0:
+                    continue
+                test_T = T * (1.0 - alpha)
+                if terminate and test_T < 1e-4:
+                    n_done += 1
+                    break
+                C = C + cols[i] * alpha * T
+                D += float(depths[i]) * alpha * T
+                T = test_T
+            img[y, x] = C + T * bg
+            acc[y, x] = 1.0 - T
+            dep[y, x] = D
+    return img, acc, dep, n_done
+
+
+def _opaque_scene(n=80, seed=11):
+    """Many large, nearly opaque Gaussians stacked in depth, so that most pixels saturate."""
+    g = torch.Generator().manual_seed(seed)
+    means = (torch.rand(n, 3, generator=g, dtype=torch.float64) * 2 - 1) * torch.tensor([0.6, 0.5, 0.5])
+    quats = torch.randn(n, 4, generator=g, dtype=torch.float64)
+    scales = torch.rand(n, 3, generator=g, dtype=torch.float64) * 0.15 + 0.15
+    opac = torch.rand(n, generator=g, dtype=torch.float64) * 0.25 + 0.75
+    cols = torch.rand(n, 3, generator=g, dtype=torch.float64)
+    return means, quats, scales, opac, cols
+
+
+@pytest.mark.parametrize("alpha_max", [0.99, 0.999])  # 3DGS's cap (the default) and gsplat's
+@pytest.mark.parametrize("early_termination", [True, False])
+def test_renderer_matches_per_pixel_reference_of_the_released_rule(alpha_max, early_termination):
+    scene = _opaque_scene()
+    cam = orbit_cameras(1, 12, 10, radius=1.5, dtype=torch.float64)
+    H, W = 10, 12
+    covars = quat_scale_to_covar(scene[1], scene[2])
+    radii, m2d, depths, conics = project_gaussians(
+        scene[0][None], covars[None], cam.viewmats[None], cam.Ks[None], W, H
+    )
+    ref_img, ref_acc, ref_dep, n_done = _reference_rasterise(
+        m2d[0, 0],
+        conics[0, 0],
+        depths[0, 0],
+        radii[0, 0],
+        scene[3],
+        scene[4],
+        W,
+        H,
+        1.0,
+        alpha_max,
+        early_termination,
+    )
+    if early_termination:
+        assert n_done >= H * W // 2  # the stopping rule is exercised on most pixels
+    for backend in ("tile", "dense"):
+        out = render_gaussians(
+            *scene,
+            cam,
+            backend=backend,
+            tile_size=4,
+            alpha_max=alpha_max,
+            early_termination=early_termination,
+        )
+        torch.testing.assert_close(out.image[0], ref_img, rtol=0, atol=1e-12)
+        torch.testing.assert_close(out.alpha[0, ..., 0], ref_acc, rtol=0, atol=1e-12)
+        torch.testing.assert_close(out.depth[0, ..., 0], ref_dep, rtol=0, atol=1e-12)
+
+
+def test_early_termination_default_and_size_of_the_change():
+    scene = _opaque_scene()
+    cam = orbit_cameras(2, 12, 10, dtype=torch.float64)
+    default = render_gaussians(*scene, cam)
+    on = render_gaussians(*scene, cam, early_termination=True)
+    off = render_gaussians(*scene, cam, early_termination=False)
+    assert torch.equal(default.image, on.image)  # the reference rasteriser's rule is the default
+    diff = (on.image - off.image).abs().max().item()
+    # The pixel stops with T ≥ 1e-4 left and T·(1 − α) < 1e-4, so T < 1e-4 / (1 − α_max) bounds the change.
+    assert 1e-4 < diff < 1e-4 / (1 - 0.99)
+    assert (on.alpha - off.alpha).abs().max().item() < 1e-4 / (1 - 0.99)
+    assert (on.alpha <= off.alpha + 1e-15).all()  # stopping early can only leave more transmittance
+
+
+def test_early_termination_gradients_match_finite_differences():
+    # Four nearly opaque Gaussians stacked along the view axis: the centre pixels stop before the third or fourth.
+    f64 = dict(dtype=torch.float64)
+    m = torch.tensor([[0.02, 0.01, 0.3], [-0.03, 0.0, 0.1], [0.0, -0.02, -0.1], [0.01, 0.03, -0.3]], **f64)
+    q = torch.randn(4, 4, generator=torch.Generator().manual_seed(1), **f64)
+    s = torch.tensor([[0.5, 0.6, 0.4], [0.6, 0.4, 0.5], [0.4, 0.5, 0.6], [0.6, 0.6, 0.6]], **f64)
+    o = torch.tensor([0.985, 0.98, 0.985, 0.975], **f64)
+    c = torch.rand(4, 3, generator=torch.Generator().manual_seed(2), **f64)
+    cam = orbit_cameras(1, 8, 8, **f64)
+    on = render_gaussians(m, q, s, o, c, cam)
+    off = render_gaussians(m, q, s, o, c, cam, early_termination=False)
+    assert (on.image - off.image).abs().max() > 1e-5  # termination is active in this scene
+    # Autograd of the terminated composite agrees with central differences (the stop is piecewise constant).
+    fn = lambda mm, ss, oo, cc: render_gaussians(mm, q, ss, oo, cc, cam).image  # noqa: E731
+    assert torch.autograd.gradcheck(
+        fn, tuple(t.clone().requires_grad_(True) for t in (m, s, o, c)), eps=1e-6, atol=1e-4
+    )
+
+
+@pytest.mark.parametrize("backend", ["tile", "dense"])
+def test_gaussians_on_the_camera_plane_have_finite_gradients(backend):
+    cam = orbit_cameras(1, 12, 10, dtype=torch.float64)
+    R, t = cam.viewmats[0, :3, :3], cam.viewmats[0, :3, 3]
+    # camera-frame z: exactly on the camera plane, between it and the near plane, behind, and in view.
+    pc = torch.tensor(
+        [[0.3, 0.1, 0.0], [0.0, 0.0, 0.005], [0.1, 0.0, -0.5], [0.0, 0.0, 1.5]], dtype=torch.float64
+    )
+    means = (pc - t) @ R
+    q = torch.tensor([[1.0, 0, 0, 0]] * 4, dtype=torch.float64)
+    s = torch.full((4, 3), 0.1, dtype=torch.float64)
+    o = torch.full((4,), 0.8, dtype=torch.float64)
+    c = torch.rand(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    params = [p.clone().requires_grad_(True) for p in (means, q, s, o, c)]
+    out = render_gaussians(*params, cam, backend=backend)
+    (out.image.sum() + out.alpha.sum() + out.depth.sum()).backward()
+    for name, p in zip("means quats scales opacities colours".split(), params):
+        assert torch.isfinite(p.grad).all(), name
+        assert (p.grad[:3] == 0).all(), name  # culled Gaussians get no gradient
+    assert (out.radii[0, :3] == 0).all() and (out.radii[0, 3] > 0).all()
+    alone = render_gaussians(*(p[3:] for p in (means, q, s, o, c)), cam, backend=backend)
+    torch.testing.assert_close(out.image, alone.image, rtol=0, atol=1e-12)
+
+
+def test_gsplat_backend_errors():
+    m, q, s, o, c = _random_scene(5)
+    cam = orbit_cameras(1, 8, 8)
+    with pytest.raises(ValueError, match="needs CUDA"):
+        render_gaussians(m, q, s, o, c, cam, backend="gsplat", alpha_max=0.999)
+    with pytest.raises(ValueError, match="early_termination"):
+        render_gaussians(m, q, s, o, c, cam, early_termination=1)
+    # "auto" on CPU is the tile path.
+    torch.testing.assert_close(
+        render_gaussians(m, q, s, o, c, cam, backend="auto").image, render_gaussians(m, q, s, o, c, cam).image
+    )

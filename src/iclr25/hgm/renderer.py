@@ -6,10 +6,20 @@ N(μ, Σ = R S Sᵀ Rᵀ) is projected by the local affine (EWA) approximation �
 
     α_i(p) = min(α_max, o_i · exp(−½ (p − μ'_i)ᵀ Σ'_i⁻¹ (p − μ'_i))),   C(p) = Σ_i c_i α_i Π_{j<i} (1 − α_j) + T·bg
 
-with contributions below 1/255 skipped. The projection reproduces gsplat's ``fully_fused_projection``
-(Jacobian with the 1.3× field-of-view clamp, radius ⌈3.33 σ⌉, near/far culling) so a scene trained here renders
-identically with gsplat's CUDA ``rasterization`` — which :func:`render_gaussians` calls with the same arguments
-when the tensors live on a CUDA device and gsplat's kernels are available (``backend="auto"``).
+with contributions below 1/255 skipped and, by default, early ray termination as in the 3DGS rasteriser (Kerbl
+et al. 2023, appendix C): a pixel stops at the first Gaussian whose inclusion would bring T·(1 − α) below 10⁻⁴,
+without adding that Gaussian or any behind it. The stop is computed vectorised from the inclusive cumulative
+product (see :func:`composite`). ``early_termination=False`` composites every Gaussian instead. The change this
+makes is bounded by the transmittance left at the stop, T < 10⁻⁴ / (1 − α_max) (10⁻² for α_max = 0.99, 10⁻¹ for
+0.999); measured on 20 random 32² scenes of 100–3,000 mostly opaque Gaussians (4 views, float32) the largest
+per-pixel difference was 5.6·10⁻³ in colour and 7.5·10⁻³ in alpha at α_max = 0.99 (1.0·10⁻² / 1.2·10⁻² at 0.999).
+
+The projection reproduces gsplat's ``fully_fused_projection`` (Jacobian with the 1.3× field-of-view clamp, radius
+⌈3.33 σ⌉, near/far culling). ``backend="gsplat"`` calls gsplat's CUDA ``rasterization`` with the same arguments;
+its kernel hard-codes α_max = 0.999 and early termination (``next_T ≤ 10⁻⁴``; 3DGS: ``< 10⁻⁴``, which differs
+only on exact ties), so it renders like the PyTorch paths only with ``alpha_max=0.999, early_termination=True``;
+``render_gaussians`` refuses other settings for it rather than silently rendering a different rule, and
+``backend="auto"`` uses it only when those settings are given, the tensors are on CUDA and gsplat imports.
 
 Two PyTorch paths:
 
@@ -18,11 +28,13 @@ Two PyTorch paths:
   o·exp(−½·3.33²) < 1/255, culled Gaussians could never have contributed — the result equals the dense path.
 * ``"dense"``: every pixel evaluates every Gaussian (the naive reference, O(H·W·N) memory).
 
-Deviation from the CUDA rasteriser: no early ray termination at T < 10⁻⁴ (a change of at most 10⁻⁴ per pixel).
+Gaussians on the camera plane (z = 0) or otherwise within ``near_plane`` of it are culled and projected at a
+stand-in depth, so that they contribute exact zeros — no NaN — to every gradient.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +52,11 @@ __all__ = [
     "render_gaussians",
 ]
 
-ALPHA_MIN = 1.0 / 255.0
+ALPHA_MIN = 1.0 / 255.0  # contributions below 1/255 are skipped (3DGS appendix C; both CUDA rasterisers)
+TRANSMITTANCE_MIN = (
+    1e-4  # early ray termination threshold (3DGS appendix C: stop before 1 − T exceeds 0.9999)
+)
+GSPLAT_ALPHA_MAX = 0.999  # the α cap hard-coded in gsplat's rasterize_to_pixels kernel
 
 
 @dataclass
@@ -88,27 +104,35 @@ def project_gaussians(
     """EWA projection, gsplat conventions. means (B, N, 3), covars (B, N, 3, 3), viewmats (B, C, 4, 4), Ks (B, C, 3, 3).
 
     Returns ``radii`` (B, C, N, 2) int32 (0 = culled), ``means2d`` (B, C, N, 2), ``depths`` (B, C, N),
-    ``conics`` (B, C, N, 3) = the upper triangle (a, b, c) of Σ'⁻¹.
+    ``conics`` (B, C, N, 3) = the upper triangle (a, b, c) of Σ'⁻¹. Equal to gsplat's outputs except for Gaussians
+    with |depth| ≤ near_plane, which are culled and whose means2d/conics come from a stand-in depth of 1 (finite
+    values and zero gradients instead of gsplat's inf/NaN at depth 0).
     """
     R = viewmats[..., :3, :3]
     t = viewmats[..., :3, 3]
     mc = torch.einsum("bcij,bnj->bcni", R, means) + t[:, :, None, :]  # (B, C, N, 3) camera-frame means
     cc = torch.einsum("bcij,bnjk,bclk->bcnil", R, covars, R)  # W Σ Wᵀ
     tx, ty, tz = mc.unbind(-1)
+    # Gaussians with |z| ≤ near_plane are culled below; evaluating 1/z for them anyway would put inf into the
+    # graph (z = 0 on the camera plane) and NaN into every gradient through 0·inf. They are projected at a
+    # stand-in depth of 1 instead: their forward values are never used and their gradients are 0. (Elsewhere,
+    # including behind the camera, the outputs equal gsplat's.)
+    _check_planes(near_plane, far_plane)
+    z = torch.where((tz.abs() > near_plane).detach(), tz, torch.ones_like(tz))
     fx, fy = Ks[..., 0, 0, None], Ks[..., 1, 1, None]
     cx, cy = Ks[..., 0, 2, None], Ks[..., 1, 2, None]
     tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
     # Clamp the Jacobian's evaluation point to 1.3× the frustum (gsplat / 3DGS) for off-screen Gaussians.
     lim_xp, lim_xn = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
     lim_yp, lim_yn = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
-    txc = tz * torch.clamp(tx / tz, min=-lim_xn, max=lim_xp)
-    tyc = tz * torch.clamp(ty / tz, min=-lim_yn, max=lim_yp)
-    O = torch.zeros_like(tz)
-    J = torch.stack([fx / tz, O, -fx * txc / tz**2, O, fy / tz, -fy * tyc / tz**2], dim=-1).reshape(
-        tz.shape + (2, 3)
+    txc = z * torch.clamp(tx / z, min=-lim_xn, max=lim_xp)
+    tyc = z * torch.clamp(ty / z, min=-lim_yn, max=lim_yp)
+    O = torch.zeros_like(z)
+    J = torch.stack([fx / z, O, -fx * txc / z**2, O, fy / z, -fy * tyc / z**2], dim=-1).reshape(
+        z.shape + (2, 3)
     )
     cov2d = J @ cc @ J.transpose(-1, -2)  # Σ' = J W Σ Wᵀ Jᵀ
-    means2d = torch.einsum("bcij,bcnj->bcni", Ks[..., :2, :3], mc) / tz.unsqueeze(-1)
+    means2d = torch.einsum("bcij,bcnj->bcni", Ks[..., :2, :3], mc) / z.unsqueeze(-1)
     cov2d = cov2d + eps2d * torch.eye(2, dtype=means.dtype, device=means.device)  # low-pass dilation
     det = (cov2d[..., 0, 0] * cov2d[..., 1, 1] - cov2d[..., 0, 1] * cov2d[..., 1, 0]).clamp(min=1e-10)
     conics = torch.stack(
@@ -131,12 +155,26 @@ def project_gaussians(
 
 
 def composite(
-    alphas: Tensor, colours: Tensor, depths: Tensor, background: Tensor
+    alphas: Tensor,
+    colours: Tensor,
+    depths: Tensor,
+    background: Tensor,
+    transmittance_min: float | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Front-to-back compositing along the last-but-one axis (already depth-sorted).
+    """Front-to-back compositing along the last axis of ``alphas`` (already depth-sorted).
 
     alphas (..., K), colours (..., K, 3), depths (..., K), background (3,) → rgb (..., 3), alpha (..., 1), depth (..., 1).
+
+    ``transmittance_min`` (e.g. 1e-4): early ray termination of the 3DGS rasteriser — a pixel stops at the first
+    Gaussian whose inclusion would bring the transmittance T·(1 − α) below it, *excluding* that Gaussian and
+    every one behind it. Vectorised: the inclusive product Π_{j≤i}(1 − α_j) is non-increasing, so Gaussian i is
+    composited iff it is still ≥ ``transmittance_min`` (entries with α = 0, the skipped ones, change nothing).
+    The stopping decision is piecewise constant and carries no gradient, as in the CUDA kernels.
     """
+    if transmittance_min is not None:
+        with torch.no_grad():
+            keep = torch.cumprod(1.0 - alphas, dim=-1) >= transmittance_min
+        alphas = torch.where(keep, alphas, torch.zeros_like(alphas))
     one_minus = 1.0 - alphas
     T = torch.cumprod(torch.cat([torch.ones_like(one_minus[..., :1]), one_minus[..., :-1]], dim=-1), dim=-1)
     w = alphas * T  # α_i Π_{j<i}(1 − α_j)
@@ -154,6 +192,13 @@ def _alpha(px: Tensor, m2d: Tensor, con: Tensor, opac: Tensor, alpha_max: float)
     alpha = torch.clamp(opac * torch.exp(-sigma), max=alpha_max)
     keep = (sigma >= 0) & (alpha >= ALPHA_MIN)
     return torch.where(keep, alpha, torch.zeros_like(alpha))
+
+
+def _check_planes(near_plane: float, far_plane: float) -> None:
+    if not (math.isfinite(near_plane) and near_plane > 0):
+        raise ValueError(f"near_plane must be a finite number > 0; got {near_plane}")
+    if not far_plane > near_plane:
+        raise ValueError(f"far_plane must be greater than near_plane = {near_plane}; got {far_plane}")
 
 
 def _validate(means, quats, scales, opacities, colours, camera) -> None:
@@ -219,6 +264,7 @@ def render_gaussians(
     near_plane: float = 0.01,
     far_plane: float = 1e10,
     alpha_max: float = 0.99,
+    early_termination: bool = True,
 ) -> RenderOutput:
     """Render Gaussians into every camera view (differentiable w.r.t. all Gaussian parameters).
 
@@ -231,8 +277,16 @@ def render_gaussians(
         camera: :class:`Camera` with C views (shared) or (B, C) views (one rig per batch element).
         background: white (1.0) by default as in HGM.
         backend: ``"tile"`` (tile-culled PyTorch), ``"dense"`` (naive PyTorch reference), ``"gsplat"`` (gsplat's
-            CUDA ``rasterization``, GPU only) or ``"auto"`` (gsplat on CUDA when importable, otherwise tile).
+            CUDA ``rasterization``: needs CUDA tensors — ``ValueError`` otherwise — and ``alpha_max=0.999,
+            early_termination=True``, the rule its kernel hard-codes) or ``"auto"`` (gsplat when all of that
+            holds and gsplat imports, otherwise tile).
+        near_plane, far_plane: Gaussians with camera depth outside (near_plane, far_plane) are culled
+            (0 < near_plane < far_plane).
         alpha_max: per-Gaussian α cap (0.99 as in the original 3DGS rasteriser used by HGM; gsplat uses 0.999).
+        early_termination: stop each pixel before the Gaussian that would bring its transmittance below 10⁻⁴
+            (the reference 3DGS rasteriser's rule, default). ``False`` composites every Gaussian; the difference
+            is < 10⁻⁴ / (1 − α_max) per pixel — measured up to 5.6·10⁻³ (colour) and 7.5·10⁻³ (alpha) at
+            α_max = 0.99 on dense random scenes (module docstring).
 
     Returns:
         :class:`RenderOutput` with image (…, C, H, W, 3), alpha, depth, radii.
@@ -244,6 +298,22 @@ def render_gaussians(
         raise ValueError(f"tile_size must be a positive int; got {tile_size!r}")
     if not 0.0 < alpha_max <= 1.0:
         raise ValueError(f"alpha_max must be in (0, 1]; got {alpha_max}")
+    _check_planes(near_plane, far_plane)
+    if not isinstance(early_termination, bool):
+        raise ValueError(f"early_termination must be a bool; got {early_termination!r}")
+    gsplat_rule = early_termination and alpha_max == GSPLAT_ALPHA_MAX
+    if backend == "gsplat":
+        if means.device.type != "cuda":
+            raise ValueError(
+                f"backend='gsplat' needs CUDA: gsplat's rasteriser is a CUDA kernel, but the Gaussians are on "
+                f"{means.device}; move them to a CUDA device or use backend='tile' (same projection, pure PyTorch)"
+            )
+        if not gsplat_rule:
+            raise ValueError(
+                f"backend='gsplat' renders with gsplat's fixed rule (alpha_max={GSPLAT_ALPHA_MAX}, early "
+                f"termination on); got alpha_max={alpha_max}, early_termination={early_termination} — pass "
+                f"alpha_max={GSPLAT_ALPHA_MAX}, early_termination=True, or use backend='tile'"
+            )
     unbatched = means.dim() == 2
     if unbatched:
         means, quats, scales, opacities, colours = (
@@ -258,22 +328,23 @@ def render_gaussians(
     ch = colours.shape[-1]
     bg = torch.as_tensor(background, dtype=means.dtype, device=means.device).expand(ch)
 
-    if backend == "gsplat" or (backend == "auto" and _gsplat_available(means.device)):
+    if backend == "gsplat" or (backend == "auto" and gsplat_rule and _gsplat_available(means.device)):
         out = _render_gsplat(
             means, quats, scales, opacities, colours, viewmats, Ks, W, H, bg, eps2d, near_plane, far_plane
         )
     else:
+        t_min = TRANSMITTANCE_MIN if early_termination else None
         covars = quat_scale_to_covar(quats, scales)
         radii, means2d, depths, conics = project_gaussians(
             means, covars, viewmats, Ks, W, H, eps2d=eps2d, near_plane=near_plane, far_plane=far_plane
         )
         if backend == "dense":
             rgb, acc, dep = _rasterize_dense(
-                radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max
+                radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, t_min
             )
         else:
             rgb, acc, dep = _rasterize_tiles(
-                radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, tile_size
+                radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, t_min, tile_size
             )
         out = RenderOutput(rgb, acc, dep, radii)
     if unbatched:
@@ -290,7 +361,7 @@ def _pixel_centres(H: int, W: int, like: Tensor) -> Tensor:
     return torch.stack([u, v], dim=-1)  # (H, W, 2)
 
 
-def _rasterize_dense(radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max):
+def _rasterize_dense(radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, t_min):
     B, C, N = depths.shape
     visible = (radii > 0).all(-1)  # (B, C, N)
     key = torch.where(visible, depths, torch.full_like(depths, float("inf"))).detach()
@@ -309,11 +380,11 @@ def _rasterize_dense(radii, means2d, depths, conics, opacities, colours, W, H, b
     col = g2(colours.unsqueeze(1).expand(B, C, N, colours.shape[-1]))
     px = _pixel_centres(H, W, means2d).reshape(1, 1, H * W, 1, 2)
     alpha = _alpha(px, m2d.unsqueeze(2), con.unsqueeze(2), (opac * vis).unsqueeze(2), alpha_max)  # (B,C,HW,N)
-    rgb, acc, d = composite(alpha, col.unsqueeze(2), dep.unsqueeze(2).expand_as(alpha), bg)
+    rgb, acc, d = composite(alpha, col.unsqueeze(2), dep.unsqueeze(2).expand_as(alpha), bg, t_min)
     return rgb.reshape(B, C, H, W, -1), acc.reshape(B, C, H, W, 1), d.reshape(B, C, H, W, 1)
 
 
-def _rasterize_tiles(radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, tile):
+def _rasterize_tiles(radii, means2d, depths, conics, opacities, colours, W, H, bg, alpha_max, t_min, tile):
     B, C, N = depths.shape
     tx, ty = -(-W // tile), -(-H // tile)
     nt = tx * ty
@@ -356,7 +427,7 @@ def _rasterize_tiles(radii, means2d, depths, conics, opacities, colours, W, H, b
     px = _pixel_centres(ty * tile, tx * tile, means2d)
     px = px.reshape(ty, tile, tx, tile, 2).permute(0, 2, 1, 3, 4).reshape(1, 1, nt, tile * tile, 1, 2)
     alpha = _alpha(px, m2d.unsqueeze(3), con.unsqueeze(3), opac.unsqueeze(3), alpha_max)  # (B,C,nt,P,K)
-    rgb, acc, d = composite(alpha, col.unsqueeze(3), dep.unsqueeze(3).expand_as(alpha), bg)
+    rgb, acc, d = composite(alpha, col.unsqueeze(3), dep.unsqueeze(3).expand_as(alpha), bg, t_min)
 
     def untile(t: Tensor) -> Tensor:
         c = t.shape[-1]
@@ -374,7 +445,12 @@ def _render_gsplat(
     means, quats, scales, opacities, colours, viewmats, Ks, W, H, bg, eps2d, near, far
 ) -> RenderOutput:
     """gsplat's CUDA rasteriser with the same conventions (batched by looping over B)."""
-    from gsplat import rasterization
+    try:
+        from gsplat import rasterization
+    except ImportError as e:
+        raise ImportError(
+            "backend='gsplat' needs the gsplat package (pip install gsplat); use backend='tile' without it"
+        ) from e
 
     ims, alphas, deps, radii = [], [], [], []
     for b in range(means.shape[0]):
