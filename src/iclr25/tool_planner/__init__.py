@@ -4,13 +4,13 @@ https://arxiv.org/abs/2406.03807
 
 APIs are clustered into *toolkits* of functionally similar tools (k-means on embeddings of each API's
 functionality text, §3.1); a planner plans over toolkits rather than single APIs (§3.2); when an API fails the
-agent re-selects another API of the same toolkit, and when a whole toolkit fails it backtracks and replans that
-step with a different toolkit, keeping completed steps (§3.3). This package gives tools as OpenAI function
-schemas (with ToolBench and BFCL converters), toolkit construction with scikit-learn (or local sentence-
-transformers / HF encoders), the planner with exact budgets and JSONL traces, ReAct-like and DFSDT-like
-baselines in the same harness, an OpenAI-compatible LLM backend (vLLM, llama.cpp, Ollama, LiteLLM) and an
-offline heuristic policy, and tool backends (a seeded simulated library, the real BFCL API classes, a user's
-HTTP server).
+agent re-selects another API of the same toolkit, and when a whole toolkit fails it backtracks and replans
+that step with a different toolkit, keeping completed steps (§3.3). This package gives tools as OpenAI
+function schemas (with ToolBench and BFCL converters and a loader for the released toolkit-library file),
+toolkit construction with scikit-learn (or local sentence-transformers / HF encoders), the planner with exact
+budgets and JSONL traces, ReAct-like and DFSDT-like baselines in the same harness, an OpenAI-compatible LLM
+backend (vLLM, llama.cpp, Ollama, LiteLLM) and an offline heuristic policy, and tool backends (a seeded
+simulated library, the real BFCL API classes, a user's HTTP server).
 
 >>> from iclr25.tool_planner import SimulatedToolEnv, ToolIndex, build_toolkits, HeuristicPolicy, ToolPlanner
 >>> env = SimulatedToolEnv(seed=0)
