@@ -146,6 +146,12 @@ def _literal(raw: Any) -> Any:
         return raw
 
 
+def _is_secret(field: str) -> bool:
+    """A config field that would hold a credential (``llm_api_key``, ``hf_token``, ...)."""
+    f = field.strip().lower()
+    return f.endswith(("api_key", "apikey", "_token", "_secret", "password")) or f in ("token", "secret")
+
+
 def parse_overrides(cfg_cls: type, items: list[str] | dict[str, Any] | None) -> dict[str, Any]:
     """``["field=value", ...]`` (or a dict) → ``{field: typed value}``, checked against the config dataclass.
 
@@ -167,6 +173,12 @@ def parse_overrides(cfg_cls: type, items: list[str] | dict[str, Any] | None) -> 
     listing = ", ".join(f"{k} ({_type_name(t)})" for k, t in fields.items())
     out: dict[str, Any] = {}
     for k, v in pairs:
+        if _is_secret(k):
+            raise UsageError(
+                f"--set {k}=... is refused: API keys are never passed on the command line (they would be written "
+                "to config.json, the provenance and the config hash); set them in the environment instead "
+                "(OPENAI_API_KEY for an OpenAI-compatible server)"
+            )
         if k not in fields:
             raise UsageError(f"unknown config field {k!r}; fields of {cfg_cls.__name__}: {listing}")
         d = defaults.get(k)

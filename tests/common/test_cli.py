@@ -104,3 +104,24 @@ def test_run_header_is_printed_before_the_experiment_is_imported(tmp_path):
     assert (
         "preset smoke" in lines[head] and "seeds 0..1" in lines[head] and str(tmp_path / "law") in lines[head]
     )
+
+
+@pytest.mark.parametrize(
+    "slug, override, needle",
+    [
+        ("certainty_calibration", "solver=bogus", "solver must be one of"),
+        ("certainty_calibration", "tau=0", "tau must be a number > 0"),
+        ("pds", "proxy_heads=4000000", "must be divisible by proxy_heads"),
+        ("fosp", "latent=100000000000", "latent must be <= 65536"),
+        ("mofflow", "test_per_size=100000000000", "test_per_size must be <="),
+        ("dst_robustness", "ra_points=100000000000", "ra_points must be an int in [2, 10000]"),
+        ("tool_planner", "llm_api_key=sk-secret", "environment"),
+    ],
+)
+def test_set_values_the_experiment_would_reject_exit_2_in_one_line(slug, override, needle, tmp_path, capsys):
+    """Caught by the config, before anything runs: one line, exit 2, no traceback, nothing written."""
+    assert main(["run", slug, "--preset", "smoke", "--set", override, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    assert "sk-secret" not in err
+    assert not (tmp_path / slug / "config.json").exists()

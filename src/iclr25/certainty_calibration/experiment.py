@@ -55,9 +55,16 @@ class Config(ExperimentConfig):
             raise ValueError(f"alt_splits must be >= 0, got {self.alt_splits}")
         if self.n_items < 100:
             raise ValueError(f"n_items must be >= 100, got {self.n_items}")
-        phrase_set(self.phrases)  # validates the name
+        ps = phrase_set(self.phrases)  # validates the name
         if self.bins < 1:
             raise ValueError(f"bins must be >= 1, got {self.bins}")
+        # the calibrator's own parameter checks (eps, tau, solver, n_bootstrap), so `--set` rejects them up front
+        OTCalibrator(
+            ps, bins=self.bins, eps=self.eps, tau=self.tau, solver=self.solver, n_bootstrap=self.n_bootstrap
+        )._validate_params()
+        for b in self.bins_sweep:
+            if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+                raise ValueError(f"bins_sweep must hold ints >= 1, got {self.bins_sweep!r}")
 
 
 # data B thresholds of the `digits_gece_drop` claim (fixed), shared by the claim and the split sweep

@@ -142,8 +142,10 @@ class Config(ExperimentConfig):
             raise ValueError(f"delta_t must be an int >= 1, got {self.delta_t!r}")
         if self.n_test is not None and self.n_test < 10:
             raise ValueError(f"n_test must be None or >= 10, got {self.n_test!r}")
-        if self.ra_points < 2:
-            raise ValueError(f"ra_points must be >= 2, got {self.ra_points!r}")
+        if not isinstance(self.ra_points, int) or not 2 <= self.ra_points <= 10_000:
+            raise ValueError(
+                f"ra_points must be an int in [2, 10000] (radii per RA curve), got {self.ra_points!r}"
+            )
         if self.ra_max_radius <= 0:
             raise ValueError(f"ra_max_radius must be > 0, got {self.ra_max_radius!r}")
         TrainConfig(self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad)

@@ -37,6 +37,9 @@ OFFLINE_ARMS = ("fosp", "safedreamer", "dreamerv3", "fosp_noref")
 ONLINE_ARMS = ("pex", "direct", "scratch")
 
 
+MAX_WIDTH = 65_536  # upper bound on the world model's and heads' widths
+
+
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # data
@@ -91,6 +94,10 @@ class Config(ExperimentConfig):
                 f"online_env_steps must be an int >= online_envs·seq_len = {self.online_envs * self.seq_len}, "
                 f"got {self.online_env_steps!r}"
             )
+        for n in ("hidden", "deter", "latent"):
+            v = getattr(self, n)
+            if isinstance(v, int) and v > MAX_WIDTH:  # a typo such as 1e11 would only die in the allocator
+                raise ValueError(f"{n} must be <= {MAX_WIDTH} (a network width), got {v!r}")
         self.agent_config()  # validates the shared agent fields
 
     def agent_config(self, kind: str = "fosp") -> FOSPConfig:

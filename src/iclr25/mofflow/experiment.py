@@ -38,6 +38,9 @@ from .training import TrainConfig, train_mofflow
 # CPU time each method actually spent on each size.
 
 
+MAX_COUNT = 10_000_000  # upper bound on counts of structures, batch sizes and Euler steps
+
+
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     n_train: int = 400
@@ -65,6 +68,8 @@ class Config(ExperimentConfig):
             v = getattr(self, k)
             if not isinstance(v, int) or v < (2 if k == "n_euler" else 1):
                 raise ValueError(f"{k} must be a positive int (n_euler >= 2), got {v!r}")
+            if v > MAX_COUNT:  # a typo such as 1e11 would only die later in a MemoryError
+                raise ValueError(f"{k} must be <= {MAX_COUNT:,} (structures/steps held in memory), got {v!r}")
         if 4 not in self.test_sizes or 16 not in self.test_sizes:
             raise ValueError(
                 f"test_sizes must contain 4 and 16 (for scales_with_size), got {self.test_sizes}"

@@ -116,6 +116,12 @@ class Config(ExperimentConfig):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
+        for hid, heads in (("proxy_hidden", "proxy_heads"), ("target_hidden", "target_heads")):
+            if getattr(self, hid) % getattr(self, heads):
+                raise ValueError(
+                    f"{hid} ({getattr(self, hid)}) must be divisible by {heads} ({getattr(self, heads)}): "
+                    f"each attention head gets {hid} / {heads} dimensions"
+                )
         if self.warm_steps < 0 or self.train_warmup < 0:
             raise ValueError(
                 f"warm_steps/train_warmup must be >= 0, got {self.warm_steps}/{self.train_warmup}"
