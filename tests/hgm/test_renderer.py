@@ -438,3 +438,19 @@ def test_gsplat_backend_errors():
     torch.testing.assert_close(
         render_gaussians(m, q, s, o, c, cam, backend="auto").image, render_gaussians(m, q, s, o, c, cam).image
     )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gsplat_backend_on_cuda_refuses_other_rules_and_matches_tile():
+    m, q, s, o, c = (t.cuda() for t in _random_scene(200, seed=8))
+    cam = orbit_cameras(2, 32, 24)
+    cam = Camera(cam.viewmats.cuda(), cam.Ks.cuda(), 32, 24)
+    with pytest.raises(ValueError, match="alpha_max"):
+        render_gaussians(m, q, s, o, c, cam, backend="gsplat")  # default cap 0.99 ≠ gsplat's 0.999
+    with pytest.raises(ValueError, match="early_termination"):
+        render_gaussians(m, q, s, o, c, cam, backend="gsplat", alpha_max=0.999, early_termination=False)
+    pytest.importorskip("gsplat")
+    got = render_gaussians(m, q, s, o, c, cam, backend="gsplat", alpha_max=0.999)
+    ref = render_gaussians(m, q, s, o, c, cam, backend="tile", alpha_max=0.999)
+    torch.testing.assert_close(got.image, ref.image, rtol=0, atol=1e-4)
+    torch.testing.assert_close(got.alpha, ref.alpha, rtol=0, atol=1e-4)
