@@ -34,9 +34,36 @@ class RunPathError(OSError):
     """The output folder cannot be used (a file in the way, no permission): CLI exit status 1, one line."""
 
 
+# Runs never touch the network: the Hugging Face hub (and TRL, which reports trainer use through it) is put
+# offline and its telemetry off before any experiment imports it. An explicit HF_HUB_OFFLINE=0 is respected for
+# the hub (a user's own loader may want it); telemetry is always off.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+NO_TELEMETRY_ENV = {
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+}
+
+
+def no_network_env() -> None:
+    """Set the offline / no-telemetry switches (environment, and the hub's constants if already imported)."""
+    import sys
+
+    for k, v in OFFLINE_ENV.items():
+        os.environ.setdefault(k, v)
+    os.environ.update(NO_TELEMETRY_ENV)
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None:  # imported before us: its constants were read at import time
+        hub.HF_HUB_DISABLE_TELEMETRY = True
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            hub.HF_HUB_OFFLINE = True
+
+
 def experiment_module(slug: str) -> ModuleType:
     """The experiment module of an implemented system (``UsageError`` with suggestions otherwise)."""
-    return registry.runnable(slug).experiment()
+    system = registry.runnable(slug)
+    no_network_env()
+    return system.experiment()
 
 
 def resolve_device(device: str | None, preset_device: str) -> str:
@@ -311,6 +338,7 @@ def run_experiment(
     from .common import provenance
     from .common.device import set_cpu_threads
 
+    no_network_env()
     cfg, applied = effective_config(exp, preset, seeds=seeds, seed=seed, device=device, overrides=overrides)
     dest = check_out(out, slug)
     set_cpu_threads(getattr(cfg, "threads", None))

@@ -128,3 +128,46 @@ def test_first_seed_does_not_invalidate_cached_seeds(tmp_path, monkeypatch):
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=3)  # seeds 0, 1, 2
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=2, seed=1)  # seeds 1, 2: both on disk
     assert log.read_text().split() == ["0", "1", "2"]
+
+
+_BLOCKED_NET = r"""
+import os, socket, sys, threading, time
+for k in ("HF_HUB_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.pop(k, None)  # the run path must set these itself
+attempts = []
+def _refuse(what):
+    def f(*a, **k):
+        attempts.append((what, repr(a[1:] if what == "connect" else a)[:120]))
+        raise OSError(101, "network blocked by the test")
+    return f
+socket.socket.connect = _refuse("connect")
+socket.socket.connect_ex = _refuse("connect")
+socket.create_connection = _refuse("create_connection")
+socket.getaddrinfo = _refuse("getaddrinfo")
+import iclr25
+doc = iclr25.run("scope_faithfulness", preset="smoke", out=sys.argv[1])
+for t in threading.enumerate():  # telemetry is sent from a daemon thread: let it try
+    if t is not threading.current_thread() and t.daemon:
+        t.join(timeout=2)
+time.sleep(0.5)
+print("ATTEMPTS", len(attempts), attempts[:3], "CLAIMS", len(doc["claims"]))
+"""
+
+
+@pytest.mark.slow
+def test_a_smoke_run_with_trl_makes_no_connection_attempt(tmp_path):
+    """scope_faithfulness trains with TRL's DPOTrainer, which reports its use through the hub's telemetry:
+    with every socket call refused, the run finishes and nothing tried to connect."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
+    env["ICLR25_QUIET"] = "1"
+    r = subprocess.run(
+        [sys.executable, "-c", _BLOCKED_NET, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(x for x in r.stdout.splitlines() if x.startswith("ATTEMPTS"))
+    assert line.startswith("ATTEMPTS 0 "), line
+    assert "CLAIMS 0" not in line
