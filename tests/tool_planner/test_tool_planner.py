@@ -627,3 +627,19 @@ def test_full_preset_config_runs_against_stub(tmp_path, monkeypatch):
         )
         res = ex.run(cfg, tmp_path)
     assert res.per_seed[0]["methods"]["tool_planner"]["api_calls"] > 0
+
+
+def test_api_key_is_read_from_the_environment_never_from_the_config(monkeypatch):
+    """The key never sits in the experiment config (config.json, provenance, config hash)."""
+    import dataclasses
+
+    from iclr25.tool_planner import experiment as tp_exp
+    from iclr25.tool_planner.llm import OpenAICompatibleLLM
+
+    assert not [f.name for f in dataclasses.fields(tp_exp.Config) if "key" in f.name]
+    pytest.importorskip("openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    llm = OpenAICompatibleLLM("m", "http://127.0.0.1:9/v1")
+    assert llm.client.api_key == "sk-from-env" and "sk-from-env" not in repr(llm)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert OpenAICompatibleLLM("m", "http://127.0.0.1:9/v1").client.api_key == "EMPTY"

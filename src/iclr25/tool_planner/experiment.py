@@ -65,10 +65,11 @@ class Config(ExperimentConfig):
     n_val_tasks: int = 100
     n_bfcl_tasks: int = 60
     n_bfcl_val_tasks: int = 40
-    policy: str = "heuristic"  # or "openai" (then llm_base_url / llm_model)
+    # or "openai" (then llm_base_url / llm_model; the key is read from OPENAI_API_KEY, never from the config,
+    # so it is not written to config.json, the provenance or the config hash)
+    policy: str = "heuristic"
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_model: str = "Qwen/Qwen2.5-7B-Instruct"
-    llm_api_key: str = "EMPTY"
     write_traces: bool = True
 
     def __post_init__(self) -> None:
@@ -125,7 +126,7 @@ def _world(cfg: Config, seed: int) -> SimulatedToolEnv:
 
 def _policy(cfg: Config, index: ToolIndex, seed: int, in_toolkit: str = "random"):
     if cfg.policy == "openai":
-        return OpenAICompatibleLLM(cfg.llm_model, cfg.llm_base_url, cfg.llm_api_key, retriever=index)
+        return OpenAICompatibleLLM(cfg.llm_model, cfg.llm_base_url, retriever=index)  # key: OPENAI_API_KEY
     return HeuristicPolicy(index, in_toolkit=in_toolkit, seed=seed)
 
 

@@ -14,6 +14,7 @@ Two implementations of one :class:`Policy` protocol:
 from __future__ import annotations
 
 import json
+import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -222,7 +223,9 @@ class OpenAICompatibleLLM:
 
     model: str
     base_url: str | None = None
-    api_key: str = "EMPTY"
+    api_key: str | None = field(
+        default=None, repr=False
+    )  # None: $OPENAI_API_KEY, else "EMPTY" (local servers)
     temperature: float = 0.0
     max_tokens: int = 512
     timeout: float = 60.0
@@ -244,9 +247,8 @@ class OpenAICompatibleLLM:
                 from openai import OpenAI
             except ImportError:
                 raise ImportError("OpenAICompatibleLLM needs `pip install openai` (>= 1.0)") from None
-            self.client = OpenAI(
-                base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=2
-            )
+            key = self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+            self.client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=2)
         self.label = f"LLM {self.model} @ {self.base_url or 'OpenAI'}"
 
     def _chat(self, messages: list[dict], tools: list[dict] | None = None) -> Any:
