@@ -104,3 +104,106 @@ def test_masked_metrics_equal_sliced_logits():
     assert evaluate_scores(logits, y_full, mask) == sliced
     with pytest.raises(ValueError, match="targets has"):
         apply_class_mask(logits, y[:, :4], mask)
+
+
+def _score_sets():
+    """Small (windows, classes) problems with heavy ties, logits outside [0, 1] and plain probabilities."""
+    for trial in range(18):
+        g = torch.Generator().manual_seed(trial)
+        n, c = 1 + 37 * trial % 300, 2 + 7 * trial % 25
+        y = (torch.rand(n, c, generator=g) < 0.2).long()
+        s = [
+            torch.randint(0, 5, (n, c), generator=g).float() / 4,  # ties, some at exactly 1.0
+            torch.randn(n, c, generator=g) * 10 + 3 * y,  # logits: torchmetrics applies sigmoid (saturates)
+            torch.rand(n, c, generator=g),
+        ][trial % 3]
+        yield s, y
+
+
+def test_per_class_ap_is_torchmetrics_bit_for_bit():
+    from torchmetrics.functional.classification import multilabel_average_precision
+
+    for s, y in _score_sets():
+        for pad in (0, 5):
+            sp = torch.cat([s, torch.ones(pad, s.shape[1])])
+            yp = torch.cat([y, torch.ones(pad, y.shape[1], dtype=y.dtype)])
+            ref = multilabel_average_precision(sp, yp, num_labels=s.shape[1], average=None, thresholds=None)
+            ours = average_precision_per_class(sp, yp)
+            has = yp.sum(0) > 0
+            assert torch.equal(ours[has], ref.double()[has]) and torch.isnan(ours[~has]).all()
+
+
+def test_evaluate_scores_equals_the_separate_metric_calls():
+    # one AP pass (pcmAP's padding merged into the sorted scores) gives exactly the per-metric calls' numbers
+    for s, y in _score_sets():
+        e = evaluate_scores(s, y, sigmoid=False)
+        ref = {"cmAP": cmap(s, y), "cmAP5": cmap5(s, y), "pcmAP": pcmap(s, y), "mAP": micro_map(s, y)}
+        ref |= {"AUROC": auroc(s, y), "T1-Acc": topk_accuracy(s, y, 1)}
+        ref["T3-Acc"] = topk_accuracy(s, y, min(3, s.shape[1]))
+        assert e.keys() == ref.keys()
+        for key, v in ref.items():
+            assert e[key] == v or (math.isnan(e[key]) and math.isnan(v)), key
+    logits = torch.randn(500, 40, generator=torch.Generator().manual_seed(3))
+    y = (torch.rand(500, 40, generator=torch.Generator().manual_seed(4)) < 0.05).long()
+    p = torch.sigmoid(logits)
+    e = evaluate_scores(logits, y)
+    assert (e["cmAP"], e["cmAP5"], e["pcmAP"]) == (cmap(p, y), cmap5(p, y), pcmap(p, y))
+
+
+def _released_topk(preds, targets, k, include_nocalls, threshold=0.5):
+    """Transcription of the released ``TopKAccuracy`` (one update + compute)."""
+    preds, targets = torch.as_tensor(preds, dtype=torch.float32), torch.as_tensor(targets)
+    top_vals, top_idx = preds.topk(k, dim=1)
+    nocall = targets.sum(1) == 0
+    nocall_correct = (nocall & (top_vals < threshold).all(1)).sum() if include_nocalls else 0
+    hit = targets.unsqueeze(1).expand(-1, k, -1).gather(2, top_idx.unsqueeze(-1)).any(1)  # (windows, 1)
+    total = len(targets) if include_nocalls else len(targets) - int(nocall.sum())
+    return float(hit.sum() + nocall_correct) / total
+
+
+def test_topk_nocall_rule_follows_the_released_metric():
+    # the no-call row [0.7, 0.2, 0.1] has a top-1 score above 0.5: wrong; with threshold 0.8 it is right
+    assert topk_accuracy(S, Y, 1, include_nocalls=True, threshold=0.8) == pytest.approx(3 / 4)
+    quiet = S.copy()
+    quiet[2] = [0.3, 0.2, 0.1]  # every score below 0.5 → a correct no-call window
+    assert topk_accuracy(quiet, Y, 1, include_nocalls=True) == pytest.approx(3 / 4)
+    assert topk_accuracy(quiet, Y, 3, include_nocalls=True) == pytest.approx(4 / 4)
+    rng = np.random.default_rng(5)
+    y = (rng.random((300, 8)) < 0.12).astype(int)  # ~35 % no-call rows
+    s = rng.random((300, 8)) ** 2 + 0.2 * y
+    for k in (1, 3):
+        for inc in (False, True):
+            for thr in (0.5, 0.3):
+                assert topk_accuracy(s, y, k, inc, thr) == pytest.approx(_released_topk(s, y, k, inc, thr))
+    with pytest.raises(ValueError, match="threshold"):
+        topk_accuracy(S, Y, 1, True, float("nan"))
+
+
+def _released_cmap5(preds, targets, sample_threshold=5):
+    """Transcription of the released ``cmAP5.compute``: its AP metric is built with ``average="macro"``, so the
+    "class-wise" APs are one scalar (the macro AP over classes with positives, torchmetrics 1.2) broadcast by
+    ``torch.where`` before the NaN-mean."""
+    t = torch.as_tensor(targets)
+    aps = [average_precision_score(t[:, c], preds[:, c]) for c in range(t.shape[1]) if t[:, c].sum() > 0]
+    class_aps = torch.tensor(float(np.mean(aps)), dtype=torch.float64)
+    if sample_threshold > 1:
+        class_aps = torch.where(t.sum(0) >= sample_threshold, class_aps, torch.nan)
+    return float(torch.nanmean(class_aps))
+
+
+def test_cmap5_keeps_the_per_class_rule_and_offers_the_released_value():
+    rng = np.random.default_rng(2)
+    y = (rng.random((120, 6)) < 0.1).astype(int)
+    y[:, 0], y[:4, 1], y[4:, 1] = 0, 1, 0  # class 0: no positive, class 1: 4 positives
+    s = rng.random((120, 6)) + 0.4 * y
+    keep5 = [c for c in range(6) if y[:, c].sum() >= 5]
+    paper = np.mean([average_precision_score(y[:, c], s[:, c]) for c in keep5])
+    assert cmap5(s, y) == pytest.approx(paper, abs=1e-6) and cmap5(s, y) != pytest.approx(
+        cmap(s, y), abs=1e-4
+    )
+    released = cmap5(s, y, mask_after_macro=True)
+    assert released == pytest.approx(_released_cmap5(s, y), abs=1e-6) and released == cmap(s, y)
+    assert math.isnan(cmap5(S, Y, mask_after_macro=True)) and math.isnan(_released_cmap5(S, Y))
+    assert cmap5(S, Y, min_positives=2) == pytest.approx(0.875) and math.isnan(cmap5(S, Y, min_positives=3))
+    with pytest.raises(ValueError, match="min_positives"):
+        cmap5(S, Y, min_positives=0)
