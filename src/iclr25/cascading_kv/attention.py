@@ -67,6 +67,22 @@ def _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwa
     )
 
 
+def _query_rotation(lay: dict, rot, dt, B: int, Hkv: int, rep: int, scaling: float) -> tuple:
+    """Per-offset-group query cos/sin (× the logit scale) and the slot → group gather index of one decode step,
+    memoised in the step's layout (shared by every layer)."""
+    qkey = ("qrot", dt, B, Hkv, rep, scaling)
+    qr = lay.get(qkey)
+    if qr is None:
+        M = lay["group"].shape[0]
+        cg, sg = rot.at(lay["n_held"] - lay["group_offsets"], dt)  # (G, rd)
+        qr = lay[qkey] = (
+            cg * scaling,
+            sg * scaling,
+            lay["group"].view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M),
+        )
+    return qr
+
+
 def cascade_attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -103,28 +119,24 @@ def cascade_attention_forward(
             "attention function)"
         )
     ci, si = rot.model_inverse(query, pos_given)
-    q_pre = rot.apply(query, ci, si)
-    k_pre = rot.apply(key, ci, si)
-    lay = (
-        layer.layout()
-    )  # stored keys sit rotated at their slot's reference position; position = ref + offset
+    # stored keys sit rotated at their slot's reference position; position = ref + offset
+    lay = layer.layout()
     n_held = lay["n_held"]
     kbuf, vbuf = layer.kbuf, layer.vbuf
     softcap, window = kwargs.get("softcap"), kwargs.get("sliding_window")
+    grouped = q == 1 and GROUPED_DECODE
+    if grouped:
+        qr = _query_rotation(lay, rot, dt, B, Hkv, rep, scaling)
+        if layer.fused_applicable(query, softcap, window, lay):  # the same step as one compiled graph
+            out, A = layer.fused_decode(query, key, value, ci, si, qr, scaling)
+            return out.transpose(1, 2).contiguous(), A
+    q_pre = rot.apply(query, ci, si)
+    k_pre = rot.apply(key, ci, si)
 
-    if q == 1 and GROUPED_DECODE:
+    if grouped:
         # decode: <R(P)q, R(ref + c)k> = <R(P − c)q, R(ref)k> — rotate the query once per distinct offset c (≤ 2C+1)
         # instead of the cache; the token's logit with itself is position-free: a²·<q, k>
-        G = lay["group_offsets"].shape[0]
-        qkey = ("qrot", dt, B, Hkv, rep, scaling)
-        qr = lay.get(qkey)  # per-group cos/sin (× the logit scale) and the gather index, shared by the layers
-        if qr is None:
-            cg, sg = rot.at(n_held - lay["group_offsets"], dt)  # (G, rd)
-            qr = lay[qkey] = (
-                cg * scaling,
-                sg * scaling,
-                lay["group"].view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M),
-            )
+        G = qr[0].shape[0]
         qg = rot.apply(q_pre.reshape(B, Hkv, rep, 1, D), qr[0], qr[1])  # (B, Hkv, rep, G, D), scaled
         if rot.rotary_dim < D:  # the pass-through channels were not scaled by the folded cos/sin
             qg = qg * torch.cat([qg.new_ones(rot.rotary_dim), qg.new_full((D - rot.rotary_dim,), scaling)])

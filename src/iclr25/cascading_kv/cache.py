@@ -21,6 +21,7 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .cascade import EMPTY, CascadeState
+from .fused import DECODE_BACKENDS, run_compiled
 from .rope import Rotary, _layout, rotary_for
 from .scores import HEAD_REDUCTIONS
 
@@ -89,9 +90,11 @@ class CascadingLayer(CacheLayerMixin):
         eager_fill: bool = True,
         rotary_emb: Rotary | torch.nn.Module | None = None,
         layer_idx: int | None = None,
+        decode_backend: str = "eager",
     ) -> None:
         super().__init__()
-        _validate(sink_tokens, cache_size, cascades, beta, head_reduction)
+        _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend)
+        self.decode_backend = decode_backend
         self.sink_tokens, self.cache_size, self.cascades = int(sink_tokens), int(cache_size), int(cascades)
         self.beta = float(beta)
         self.head_reduction = head_reduction
@@ -391,6 +394,71 @@ class CascadingLayer(CacheLayerMixin):
         kb.index_copy_(2, mv["dst"], k_new)
         vb.index_copy_(2, mv["dst"], v_new)
 
+    # ---------------------------------------------------------------- fused decode (decode_backend="compile")
+    def fused_applicable(self, query: torch.Tensor, softcap, window, lay: dict) -> bool:
+        """Whether this single-token step can run :func:`~.fused.decode_step`: backend ``"compile"``, CPU, a full
+        cache with full sinks (no mask, the one-token insertion), no softcap / sliding window, no autograd."""
+        return (
+            self.decode_backend == "compile"
+            and FAST_SINGLE
+            and lay["full"]
+            and self.state.n_sinks >= self.sink_tokens
+            and softcap is None
+            and window is None
+            and query.device.type == "cpu"
+            and not (torch.is_grad_enabled() and query.requires_grad)
+        )
+
+    def _fused_plan(self, plan, dt, dev) -> dict:
+        """Index/cos/sin tensors of ``plan``'s moves padded to ``C + 1`` entries (memoised for every layer and step)."""
+        mkey = ("fused", plan.chain, plan.final, plan.compete, dt, dev)  # time-free: reused across steps
+        memo = self.rotary.moves
+        mv = memo.get(mkey)
+        if mv is not None:
+            return mv
+        S, C, W, rot = self.sink_tokens, self.cascades, self.cache_size // self.cascades, self.rotary
+        dsts = list(plan.chain) + ([plan.final] if plan.final >= 0 else [])
+        srcs = [dsts[0]] + list(plan.chain[: len(dsts) - 1])  # entry 0's source is the new token (unused)
+        k = len(dsts)
+        pad = next(p for p in range(self.cache_size) if p not in dsts)  # a "keep" entry: never written
+        dsts += [pad] * (C + 1 - k)
+        srcs += [pad] * (C + 1 - k)
+        write = [True] * k + [False] * (C + 1 - k)
+        compete = [False] * (C + 1)
+        if plan.final >= 0 and plan.compete:
+            compete[k - 1] = True
+        ncos, nsin = rot.at(torch.tensor([dsts[0] % W], device=dev), dt)
+        mcos, msin = rot.at(torch.tensor([d % W - s % W for d, s in zip(dsts[1:], srcs[1:])], device=dev), dt,
+                            unit=True)  # fmt: skip
+        mv = {
+            "dst": torch.tensor([d + S for d in dsts], device=dev),
+            "src": torch.tensor([s + S for s in srcs], device=dev),
+            "ncos": ncos, "nsin": nsin, "mcos": mcos, "msin": msin,
+            "write": torch.tensor(write, device=dev),
+            "compete": torch.tensor(compete, device=dev),
+        }  # fmt: skip
+        if len(memo) > 4096:
+            memo.clear()
+        memo[mkey] = mv
+        return mv
+
+    def fused_decode(
+        self, query, key, value, ci, si, qr, scaling: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The single-token step as one compiled graph: ``(out (B, Hq, 1, Dv), A)``; updates cache and state."""
+        st, rot = self.state, self.rotary
+        plan = st.plan_single()
+        mv = self._fused_plan(plan, self.kbuf.dtype, self.kbuf.device)
+        out, A = run_compiled(
+            query, key, value, ci, si, qr[0], qr[1], qr[2], self.kbuf, self.vbuf,
+            torch.from_numpy(st._score), torch.from_numpy(st._og),
+            mv["dst"], mv["src"], mv["ncos"], mv["nsin"], mv["mcos"], mv["msin"], mv["write"], mv["compete"],
+            torch.tensor([[plan.t - 1]]), rot.interleaved, rot.rotary_dim, float(scaling), float(rot.scaling**2 * scaling),
+            self.beta, self.sink_tokens, self.head_reduction, self.homogeneous_heads,
+        )  # fmt: skip
+        st.t, st.stored, st.start = plan.t, list(plan.stored), list(plan.start)
+        return out, A
+
 
 NOT_ENABLED = (
     "CascadingKVCache needs the cascade attention implementation, but the model's attention did not route the "
@@ -399,7 +467,9 @@ NOT_ENABLED = (
 )
 
 
-def _validate(sink_tokens, cache_size, cascades, beta, head_reduction) -> None:
+def _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend="eager") -> None:
+    if decode_backend not in DECODE_BACKENDS:
+        raise ValueError(f"decode_backend must be one of {DECODE_BACKENDS}, got {decode_backend!r}")
     for name, v, lo in (
         ("sink_tokens", sink_tokens, 0),
         ("cache_size", cache_size, 1),
@@ -430,6 +500,10 @@ class CascadingKVCache(Cache):
     head_reduction: ``max`` (paper's scripts) or ``mean`` over the query heads of a group.
     homogeneous_heads: reduce over all query heads so every KV head keeps the same tokens.
     eager_fill: every cascade accepts every token until the cache is first full.
+    decode_backend: ``"eager"`` (the reference) or ``"compile"``: once the cache is full, a decoded token's
+        attention, score update and slot moves run as one ``torch.compile``d graph per layer on CPU
+        (:mod:`~iclr25.cascading_kv.fused`; compiled on first use, tested equal to the eager path). Other devices,
+        softcapping and sliding-window models keep the eager path.
 
     Use with ``enable_cascade_attention(model)`` (done by :func:`strided_prefill` / :func:`generate_streaming`).
     ``get_seq_length()`` is the number of tokens held (sinks + cascades), which is also where the next chunk's
@@ -449,8 +523,9 @@ class CascadingKVCache(Cache):
         eager_fill: bool = True,
         num_layers: int | None = None,
         rotary_emb: torch.nn.Module | None = None,
+        decode_backend: str = "eager",
     ) -> None:
-        _validate(sink_tokens, cache_size, cascades, beta, head_reduction)
+        _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend)
         self._config = None
         if model is not None:
             rotary = _as_rotary(rotary_emb) if rotary_emb is not None else rotary_for(model)
@@ -467,6 +542,7 @@ class CascadingKVCache(Cache):
         self.config_kwargs = dict(
             sink_tokens=sink_tokens, cache_size=cache_size, cascades=cascades, beta=beta,
             head_reduction=head_reduction, homogeneous_heads=homogeneous_heads, eager_fill=eager_fill,
+            decode_backend=decode_backend,
         )  # fmt: skip
         layers = [
             CascadingLayer(**self.config_kwargs, rotary_emb=rotary, layer_idx=i) for i in range(num_layers)
