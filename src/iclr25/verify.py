@@ -1,12 +1,502 @@
 """``iclr25 verify SLUG [--seeds K]``: re-run the first K seeds of a committed reference and compare.
 
-(Placeholder committed by the lead so the CLI hook exists; the implementation replaces this file.)
+The reference is ``results/quick/<slug>/claims.json`` (or ``--reference DIR``). Its config is rebuilt from what
+the document stores — ``preset``, ``provenance.overrides``, ``provenance.device`` and the first of its
+``seeds`` — and checked against ``provenance.config_hash`` when the document records one. The first K seeds are
+re-run into a temporary folder (or ``--out``, which must hold no finished seeds of the system: verify always
+recomputes) through the ordinary run path, and the two documents are compared claim by claim:
+
+* **numbers** — each stored per-seed value of the first K seeds against the re-run's:
+  ``identical`` (bit for bit, NaN equal to NaN), ``within tolerance`` when
+  ``|Δ| <= REL_TOL · max(1, |stored|, |re-run|)`` (:data:`REL_TOL` = 1e-6, float32 rounding noise), otherwise
+  ``different`` (both printed).
+* **verdict** — the reference's claim restricted to the same K seeds (its verdict recomputed from those values
+  with :mod:`iclr25.common.claims`, so like is compared with like) against the re-run's verdict. The verdict of
+  the whole reference is printed beside it for context.
+
+A claim's values are taken to belong to the reference's seeds in order; a claim measured on fewer values than
+there are seeds (e.g. one measured on the first three seeds only) is taken to cover the first ones, which is
+how the systems here build such claims (``values`` over the first seeds of the list). A claim with more values
+than seeds is not per-seed and can only be compared when every seed is re-run.
+
+Exit status: 0 when every verdict is unchanged (numbers may differ: they are named), 1 when a verdict changed,
+a claim is missing on either side or cannot be compared, 2 for usage errors (unknown system, no or invalid
+reference, bad ``--seeds``). The environment of the two runs is compared field by field
+(:data:`iclr25.common.provenance.ENVIRONMENT_KEYS`: commit, CPU model, ISA, thread counts, BLAS, versions) and
+every difference is named, as is every field the reference does not record.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .common.claims import Claim, Stat, validate_claims_document
+from .common.io import as_float
+from .runs import UsageError
+
+REL_TOL = 1e-6  # "within tolerance": |Δ| <= REL_TOL · max(1, |stored|, |re-run|)
+NUMBER_STATES = ("identical", "within tolerance", "different")
+EXIT_OK, EXIT_CHANGED = 0, 1
+
+
+def default_reference_dir() -> Path:
+    """``results/quick`` of the repository this package runs from."""
+    return Path(__file__).resolve().parents[2] / "results" / "quick"
+
+
+# -- comparing numbers ------------------------------------------------------------------------------------
+
+
+def compare_numbers(stored: Any, rerun: Any, rel_tol: float = REL_TOL) -> str:
+    """``identical`` (bit-equal; NaN equals NaN), ``within tolerance`` or ``different``."""
+    a, b = as_float(stored), as_float(rerun)
+    if a.hex() == b.hex() or (math.isnan(a) and math.isnan(b)):
+        return "identical"
+    if math.isfinite(a) and math.isfinite(b) and abs(a - b) <= rel_tol * max(1.0, abs(a), abs(b)):
+        return "within tolerance"
+    return "different"
+
+
+def _worst(states: list[str]) -> str:
+    return max(states, key=NUMBER_STATES.index) if states else "identical"
+
+
+# -- restricting a stored claim to its first K seeds -------------------------------------------------------
+
+
+def _n_values(claim: Claim) -> int:
+    return len(claim.method.values)
+
+
+def expected_values(n_stored: int, n_seeds: int, k: int) -> int | None:
+    """How many values a claim with ``n_stored`` values over ``n_seeds`` seeds has on the first ``k`` seeds
+    (``None``: not per-seed, so not restrictable unless every seed is re-run)."""
+    if n_stored <= n_seeds:
+        return min(k, n_stored)
+    return n_stored if k == n_seeds else None
+
+
+def restrict(claim: Claim, n: int) -> Claim:
+    """``claim`` on its first ``n`` values (method and baseline, every part), the verdict recomputed."""
+
+    def cut(st: Stat | None) -> Stat | None:
+        return None if st is None else Stat.of(list(st.values[:n]))
+
+    parts = tuple(restrict(p, n) for p in claim.parts)
+    if parts:
+        p0 = parts[0]
+        return dataclasses.replace(claim, parts=parts, method=p0.method, baseline=p0.baseline)
+    return dataclasses.replace(claim, method=cut(claim.method), baseline=cut(claim.baseline))
+
+
+def _flatten(claims: list[Claim]) -> list[Claim]:
+    out = []
+    for c in claims:
+        out.append(c)
+        out.extend(_flatten(list(c.parts)))
+    return out
+
+
+# -- the comparison ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClaimRow:
+    """One claim (or part) of the comparison."""
+
+    id: str
+    numbers: str  # one of NUMBER_STATES, or "missing" / "not comparable"
+    stored_verdict_all: str = ""  # the reference's verdict on all its seeds
+    stored_verdict: str = ""  # the reference's verdict on the re-run seeds
+    rerun_verdict: str = ""
+    details: list[str] = field(default_factory=list)  # one line per differing value, or why not comparable
+    n_values: int = 0
+
+    @property
+    def verdict_unchanged(self) -> bool:
+        return bool(self.stored_verdict) and self.stored_verdict == self.rerun_verdict
+
+
+@dataclass
+class Comparison:
+    slug: str
+    seeds: list[int]  # the re-run seeds
+    n_reference_seeds: int
+    rows: list[ClaimRow]
+    environment: list[str]  # one line per difference in the environment
+    not_recorded: list[str]  # environment fields the reference does not record
+    ref_valid: bool = True
+    rerun_valid: bool = True
+
+    @property
+    def verdicts_agree(self) -> bool:
+        return (
+            bool(self.rows)
+            and all(r.verdict_unchanged for r in self.rows)
+            and self.ref_valid == self.rerun_valid
+        )
+
+    @property
+    def numbers(self) -> str:
+        states = [r.numbers for r in self.rows]
+        if any(s not in NUMBER_STATES for s in states):
+            return "different"
+        return _worst(states)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.verdicts_agree else EXIT_CHANGED
+
+
+def _side_states(
+    cid: str, side: str, stored: Stat | None, rerun: Stat | None, seeds: list[int], rel_tol: float
+) -> tuple[list[str], list[str]]:
+    if stored is None and rerun is None:
+        return [], []
+    if stored is None or rerun is None:
+        return ["different"], [
+            f"{side}: stored {'none' if stored is None else 'values'}, re-run "
+            f"{'none' if rerun is None else 'values'}"
+        ]
+    if len(stored.values) != len(rerun.values):
+        return ["different"], [
+            f"{side}: {len(stored.values)} stored values on these seeds, {len(rerun.values)} re-run"
+        ]
+    states, details = [], []
+    for i, (a, b) in enumerate(zip(stored.values, rerun.values, strict=True)):
+        st = compare_numbers(a, b, rel_tol)
+        states.append(st)
+        if st != "identical":
+            where = f"seed {seeds[i]}" if i < len(seeds) else f"value {i}"
+            delta = as_float(b) - as_float(a)
+            details.append(f"{side} {where}: stored {a!r}, re-run {b!r} (Δ {delta:+.3g}, {st})")
+    return states, details
+
+
+def compare_documents(
+    ref: dict, rerun: dict, k: int, rel_tol: float = REL_TOL, env_here: dict | None = None
+) -> Comparison:
+    """Compare the first ``k`` seeds of reference document ``ref`` with the re-run document ``rerun``.
+
+    Both must be valid claims documents (``ValueError`` otherwise). ``env_here`` is the re-run's environment
+    (default: the re-run document's provenance).
+    """
+    ref_claims = _flatten(validate_claims_document(ref))
+    new_claims = {c.id: c for c in _flatten(validate_claims_document(rerun))}
+    n_seeds = len(ref["seeds"])
+    if not 1 <= k <= n_seeds:
+        raise ValueError(f"k must be in [1, {n_seeds}] (the reference's seed count), got {k!r}")
+    seeds = list(ref["seeds"][:k])
+    rows: list[ClaimRow] = []
+    seen = set()
+    for c in ref_claims:
+        seen.add(c.id)
+        row = ClaimRow(c.id, "missing", stored_verdict_all=c.verdict)
+        n = expected_values(_n_values(c), n_seeds, k)
+        new = new_claims.get(c.id)
+        if new is None:
+            row.details.append("the re-run has no claim with this id")
+            rows.append(row)
+            continue
+        row.rerun_verdict = new.verdict
+        if n is None:
+            row.numbers = "not comparable"
+            row.details.append(
+                f"{_n_values(c)} values over {n_seeds} seeds: not per-seed; re-run all {n_seeds} seeds to compare"
+            )
+            rows.append(row)
+            continue
+        cut = restrict(c, n)
+        row.stored_verdict, row.n_values = cut.verdict, n
+        if c.parts:  # a compound claim's numbers are its parts' (rows of their own), filled in below
+            row.numbers = "identical"
+            rows.append(row)
+            continue
+        states, details = [], []
+        for side in ("method", "baseline"):
+            s, d = _side_states(c.id, side, getattr(cut, side), getattr(new, side), seeds, rel_tol)
+            states += s
+            details += d
+        row.numbers, row.details = _worst(states), details
+        rows.append(row)
+    for row in rows:  # compound claims: the worst of their parts
+        parts = [r for r in rows if r.id.startswith(row.id + ".")]
+        if parts and row.numbers != "missing":
+            states = [r.numbers for r in parts]
+            row.numbers = _worst(states) if all(s in NUMBER_STATES for s in states) else "different"
+    for cid in new_claims:
+        if cid not in seen:
+            rows.append(
+                ClaimRow(
+                    cid,
+                    "missing",
+                    rerun_verdict=new_claims[cid].verdict,
+                    details=["the reference has no claim with this id"],
+                )
+            )
+    env_new = env_here if env_here is not None else rerun.get("provenance", {})
+    diffs, missing = environment_differences(ref.get("provenance", {}), env_new)
+    return Comparison(
+        ref["slug"],
+        seeds,
+        n_seeds,
+        rows,
+        diffs,
+        missing,
+        ref_valid=bool(ref.get("valid", True)),
+        rerun_valid=bool(rerun.get("valid", True)),
+    )
+
+
+# -- the environment ---------------------------------------------------------------------------------------
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, separators=(",", ":"))
+    return str(v)
+
+
+def _blas_summary(pools: Any) -> str:
+    if not isinstance(pools, list):
+        return _short(pools)
+    parts = []
+    for p in pools:
+        if isinstance(p, dict):
+            arch = f" {p['architecture']}" if p.get("architecture") else ""
+            parts.append(f"{p.get('internal_api')} {p.get('version')}{arch} ×{p.get('num_threads')}")
+    return ", ".join(parts) or "none"
+
+
+def environment_differences(ref_prov: dict, here: dict) -> tuple[list[str], list[str]]:
+    """(one line per environment field that differs, the fields the reference does not record).
+
+    Fields: :data:`iclr25.common.provenance.ENVIRONMENT_KEYS` and ``device``; the commit is compared without
+    its ``+dirty`` mark (which is named when either side has it); library versions key by key.
+    """
+    from .common.provenance import ENVIRONMENT_KEYS
+
+    ref_prov = ref_prov if isinstance(ref_prov, dict) else {}
+    diffs, missing = [], []
+    for key in (*ENVIRONMENT_KEYS, "device"):
+        if key not in here:
+            continue
+        if key not in ref_prov:
+            missing.append(
+                f"{key} (here: {_blas_summary(here[key]) if key == 'blas' else _short(here[key])})"
+            )
+            continue
+        a, b = ref_prov[key], here[key]
+        if key == "git_commit":
+            ca, cb = str(a).removesuffix("+dirty"), str(b).removesuffix("+dirty")
+            if ca != cb:
+                diffs.append(f"git_commit: {a} → {b}")
+            elif a != b:
+                diffs.append(f"git_commit: same commit, {a} → {b} (+dirty: uncommitted changes under src)")
+        elif key == "libraries" and isinstance(a, dict) and isinstance(b, dict):
+            for lib in sorted(set(a) | set(b)):
+                if a.get(lib) != b.get(lib):
+                    diffs.append(
+                        f"libraries.{lib}: {a.get(lib, 'not imported')} → {b.get(lib, 'not imported')}"
+                    )
+        elif key == "blas":
+            if _short(a) != _short(b):
+                diffs.append(f"blas: {_blas_summary(a)} → {_blas_summary(b)}")
+        elif _short(a) != _short(b):
+            diffs.append(f"{key}: {_short(a)} → {_short(b)}")
+    return diffs, missing
+
+
+# -- the printed table -------------------------------------------------------------------------------------
+
+
+def _seed_words(seeds: list[int]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
+
+
+def format_comparison(cmp: Comparison, rel_tol: float = REL_TOL) -> str:
+    """The table ``iclr25 verify`` prints (plain text, one row per claim and part)."""
+    k = len(cmp.seeds)
+    lines = [
+        f"numbers: identical = bit for bit; within tolerance = |Δ| <= {rel_tol:g}·max(1, |stored|, |re-run|)",
+        "",
+    ]
+    head = (
+        "claim",
+        "numbers",
+        f"verdict, all {cmp.n_reference_seeds} stored seeds",
+        f"stored on {_seed_words(cmp.seeds)}",
+        "re-run",
+        "verdict",
+    )
+    body = []
+    for r in cmp.rows:
+        same = (
+            "unchanged" if r.verdict_unchanged else "CHANGED" if r.stored_verdict and r.rerun_verdict else "—"
+        )
+        body.append(
+            (
+                r.id,
+                r.numbers,
+                r.stored_verdict_all or "—",
+                r.stored_verdict or "—",
+                r.rerun_verdict or "—",
+                same,
+            )
+        )
+    widths = [max(len(str(row[i])) for row in (head, *body)) for i in range(len(head))]
+    for row in (head, tuple("-" * w for w in widths), *body):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    details = [(r.id, d) for r in cmp.rows for d in r.details]
+    if details:
+        lines += ["", "values that are not identical:"]
+        lines += [f"  {cid}: {d}" for cid, d in details]
+    if cmp.ref_valid != cmp.rerun_valid:
+        lines += ["", f"validity CHANGED: reference valid={cmp.ref_valid}, re-run valid={cmp.rerun_valid}"]
+    lines += ["", "environment (reference → here):"]
+    if cmp.environment:
+        lines += [f"  differs: {d}" for d in cmp.environment]
+    else:
+        lines.append("  no recorded field differs")
+    if cmp.not_recorded:
+        lines.append("  not recorded in the reference: " + "; ".join(cmp.not_recorded))
+    n_claims = sum(1 for r in cmp.rows if "." not in r.id)
+    if cmp.verdicts_agree:
+        verdict = f"every verdict unchanged on {_seed_words(cmp.seeds)} ({n_claims} claims)"
+    else:
+        bad = [r.id for r in cmp.rows if not r.verdict_unchanged]
+        verdict = "VERDICT CHANGED or not comparable: " + ", ".join(bad) if bad else "validity changed"
+    lines += ["", f"numbers: {cmp.numbers} on {k} of {cmp.n_reference_seeds} seeds; {verdict}"]
+    return "\n".join(lines) + "\n"
+
+
+# -- running -----------------------------------------------------------------------------------------------
+
+
+def load_reference(slug: str, reference: str | Path | None = None) -> tuple[dict, Path]:
+    """The reference claims document of ``slug`` (validated) and its path; :class:`UsageError` otherwise."""
+    from .common.io import read_json
+
+    folder = Path(reference) if reference is not None else default_reference_dir()
+    path = folder / slug / "claims.json"
+    if not path.is_file():
+        raise UsageError(f"no reference for {slug!r}: {path} does not exist (pass --reference DIR)")
+    try:
+        doc = read_json(path)
+        validate_claims_document(doc)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"reference {path} is not a valid claims document: {e}") from None
+    if doc["slug"] != slug:
+        raise UsageError(f"reference {path} is for system {doc['slug']!r}, not {slug!r}")
+    if not doc["seeds"]:
+        raise UsageError(f"reference {path} records no seeds")
+    return doc, path
+
+
+def reference_config(doc: dict, path: Path | str = "the reference") -> dict[str, Any]:
+    """What the reference's config is rebuilt from: ``preset``, ``overrides``, ``seed`` (first seed), ``device``
+    and ``config_hash`` (``None`` when not recorded). :class:`UsageError` naming a missing field."""
+    prov = doc.get("provenance")
+    if not isinstance(prov, dict):
+        raise UsageError(f"{path} has no provenance block: its config cannot be rebuilt")
+    if "overrides" not in prov or not isinstance(prov["overrides"], dict):
+        raise UsageError(
+            f"{path} does not record provenance.overrides: its config cannot be rebuilt (refresh the reference)"
+        )
+    seeds = doc["seeds"]
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise UsageError(f"{path}: seeds {seeds} are not consecutive; a run covers seed, seed+1, … only")
+    return {
+        "preset": doc["preset"],
+        "overrides": prov["overrides"],
+        "seed": seeds[0],
+        "device": prov.get("device", "cpu"),
+        "config_hash": prov.get("config_hash"),
+    }
+
+
+def parse_seeds(raw: Any, n_reference: int) -> int:
+    try:
+        k = int(str(raw).strip())
+    except ValueError:
+        raise UsageError(f"--seeds must be an integer in [1, {n_reference}], got {raw!r}") from None
+    if not 1 <= k <= n_reference:
+        raise UsageError(
+            f"--seeds must be an integer in [1, {n_reference}] (the reference's seed count), got {raw!r}"
+        )
+    return k
+
+
+def _check_out(out: Path, slug: str) -> None:
+    seeds_dir = out / slug / "seeds"
+    if seeds_dir.is_dir() and any(seeds_dir.glob("seed_*.json")):
+        raise UsageError(
+            f"--out {out} already holds seed results of {slug} ({seeds_dir}); verify recomputes every seed, "
+            "so pick an empty folder"
+        )
+
+
+def verify(
+    slug: str, seeds: int | str = 1, reference: str | Path | None = None, out: str | Path | None = None
+) -> tuple[Comparison, str]:
+    """Re-run the first ``seeds`` seeds of ``slug``'s reference and compare (see the module docstring).
+
+    Returns the comparison and its printed form (a header line, the table, the environment)."""
+    from .common.provenance import environment
+    from .common.results import config_hash
+    from .runs import effective_config, experiment_module, run_experiment
+
+    exp = experiment_module(slug)  # UsageError for an unknown or planned system
+    ref, path = load_reference(slug, reference)
+    k = parse_seeds(seeds, len(ref["seeds"]))
+    rc = reference_config(ref, path)
+    cfg, _ = effective_config(
+        exp, rc["preset"], seeds=k, seed=rc["seed"], device=rc["device"], overrides=rc["overrides"]
+    )
+    head = (
+        f"iclr25 verify {slug}: re-running {_seed_words(cfg.seed_list)} ({k} of {len(ref['seeds'])}) of {path}\n"
+        f"config: preset {rc['preset']}, overrides {json.dumps(rc['overrides'], sort_keys=True)}, "
+        f"device {cfg.device}"
+    )
+    if rc["config_hash"] is None:
+        head += "; the reference records no config_hash (the preset is assumed unchanged since it was made)\n"
+    else:
+        here = config_hash(cfg)
+        if here != rc["config_hash"]:
+            raise UsageError(
+                f"{path}: the reference's config_hash {rc['config_hash']} differs from the rebuilt config's {here}; "
+                "the preset or a default changed since the reference was made (refresh it)"
+            )
+        head += f", config_hash {here} (matches)\n"
+
+    def go(folder: Path) -> dict:
+        _check_out(folder, slug)
+        return run_experiment(exp, slug, rc["preset"], folder, k, rc["seed"], rc["device"], rc["overrides"])
+
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix=f"iclr25-verify-{slug}-") as tmp:
+            new = go(Path(tmp))
+    else:
+        new = go(Path(out))
+    env_here = {**environment(cfg.device), **{k2: v for k2, v in new.get("provenance", {}).items()}}
+    cmp = compare_documents(ref, new, k, env_here=env_here)
+    return cmp, head + "\n" + format_comparison(cmp)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    raise NotImplementedError("iclr25 verify is being implemented")
+    """The CLI: print the comparison; exit 0 when every verdict is unchanged, 1 otherwise (2: usage)."""
+    from .common.device import tune_malloc
+    from .common.progress import set_quiet
+
+    set_quiet(bool(getattr(args, "quiet", False)))
+    tune_malloc()
+    cmp, text = verify(args.slug, args.seeds, args.reference, args.out)
+    print(text, end="", flush=True)
+    return cmp.exit_code
