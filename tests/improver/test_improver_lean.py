@@ -48,3 +48,82 @@ def test_live_repl(tmp_path):  # pragma: no cover - needs a Lean toolchain
         "", "theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q", "exact ⟨hp, hq⟩"
     )
     assert r.correct and length(r) == 1
+
+
+_FAKE_REPL = r"""
+import json, sys
+text = sys.stdin.read()
+cmds, dec, i = [], json.JSONDecoder(), 0
+while i < len(text):
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    obj, i = dec.raw_decode(text, i)
+    cmds.append(obj)
+log = sys.argv[1]
+with open(log, "a") as f:
+    f.write(json.dumps([c["cmd"] for c in cmds]) + "\n")
+crash_after = int(sys.argv[2])
+for n, c in enumerate(cmds):
+    if n == crash_after:
+        sys.exit(1)  # the REPL dies mid-batch
+    print(json.dumps({"env": n, "messages": [], "tactics": []}) + "\n")
+"""
+
+
+def _fake_checker(tmp_path, crash_after=99, **kw):
+    import sys
+
+    script = tmp_path / "fake_repl.py"
+    script.write_text(_FAKE_REPL)
+    log = tmp_path / "sent.jsonl"
+    cmd = (sys.executable, str(script), str(log), str(crash_after))
+    return LeanReplChecker(tmp_path, repl_cmd=cmd, **kw), log
+
+
+def test_code_running_candidates_are_refused_before_lean_sees_them(tmp_path):
+    """A model-written `#eval` / `run_tac` / `IO.` candidate is never elaborated unless explicitly allowed."""
+    import json
+
+    from iclr25.improver.checker import unsafe_commands
+
+    ok = "intro h\nexact h"
+    evil = [
+        '#eval IO.FS.writeFile "/tmp/x" "pwned"\nexact h',
+        "run_tac do IO.println 1",
+        "exact (IO.Process.exit 0)",
+    ]
+    chk, log = _fake_checker(tmp_path)
+    res = chk.check_batch("", "theorem t (p : Prop) (h : p) : p", [ok, *evil])
+    assert len(res) == 4 and res[0].correct and not any(r.correct for r in res[1:])
+    assert "#eval" in res[1].errors[0].text and "allow_unsafe_commands" in res[1].errors[0].text
+    sent = [json.loads(x) for x in log.read_text().splitlines()]
+    assert (
+        len(sent) == 1 and len(sent[0]) == 1 and "IO" not in sent[0][0]
+    )  # only the safe one reached the REPL
+    assert unsafe_commands(evil[0]) == ["#eval", "IO."]
+    assert unsafe_commands("simp [foo_eval, elabora]") == []  # names that merely contain the words are fine
+    (tmp_path / "b").mkdir()
+    allowed, _ = _fake_checker(tmp_path / "b", allow_unsafe_commands=True)
+    assert all(r.correct for r in allowed.check_batch("", "theorem t : True", evil))
+    with pytest.raises(ValueError, match="allow_unsafe_commands"):
+        LeanReplChecker(tmp_path, repl_cmd=("python3",), allow_unsafe_commands="yes")
+
+
+def test_a_repl_crash_mid_batch_fails_the_remaining_candidates_instead_of_dropping_them(tmp_path):
+    chk, _ = _fake_checker(tmp_path, crash_after=1)
+    res = chk.check_batch("", "theorem t : True", ["trivial", "trivial", "trivial"])
+    assert len(res) == 3 and res[0].correct
+    assert not res[1].correct and not res[2].correct and "answered only 1 of 3" in res[2].errors[0].text
+
+
+def test_toy_bad_inputs_name_the_parameter():
+    from iclr25.improver.toy import parse_proof
+    from iclr25.improver.toy_theorems import make_benchmark
+
+    with pytest.raises(ValueError, match="proof must be a str"):
+        parse_proof(None)
+    for bad in (2, -0.1, float("nan"), True):
+        with pytest.raises(ValueError, match="p_have must be a probability"):
+            make_benchmark(3, 0, p_have=bad)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -103,6 +104,22 @@ def assemble(decl: str, proof: str) -> str:
     return f"{decl.rstrip()} := by\n{body}"
 
 
+# Lean commands and attributes through which a proof text can run arbitrary code at elaboration time (file and
+# process IO, network): a model-written candidate is refused if it contains one, unless the caller allows it.
+UNSAFE_LEAN = re.compile(
+    r"(#eval|#exit|#run|\brun_tac\b|\brun_cmd\b|\brun_elab\b|\brun_meta\b|\bby_elab\b|\belab\b|"
+    r"\bmacro(_rules)?\b|\bsyntax\b|\binitialize\b|\bbuiltin_initialize\b|\bunsafe\b|\bimplemented_by\b|"
+    r"\bextern\b|\bIO\.|\bSystem\.|\bimport\b)"
+)
+
+
+def unsafe_commands(text: str) -> list[str]:
+    """The code-running Lean commands found in ``text`` (``#eval``, ``run_tac``, ``IO.``, ...), in order."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {type(text).__name__}")
+    return sorted({m.group(0) for m in UNSAFE_LEAN.finditer(text)}, key=text.index)
+
+
 class LeanReplChecker:
     """Drive the Lean REPL (https://github.com/leanprover-community/repl) over its JSON protocol.
 
@@ -111,6 +128,11 @@ class LeanReplChecker:
     :class:`Step` (text, goals, positions shifted to proof-relative lines) and messages keep their severity.
     The official code uses a fork with a ``theorems`` option that also reports nested InfoTree records; the
     upstream REPL's ``allTactics`` is used here, so step counts can differ from the paper's on nested proofs.
+
+    Candidates are written by a language model and Lean runs code while it elaborates: a candidate containing a
+    code-running command (``#eval``, ``run_tac``, ``run_cmd``, ``IO.``, ``import``, ... — see
+    :func:`unsafe_commands`) is not sent to Lean but returned as incorrect with an error naming the command.
+    ``allow_unsafe_commands=True`` lifts that (only for candidates you trust; the REPL itself is not sandboxed).
     """
 
     def __init__(
@@ -118,6 +140,7 @@ class LeanReplChecker:
         project: str | os.PathLike,
         repl_cmd: tuple[str, ...] = ("lake", "env", "repl"),
         timeout_s: float = 300.0,
+        allow_unsafe_commands: bool = False,
     ):
         if not os.path.isdir(project):
             raise ValueError(f"project must be an existing Lake project folder, got {str(project)!r}")
@@ -127,9 +150,12 @@ class LeanReplChecker:
             )
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        if not isinstance(allow_unsafe_commands, bool):
+            raise ValueError(f"allow_unsafe_commands must be a bool, got {allow_unsafe_commands!r}")
         self.project = str(project)
         self.repl_cmd = tuple(repl_cmd)
         self.timeout_s = float(timeout_s)
+        self.allow_unsafe_commands = allow_unsafe_commands
 
     def _run(self, commands: list[dict]) -> list[dict]:
         payload = "\n\n".join(json.dumps(c) for c in commands) + "\n\n"
@@ -149,8 +175,26 @@ class LeanReplChecker:
     def check_batch(self, context: str, decl: str, proofs: list[str]) -> list[CheckResult]:
         head = context.rstrip() + "\n\n" if context.strip() else ""
         offset = head.count("\n") + decl.rstrip().count("\n") + 1  # lines before the first proof line
-        cmds = [{"cmd": head + assemble(decl, p), "allTactics": True} for p in proofs]
-        return [repl_response_to_result(r, offset) for r in self._run(cmds)]
+        refused: dict[int, CheckResult] = {}
+        if not self.allow_unsafe_commands:
+            for i, p in enumerate(proofs):
+                bad = unsafe_commands(p)
+                if bad:
+                    why = (
+                        f"refused before elaboration: the candidate uses {', '.join(bad)}, which can run code "
+                        "(file/process IO) inside Lean; pass allow_unsafe_commands=True to check it anyway"
+                    )
+                    refused[i] = CheckResult(messages=(Message("error", 0, why),))
+        todo = [i for i in range(len(proofs)) if i not in refused]
+        cmds = [{"cmd": head + assemble(decl, proofs[i]), "allTactics": True} for i in todo]
+        answers = self._run(cmds) if cmds else []
+        checked = dict(zip(todo, (repl_response_to_result(r, offset) for r in answers)))
+        lost = CheckResult(
+            messages=(
+                Message("error", 0, f"the Lean REPL answered only {len(answers)} of {len(cmds)} candidates"),
+            )
+        )  # never drop a candidate: one the REPL did not answer (it crashed mid-batch) counts as failed
+        return [refused.get(i) or checked.get(i, lost) for i in range(len(proofs))]
 
     def check(self, context: str, decl: str, proof: str) -> CheckResult:
         return self.check_batch(context, decl, [proof])[0]

@@ -449,6 +449,8 @@ def _split_top(s: str, sep: str) -> list[tuple[int, str]]:
 
 def parse_proof(proof: str) -> list[Node]:
     """Parse a tactic proof into nodes (raises :class:`ToySyntaxError` with the line)."""
+    if not isinstance(proof, str):
+        raise ValueError(f"proof must be a str (tactic text), got {type(proof).__name__}")
     lines = proof.split("\n")
     items = [(i + 1, len(ln) - len(ln.lstrip(" ")), ln) for i, ln in enumerate(lines) if ln.strip()]
     for no, _, ln in items:

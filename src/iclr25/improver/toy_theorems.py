@@ -164,6 +164,8 @@ def make_benchmark(n: int, seed: int, p_have: float = 0.5) -> list[ToyTheorem]:
     """``n`` theorems from ``seed`` (same seed ⇒ same theorems)."""
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
+    if isinstance(p_have, bool) or not isinstance(p_have, (int, float)) or not 0.0 <= p_have <= 1.0:
+        raise ValueError(f"p_have must be a probability in [0, 1], got {p_have!r}")
     rng = np.random.default_rng(seed)
     return [make_theorem(rng, i, p_have) for i in range(n)]
 
