@@ -53,16 +53,57 @@ def test_event_window_checks():
         assert s <= 10.0 and e >= 10.5  # the event is inside every draw
         s, e = event_window(0.2, 0.6, 30.0, 8.0, 5.0, rng)
         assert 0.0 <= s <= 3.0 + 1e-9
-    assert event_window(1.0, 2.0, 3.0, 8.0, 5.0, rng) == (0.0, 3.0)
+    assert event_window(1.0, 2.0, 3.0, 8.0, 5.0, rng) == (0.0, 5.0)  # a 3-s file: [0, 5] (released)
     assert event_window(28.0, 29.5, 30.0, 8.0, 5.0, np.random.default_rng(1))[1] <= 30.0
     # vectorised version: same bounds, one draw per event
     s, e = event_windows(np.full(500, 10.0), np.full(500, 10.5), np.full(500, 30.0), 8.0, 5.0, rng)
     assert s.min() >= 6.25 - 1e-9 and s.max() <= 9.25 + 1e-9 and np.allclose(e - s, 5.0)
     assert s.std() > 0.5  # really random
     s, e = event_windows(np.array([1.0, 0.2]), np.array([2.0, 0.6]), np.array([3.0, 30.0]), 8.0, 5.0, rng)
-    assert (s[0], e[0]) == (0.0, 3.0) and 0 <= s[1] <= 3.0
+    assert (s[0], e[0]) == (0.0, 5.0) and 0 <= s[1] <= 3.0
     with pytest.raises(ValueError, match="duration"):
         event_window(1.0, 2.0, 0.0)
+
+
+def _released_time_shifting(start, end, total, extension_time, extracted_interval, u):
+    """Transcription of the released ``EventDecoding._time_shifting``; ``random.uniform(a, b)`` is
+    ``a + (b - a) * u`` for a uniform ``u`` in [0, 1) (also when ``b < a``)."""
+    if end - start < extension_time:
+        side = (extension_time - (end - start)) / 2
+        new_start, new_end = max(0, start - side), min(total, end + side)
+        if new_end - new_start < extension_time:
+            if new_start == 0:
+                new_end = min(extension_time, total)
+            elif new_end == total:
+                new_start = max(0, total - extension_time)
+    else:
+        new_start, new_end = start, end
+    hi = max(0, new_end - extracted_interval)
+    a = new_start + (hi - new_start) * u
+    return a, a + extracted_interval
+
+
+def test_event_windows_follow_the_released_time_shifting():
+    rng = np.random.default_rng(3)
+    n = 400
+    total = rng.choice([1.5, 3.0, 4.9, 6.0, 12.0, 30.0], n)
+    a = rng.random(n) * total
+    b = np.minimum(total, a + rng.choice([0.05, 0.5, 2.0, 4.0, 7.0], n))
+    for ext, interval in ((8.0, 5.0), (6.0, 5.0), (3.0, 5.0)):
+        u = np.random.default_rng(11).random(n)
+        s, e = event_windows(a, b, total, ext, interval, np.random.default_rng(11))
+        ref = np.array([_released_time_shifting(*x, ext, interval, ui) for x, ui in zip(zip(a, b, total), u)])
+        np.testing.assert_allclose(s, ref[:, 0], atol=1e-9)
+        np.testing.assert_allclose(e, ref[:, 1], atol=1e-9)
+        for i in range(0, n, 37):  # the scalar version draws the same way
+            si, ei = event_window(a[i], b[i], total[i], ext, interval, np.random.default_rng(5))
+            u5 = np.random.default_rng(5).random()
+            ri = _released_time_shifting(a[i], b[i], total[i], ext, interval, u5)
+            assert (si, ei) == pytest.approx(ri, abs=1e-9)
+    # (last case: extension 3 s < interval 5 s) every window is 5 s long and covers an event shorter than 5 s
+    assert np.allclose(e - s, 5.0) and (s >= 0).all()
+    short = (b - a) < 5.0
+    assert (s[short] <= a[short] + 1e-9).all() and (e[short] >= b[short] - 1e-9).all()
 
 
 def test_short_file_is_padded_to_exactly_five_seconds():

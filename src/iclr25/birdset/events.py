@@ -9,7 +9,8 @@ Focal Xeno-canto recordings carry weak labels and ``detected_events`` ([start, e
 2. :func:`smart_sampling` — ``_smart_sampling(class_limit, event_limit)``: per class, lowers the per-file event
    counts of the most represented files step by step (official semantics, with a termination guard).
 3. :func:`event_window` — ``EventDecoding``: extend the event symmetrically to ``extension_time`` seconds (clipped
-   to the file), then draw a random ``extracted_interval``-second window inside.
+   to the file), then draw a random ``extracted_interval``-second window inside (or, for a shorter span, one
+   covering it: a 3-s file gives [0, 5]).
 4. :func:`soundscape_windows` — consecutive 5-s test windows with multi-hot labels from strong annotations.
 """
 
@@ -164,8 +165,10 @@ def event_window(
 
     The event is widened symmetrically to ``extension_time`` (if shorter); a window clipped at 0 becomes
     [0, min(extension, duration)], one clipped at the file end becomes [max(0, duration − extension), duration].
-    Then a uniformly random ``extracted_interval``-second window is drawn inside (when the span is longer).
-    The decoded audio is later padded / truncated to the model's clip length.
+    Then an ``extracted_interval``-second window is drawn as the released ``_time_shifting`` does, with start
+    ``uniform(span start, max(0, span end − extracted_interval))``: inside the span when it is longer, covering
+    it (clipped at 0) when it is shorter — a file shorter than 5 s gives [0, 5], read to the file end and
+    zero-padded to the model's clip length by the decoder.
     """
     if not (np.isfinite(event_start) and np.isfinite(event_end) and np.isfinite(duration)):
         raise ValueError(f"event and duration must be finite, got ({event_start}, {event_end}, {duration})")
@@ -182,9 +185,14 @@ def event_window(
                 start, end = 0.0, min(extension_time, duration)
             elif end > duration:
                 start, end = max(0.0, duration - extension_time), duration
-    if extracted_interval and end - start > extracted_interval:
-        rng = rng if rng is not None else np.random.default_rng()
-        start = float(rng.uniform(start, end - extracted_interval))
+    if extracted_interval:
+        lo = max(0.0, end - extracted_interval)
+        if end - start > extracted_interval:
+            rng = rng if rng is not None else np.random.default_rng()
+            start = float(rng.uniform(start, lo))
+        elif end - start < extracted_interval:  # released: uniform(start, lo) with lo < start
+            rng = rng if rng is not None else np.random.default_rng()
+            start = float(start + rng.random() * (lo - start))
         end = start + extracted_interval
     return start, end
 
@@ -216,11 +224,12 @@ def event_windows(
         e = np.where(lo, np.minimum(extension_time, d), np.where(hi, d, e))
     if extracted_interval:
         rng = rng if rng is not None else np.random.default_rng()
-        long_ = (e - s) > extracted_interval
+        span = e - s
         u = rng.random(s.shape)
-        new_s = s + u * np.maximum(e - s - extracted_interval, 0.0)
-        s = np.where(long_, new_s, s)
-        e = np.where(long_, s + extracted_interval, e)
+        long_s = s + u * np.maximum(span - extracted_interval, 0.0)
+        short_s = s + u * (np.maximum(0.0, e - extracted_interval) - s)  # a window covering the span
+        s = np.where(span > extracted_interval, long_s, np.where(span < extracted_interval, short_s, s))
+        e = s + extracted_interval
     return s, e
 
 
