@@ -15,6 +15,7 @@ Per video (batch size 1 as in the paper's training):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -112,7 +113,7 @@ class LossConfig:
     def __post_init__(self) -> None:
         for name in ("lambda_iac", "lambda_sparsity", "smooth_weight", "apex_gamma", "apex_smooth"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v >= 0 and v == v):
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if self.smooth not in ("abs", "signed"):
             raise ValueError(f"smooth must be 'abs' or 'signed', got {self.smooth!r}")

@@ -16,6 +16,7 @@ for the synthetic videos.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,10 +77,36 @@ def get_profile(profile: str | DatasetProfile) -> DatasetProfile:
     return PROFILES[profile]
 
 
+def _intervals(x, name: str) -> np.ndarray:
+    """``x`` as ``(n, 2)`` finite inclusive intervals with start <= end (``ValueError`` naming ``name``)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.size % 2 or (a.ndim == 2 and a.shape[1] != 2) or a.ndim > 2:
+        raise ValueError(f"{name} must have shape (n, 2) [start, end], got {a.shape}")
+    a = a.reshape(-1, 2)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contain NaN or inf values")
+    bad = a[:, 0] > a[:, 1]
+    if bad.any():
+        raise ValueError(f"{name}: start must be <= end (inclusive frames), got rows {a[bad].tolist()}")
+    return a
+
+
+def _detections(dets, name: str = "dets") -> np.ndarray:
+    """``(n, 4)`` ``[start, end, class, score]``, finite, start <= end."""
+    d = np.asarray(dets, dtype=np.float64)
+    if d.size and (d.ndim != 2 or d.shape[1] != 4):
+        raise ValueError(f"{name} must have shape (n, 4) [start, end, class, score], got {d.shape}")
+    d = d.reshape(-1, 4)
+    if not np.isfinite(d).all():
+        raise ValueError(f"{name} contain NaN or inf values")
+    _intervals(d[:, :2], name)
+    return d
+
+
 def interval_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairwise IoU of inclusive frame intervals: ``a`` ``(n, 2)``, ``b`` ``(m, 2)`` → ``(n, m)``."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 2)
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 2)
+    a = _intervals(a, "a")
+    b = _intervals(b, "b")
     inter = np.minimum(a[:, None, 1], b[None, :, 1]) - np.maximum(a[:, None, 0], b[None, :, 0]) + 1
     inter = np.clip(inter, 0, None)
     union = (a[:, 1] - a[:, 0] + 1)[:, None] + (b[:, 1] - b[:, 0] + 1)[None, :] - inter
@@ -133,7 +160,9 @@ def candidates(
 
 def soft_nms(dets: np.ndarray, sigma: float = 0.3) -> np.ndarray:
     """Gaussian soft-NMS (Bodla et al., 2017) on one class: score_j ← score_j · exp(−IoU(i, j)² / σ)."""
-    d = np.asarray(dets, dtype=np.float64).reshape(-1, 4).copy()
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    d = _detections(dets).copy()
     out = []
     while len(d):
         i = int(np.argmax(d[:, 3]))
@@ -148,7 +177,11 @@ def soft_nms(dets: np.ndarray, sigma: float = 0.3) -> np.ndarray:
 
 def nms(dets: np.ndarray, iou_thr: float = 0.5, cap: int | None = None) -> np.ndarray:
     """Greedy NMS on one class: drop any detection with IoU > ``iou_thr`` to a kept one; keep at most ``cap``."""
-    d = np.asarray(dets, dtype=np.float64).reshape(-1, 4)
+    if not (isinstance(iou_thr, (int, float)) and not isinstance(iou_thr, bool) and 0 <= iou_thr <= 1):
+        raise ValueError(f"iou_thr must be a number in [0, 1], got {iou_thr!r}")
+    if cap is not None and (not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or cap < 0):
+        raise ValueError(f"cap must be None or an int >= 0, got {cap!r}")
+    d = _detections(dets)
     d = d[np.argsort(-d[:, 3], kind="stable")]
     keep: list[int] = []
     for i in range(len(d)):

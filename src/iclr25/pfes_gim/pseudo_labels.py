@@ -76,13 +76,20 @@ class PseudoLabels:
 
 def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
     """τ(itr) = 0.8 − (itr − 5)/80, floored at 0.5 (reached at itr = 29)."""
+    if not isinstance(itr, (int, np.integer)) or isinstance(itr, bool):
+        raise ValueError(f"itr must be an int epoch index, got {itr!r}")
     if itr < cfg.gim_start:
         raise ValueError(f"itr must be >= gim_start={cfg.gim_start} for the GIM threshold, got {itr}")
     return max(cfg.tau_end, cfg.tau_start - (itr - cfg.gim_start) / cfg.tau_decay)
 
 
 def gim_duration(n_reliable: int, cls: int, cfg: GIMConfig = GIMConfig()) -> int:
-    """``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the released code)."""
+    """``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the released code); ``n_reliable`` is a
+    frame count (int >= 0), ``cls`` 0 (MaE) or 1 (ME)."""
+    if not isinstance(n_reliable, (int, np.integer)) or isinstance(n_reliable, bool) or n_reliable < 0:
+        raise ValueError(f"n_reliable must be a frame count (int >= 0), got {n_reliable!r}")
+    if isinstance(cls, bool) or cls not in (MAE, ME):
+        raise ValueError(f"cls must be {MAE} (MaE) or {ME} (ME), got {cls!r}")
     k, cap = cfg.k[cls], cfg.cap[cls]
     return int(min(cap, max(k // 2, round(n_reliable * cfg.duration_factor))))
 

@@ -10,6 +10,7 @@ subject*; that optimistic number is available as ``best_epoch`` and is labelled 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -41,11 +42,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an int >= 1, got {self.epochs!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay)):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
         if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if self.step_size < 1 or not 0 < self.gamma <= 1:
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if not isinstance(self.step_size, int) or self.step_size < 1 or not 0 < self.gamma <= 1:
             raise ValueError(f"need step_size >= 1 and 0 < gamma <= 1, got {self.step_size}, {self.gamma}")
         if self.pseudo_labels not in ("gim", "hard"):
             raise ValueError(f"pseudo_labels must be 'gim' or 'hard', got {self.pseudo_labels!r}")

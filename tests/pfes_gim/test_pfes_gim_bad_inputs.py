@@ -1,0 +1,108 @@
+"""Bad inputs raise ValueError naming the parameter, the value and what was expected (issue #34)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from iclr25.common.results import RunDir
+from iclr25.pfes_gim import LossConfig, TrainConfig, interval_iou, nms, soft_nms
+from iclr25.pfes_gim.experiment import PRESETS, Config, run
+from iclr25.pfes_gim.pseudo_labels import gim_duration, reliability_threshold
+from iclr25.runs import UsageError, effective_config, experiment_module
+
+DET = np.array([[10, 20, 0, 0.9], [12, 22, 0, 0.8]])
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("lambda_iac", math.inf),
+        ("lambda_iac", math.nan),
+        ("lambda_iac", -1.0),
+        ("lambda_sparsity", math.inf),
+        ("lr", math.inf),
+        ("weight_decay", math.nan),
+        ("a_margin", -1),
+        ("loso_videos_per_subject", 0),
+        ("thr_grid", (0.1, math.nan)),
+        ("iac_grid", (0.0, math.inf)),
+    ],
+)
+def test_config_rejects_non_finite_and_out_of_range(field, value):
+    with pytest.raises(ValueError, match=field):
+        Config(**{field: value})
+
+
+def test_set_lambda_iac_infinity_is_a_usage_error_not_a_traceback():
+    with pytest.raises(UsageError, match="lambda_iac must be a finite number >= 0, got inf"):
+        effective_config(experiment_module("pfes_gim"), "quick", overrides=["lambda_iac=Infinity"])
+
+
+def test_loss_and_train_configs_reject_inf():
+    with pytest.raises(ValueError, match="lambda_iac"):
+        LossConfig(lambda_iac=math.inf)
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        TrainConfig(lr=math.inf)
+    with pytest.raises(ValueError, match="weight_decay"):
+        TrainConfig(weight_decay=math.inf)
+
+
+def test_gim_duration_bad_inputs():
+    assert gim_duration(0, 0) == 16 and gim_duration(100, 1) == 16  # k/2 floor and the cap (paper §3.2)
+    with pytest.raises(ValueError, match="n_reliable must be a frame count"):
+        gim_duration(-5, 0)
+    with pytest.raises(ValueError, match="n_reliable"):
+        gim_duration(2.5, 0)
+    with pytest.raises(ValueError, match="cls must be 0 \\(MaE\\) or 1 \\(ME\\), got 2"):
+        gim_duration(3, 2)
+
+
+def test_reliability_threshold_bad_inputs():
+    assert reliability_threshold(5) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="itr must be an int"):
+        reliability_threshold(math.nan)
+    with pytest.raises(ValueError, match="itr must be >= gim_start"):
+        reliability_threshold(2)
+
+
+def test_nms_bad_inputs():
+    assert len(nms(DET, 0.5)) == 1
+    for thr in (math.nan, -0.1, 1.5, math.inf):
+        with pytest.raises(ValueError, match="iou_thr must be a number in \\[0, 1\\]"):
+            nms(DET, thr)
+    with pytest.raises(ValueError, match="cap must be None or an int >= 0"):
+        nms(DET, 0.5, cap=-1)
+    with pytest.raises(ValueError, match="start must be <= end"):
+        nms(np.array([[20, 10, 0, 0.9]]), 0.5)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        nms(np.array([[10, 20, 0, math.nan]]), 0.5)
+    with pytest.raises(ValueError, match="shape \\(n, 4\\)"):
+        nms(np.zeros((2, 3)), 0.5)
+
+
+def test_soft_nms_bad_inputs():
+    assert soft_nms(DET).shape == (2, 4)
+    for sigma in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="sigma must be a finite number > 0"):
+            soft_nms(DET, sigma)
+    with pytest.raises(ValueError, match="start must be <= end"):
+        soft_nms(np.array([[30, 10, 1, 0.5]]))
+
+
+def test_interval_iou_bad_inputs():
+    assert interval_iou([[0, 9]], [[5, 14]])[0, 0] == pytest.approx(5 / 15)
+    with pytest.raises(ValueError, match="a: start must be <= end"):
+        interval_iou([[9, 0]], [[0, 9]])
+    with pytest.raises(ValueError, match="b contain NaN"):
+        interval_iou([[0, 9]], [[0, math.nan]])
+    with pytest.raises(ValueError, match="shape \\(n, 2\\)"):
+        interval_iou(np.zeros((2, 3)), [[0, 1]])
+
+
+def test_damaged_seed_result_raises_instead_of_dropping_a_claim(tmp_path):
+    """A seed file with a valid wrapper but no experiment-A result must not silently drop the claim."""
+    cfg = PRESETS["smoke"]
+    RunDir(tmp_path, cfg).save_seed(0, {"B": {}, "hard_variant": {}})
+    with pytest.raises((KeyError, ValueError), match="has no 'A'"):
+        run(cfg, tmp_path)
