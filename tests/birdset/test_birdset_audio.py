@@ -10,7 +10,14 @@ import pytest
 import soundfile as sf
 import torch
 
-from iclr25.birdset.audio import AudioCache, decode_window, load_audio, read_wav_from_zip, resample
+from iclr25.birdset.audio import (
+    AudioCache,
+    decode_window,
+    load_audio,
+    read_wav_from_zip,
+    resample,
+    window_frames,
+)
 from iclr25.birdset.events import soundscape_windows
 from iclr25.birdset.features import MelConfig, MelFrontend
 
@@ -50,6 +57,57 @@ def test_decode_window_and_resample(tmp_path):
     lazy = AudioCache(32_000, max_bytes=0)
     np.testing.assert_array_equal(lazy.window(tmp_path / "a.flac", 1.0, 2.0), w)
     assert lazy.duration(tmp_path / "a.flac") == pytest.approx(3.0)
+
+
+def _released_read_range(start, end, sr, frames, min_len=1.0, max_len=5.0):
+    """Transcription of the released ``EventDecoding`` for a test row: ``__call__`` passes (None, None) when
+    ``start_time`` and ``end_time`` are both falsy; ``_load_audio`` extends to ``min_len``, cuts to ``max_len``,
+    truncates both offsets with ``int`` and reads ``sf.read(start=, stop=)`` (``slice(...).indices(frames)``)."""
+    if not (start or end):
+        start = end = None
+    if start is not None and end is not None:
+        if end - start < min_len:
+            end = start + min_len
+        if max_len and end - start > max_len:
+            end = start + max_len
+        start, end = int(start * sr), int(end * sr)
+    if not end:
+        end = int(max_len * sr)
+    first, last, _ = slice(start, end).indices(frames)
+    return first, last
+
+
+def test_window_offsets_follow_the_released_decoder(tmp_path):
+    sr, frames = 16_000, 7 * 16_000
+    rng = np.random.default_rng(0)
+    cases = [(3.0, 3.4), (0.0, 0.0), (2.5, 2.5), (1.00004, 6.00004), (6.5, 9.0), (0.0, 0.3), (0.5, 12.0)]
+    cases += [tuple(sorted(rng.random(2) * 7)) for _ in range(200)]
+    for a, b in cases:
+        first, last = window_frames(a, b, sr)
+        last = frames if last is None else min(last, frames)
+        assert (min(first, frames), last) == _released_read_range(a, b, sr, frames), (a, b)
+    assert window_frames(3.0, 3.4, sr) == (48_000, 64_000)  # a 0.4-s row reads 1 s (min_len)
+    assert window_frames(1.00004, 6.00004, sr)[0] == 16_000  # 16000.64 truncates (round would give 16001)
+    assert window_frames(0.0, 0.0, sr) == (0, 80_000) and window_frames(0.0, 0.0, sr, max_length=None) == (
+        0,
+        None,
+    )
+    with pytest.raises(ValueError, match="no sample"):
+        window_frames(2.0, 2.0, sr, min_length=None)
+    # the decoders read exactly those samples (a ramp written as float wav, no resampling)
+    ramp = (np.arange(frames) / frames).astype(np.float32)
+    sf.write(tmp_path / "ramp.wav", ramp, sr, subtype="FLOAT")
+    cache, lazy = AudioCache(sr), AudioCache(sr, max_bytes=0)
+    for a, b in [(3.0, 3.4), (0.0, 0.0), (1.00004, 6.00004), (6.5, 9.0)]:
+        i0, i1 = _released_read_range(a, b, sr, frames)
+        ref = np.zeros(5 * sr, np.float32)
+        ref[: i1 - i0] = ramp[i0:i1][: 5 * sr]
+        w = decode_window(tmp_path / "ramp.wav", a, b, sample_rate=sr)
+        np.testing.assert_array_equal(w, ref)
+        np.testing.assert_array_equal(cache.window(tmp_path / "ramp.wav", a, b), ref)
+        np.testing.assert_array_equal(lazy.window(tmp_path / "ramp.wav", a, b), ref)
+    whole = decode_window(tmp_path / "ramp.wav", 0.0, 0.0, sample_rate=sr, max_length=None)
+    np.testing.assert_array_equal(whole, ramp)  # (0, 0) without max_length: the whole file
 
 
 def test_bad_audio_raises(tmp_path):

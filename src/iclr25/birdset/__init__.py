@@ -14,7 +14,7 @@ exclusions. This package implements that protocol on the hub's file layout, the 
 models, and a procedural bird-audio generator for an offline reproduction of the covariate-shift finding.
 """
 
-from .audio import AudioCache, decode_window, load_audio, read_wav_from_zip, resample
+from .audio import AudioCache, decode_window, load_audio, read_wav_from_zip, resample, window_frames
 from .augment import AugmentConfig, augment_batch
 from .data import BirdSetSplit, class_list, load_birdset, write_birdset_layout
 from .events import event_mapping, event_window, event_windows, map_events, smart_sampling, soundscape_windows
@@ -83,4 +83,5 @@ __all__ = [
     "topk_accuracy",
     "train",
     "write_birdset_layout",
+    "window_frames",
 ]

@@ -1,7 +1,8 @@
 """Audio decoding for BirdSet: soundfile (libsndfile: wav, flac, ogg/vorbis, mp3) + soxr resampling.
 
-``EventDecoding`` in the benchmark reads only the needed span with soundfile, mixes to mono, resamples to the
-model rate (32 kHz) and pads / truncates to ``max_length`` seconds; :func:`decode_window` does the same.
+``EventDecoding`` in the benchmark reads only the needed span with soundfile (sample offsets truncated, windows
+shorter than 1 s extended to 1 s, see :func:`window_frames`), mixes to mono, resamples to the model rate (32 kHz)
+and pads / truncates to ``max_length`` seconds; :func:`decode_window` does the same.
 torchaudio's I/O backends are gone in recent releases, so decoding never goes through torchaudio here.
 """
 
@@ -14,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["load_audio", "decode_window", "resample", "pad_or_truncate", "AudioCache", "read_wav_from_zip"]
+__all__ = [
+    "load_audio",
+    "decode_window",
+    "window_frames",
+    "resample",
+    "pad_or_truncate",
+    "AudioCache",
+    "read_wav_from_zip",
+]
 
 
 def resample(wave: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
@@ -73,6 +82,43 @@ def pad_or_truncate(wave: np.ndarray, length: int) -> np.ndarray:
     return np.pad(wave, (0, length - len(wave)))
 
 
+def window_frames(
+    start: float,
+    end: float,
+    sample_rate: int,
+    min_length: float | None = 1.0,
+    max_length: float | None = 5.0,
+) -> tuple[int, int | None]:
+    """Sample range ``[first, last)`` read for the window [start, end] s, by the released
+    ``EventDecoding`` rule (the paper does not specify it):
+
+    * ``start == end == 0`` is "no window" (the released decoder tests ``start_time or end_time``): the first
+      ``max_length`` seconds, or the whole file (``last=None``) when ``max_length`` is None;
+    * a window shorter than ``min_length`` (1 s in the released configs) is extended to ``start + min_length``
+      (a test row [3.0, 3.4] reads [3.0, 4.0]); one longer than ``max_length`` is cut to ``start + max_length``;
+    * both offsets are truncated to whole samples, ``int(start · sr)`` and ``int(end · sr)`` (not rounded).
+
+    Reads past the end of a file stop at its last sample (soundfile clips ``stop``).
+    """
+    for name, v in (("min_length", min_length), ("max_length", max_length)):
+        if v is not None and not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be None or a finite number of seconds >= 0, got {v!r}")
+    if not (np.isfinite(start) and np.isfinite(end)) or start < 0 or end < start:
+        raise ValueError(f"window must satisfy 0 <= start <= end (seconds), got [{start}, {end}]")
+    if start == 0 and end == 0:
+        return 0, (int(max_length * sample_rate) if max_length else None)
+    if min_length and end - start < min_length:
+        end = start + min_length
+    if max_length and end - start > max_length:
+        end = start + max_length
+    first, last = int(start * sample_rate), int(end * sample_rate)
+    if last <= first:
+        raise ValueError(
+            f"window [{start}, {end}] s holds no sample at {sample_rate} Hz; give end > start or min_length > 0"
+        )
+    return first, last
+
+
 def decode_window(
     path: str | Path,
     start: float,
@@ -80,19 +126,26 @@ def decode_window(
     sample_rate: int = 32_000,
     max_length: float | None = 5.0,
     allow_silent: bool = True,
+    min_length: float | None = 1.0,
 ) -> np.ndarray:
-    """Read only [start, end] seconds of a file, mono, resampled to ``sample_rate``, padded to ``max_length`` s."""
+    """Read only [start, end] seconds of a file (at its own rate, offsets by :func:`window_frames`), mono,
+    resampled to ``sample_rate``, zero-padded / truncated to ``max_length`` s. ``(0, 0)`` reads the file's start."""
     import soundfile as sf
 
-    if not (np.isfinite(start) and np.isfinite(end)) or start < 0 or end <= start:
-        raise ValueError(f"window must satisfy 0 <= start < end, got [{start}, {end}]")
     try:
-        with sf.SoundFile(str(path)) as f:
-            sr = f.samplerate
-            f.seek(min(int(round(start * sr)), f.frames))
-            x = f.read(int(round((end - start) * sr)), dtype="float32", always_2d=True)
+        f = sf.SoundFile(str(path))
     except Exception as e:
         raise ValueError(f"path {str(path)!r} could not be decoded as audio ({type(e).__name__}: {e})") from e
+    with f:
+        sr = f.samplerate
+        first, last = window_frames(start, end, sr, min_length, max_length)
+        try:
+            f.seek(min(first, f.frames))
+            x = f.read(-1 if last is None else last - first, dtype="float32", always_2d=True)
+        except Exception as e:
+            raise ValueError(
+                f"path {str(path)!r} could not be decoded as audio ({type(e).__name__}: {e})"
+            ) from e
     x = _check_wave(_to_mono(x), str(path), allow_silent)
     x = resample(x, sr, sample_rate)
     return pad_or_truncate(x, int(round(max_length * sample_rate))) if max_length else x
@@ -143,13 +196,18 @@ class AudioCache:
         return len(self.get(path)) / self.sample_rate
 
     def window(
-        self, path: str | Path, start: float, end: float, max_length: float | None = 5.0
+        self,
+        path: str | Path,
+        start: float,
+        end: float,
+        max_length: float | None = 5.0,
+        min_length: float | None = 1.0,
     ) -> np.ndarray:
+        """The samples of [start, end] s (:func:`window_frames` rule), padded / truncated to ``max_length`` s."""
         if self.max_bytes == 0 and str(path) not in self._pinned:
-            return decode_window(path, start, end, self.sample_rate, max_length)
-        x = self.get(path)
-        i0 = min(int(round(start * self.sample_rate)), len(x))
-        seg = x[i0 : i0 + int(round((end - start) * self.sample_rate))]
+            return decode_window(path, start, end, self.sample_rate, max_length, min_length=min_length)
+        first, last = window_frames(start, end, self.sample_rate, min_length, max_length)
+        seg = self.get(path)[first:last]
         return pad_or_truncate(seg, int(round(max_length * self.sample_rate))) if max_length else seg
 
 
