@@ -67,10 +67,18 @@ def test_nan_metric_survives_the_round_trip_and_makes_the_claim_undefined(
     assert "undefined" in (tmp_path / "toy" / "report.md").read_text()
 
 
-def test_values_accepts_legacy_null_and_names_missing_keys():
-    assert math.isnan(values({0: {"a": None}}, "a")[0])
-    with pytest.raises(KeyError, match="'b'.*seed 0"):
+def test_values_refuses_missing_keys_and_non_numbers_naming_key_and_seed():
+    """Regression (issue #34): a missing key, ``true``, ``"abc"`` or ``null`` in a seed's result gave a traceback
+    deep in an experiment, or (booleans) silently became 1.0 and flipped a claim."""
+    assert values({0: {"a": {"b": 1}}, 1: {"a": {"b": "NaN"}}, 2: {"a": {"b": float("inf")}}}, "a/b")[0] == 1.0
+    assert math.isnan(values({1: {"a": "NaN"}}, "a")[0])  # NaN is a number: never dropped
+    with pytest.raises(ValueError, match="'b'.*seed 0"):
         values({0: {"a": 1.0}}, "b")
+    with pytest.raises(ValueError, match="metric 'a/b' has no 'a' for seed 3"):
+        values({0: {"a": {"b": 1.0}}, 3: {}}, "a/b")
+    for bad in (True, False, None, "abc", [1.0], {"x": 1.0}):
+        with pytest.raises(ValueError, match=r"metric 'a' for seed 1 must be a number"):
+            values({0: {"a": 1.0}, 1: {"a": bad}}, "a")
 
 
 # -- provenance, device, overrides ------------------------------------------------------------------------
@@ -521,7 +529,7 @@ def test_cli_fuzz_never_tracebacks(tmp_path_factory, monkeypatch):
     monkeypatch.chdir(root)
     (root / "afile").write_text("x")
     monkeypatch.setattr(runs, "experiment_module", lambda slug: registry.runnable(slug) and toy)
-    monkeypatch.setattr(RunDir, "_compute_forked", lambda self, fn, seeds, part: None)
+    monkeypatch.setattr(RunDir, "_compute_forked", lambda self, fn, seeds, part, required=(): None)
     monkeypatch.setattr("iclr25.common.device.set_cpu_threads", lambda n: None)
     seen = {"n": 0, "codes": {}}
 

@@ -52,14 +52,21 @@ class Stat:
 
     @classmethod
     def of(cls, values: Sequence[float] | float) -> Stat:
+        """Mean ± std of per-seed ``values``: numbers only (NaN, ±inf and their JSON tags count). A boolean,
+        ``None`` or any other non-number raises ``ValueError`` naming its position — a claim is never built
+        from a value that is missing or is not a measurement."""
         if isinstance(values, (str, bytes)):
             raise ValueError(f"values must be numbers, got {values!r}")
-        try:
-            v = np.atleast_1d(np.asarray(values, dtype=float))
-        except (TypeError, ValueError):  # "NaN" tags or None from JSON
-            v = np.atleast_1d(
-                np.asarray([as_float(x) for x in np.atleast_1d(np.asarray(values, dtype=object))])
-            )
+        raw = np.asarray(values, dtype=object if isinstance(values, (list, tuple)) else None)
+        if raw.dtype.kind in "iuf":
+            v = np.atleast_1d(raw.astype(float))
+        else:
+            if raw.dtype.kind == "b":
+                raise ValueError(f"values must be numbers, got booleans {raw.tolist()!r}")
+            items = np.atleast_1d(np.asarray(values, dtype=object))
+            if items.ndim != 1:
+                raise ValueError(f"values must be a flat sequence of numbers, got shape {items.shape}")
+            v = np.asarray([_number(x, i) for i, x in enumerate(items)], dtype=float)
         if v.size == 0:
             raise ValueError("values must hold at least one number, got an empty sequence")
         if v.ndim != 1:
@@ -80,6 +87,15 @@ class Stat:
 
     def fmt(self, digits: int = 4) -> str:
         return fmt_stat(self.mean, self.std, digits)
+
+
+def _number(x: Any, i: int) -> float:
+    if x is None or isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"values must be numbers (NaN counts), got {x!r} at position {i}")
+    try:
+        return as_float(x)
+    except ValueError as e:
+        raise ValueError(f"values must be numbers, position {i}: {e}") from None
 
 
 def _f(x: float) -> float | str:
@@ -314,6 +330,30 @@ def _distinct_part_ids(parent: str, parts: Sequence[Claim]) -> list[Claim]:
     return out
 
 
+STAT_REL_TOL = 1e-9  # stored mean/std/measured vs recomputed from values: float round-off, nothing more
+STAT_ABS_TOL = 1e-12
+
+
+def _agrees(stored: float, recomputed: float) -> bool:
+    if math.isnan(stored) or math.isnan(recomputed):
+        return math.isnan(stored) and math.isnan(recomputed)
+    if math.isinf(stored) or math.isinf(recomputed):
+        return stored == recomputed
+    return math.isclose(stored, recomputed, rel_tol=STAT_REL_TOL, abs_tol=STAT_ABS_TOL)
+
+
+def _check_stat(cid: Any, side: str, st: Stat) -> None:
+    """``st`` as read from a document (stored mean/std) against Stat.of(its values)."""
+    fresh = Stat.of(list(st.values))
+    for name in ("mean", "std"):
+        stored, again = getattr(st, name), getattr(fresh, name)
+        if not _agrees(stored, again):
+            raise ValueError(
+                f"claim {cid!r}: {side} {name} {stored!r} does not match the {name} of its values ({again!r}, "
+                f"recomputed; tolerance rel {STAT_REL_TOL:g}, abs {STAT_ABS_TOL:g})"
+            )
+
+
 CLAIMS_KEYS = ("slug", "preset", "seeds", "runtime_s", "claims")
 CLAIM_KEYS = ("id", "statement", "metric", "method", "baseline", "threshold", "direction", "holds", "note")
 
@@ -342,7 +382,11 @@ def validate_claims_document(doc: Any) -> list[Claim]:
     """Check ``doc`` against the claims.json schema and return its claims rebuilt from the numbers.
 
     Raises ``ValueError`` with the reason for anything malformed (never another exception type), including a
-    stored ``holds`` that disagrees with the one recomputed from the measured numbers.
+    stored ``mean``/``std`` that disagrees with the one recomputed from its ``values`` (every claim, part,
+    method and baseline), a stored ``measured`` that disagrees with the one recomputed from those, and a stored
+    ``holds`` that disagrees with the verdict recomputed from the values. "Disagrees" means beyond float
+    round-off: ``math.isclose(stored, recomputed, rel_tol=STAT_REL_TOL, abs_tol=STAT_ABS_TOL)`` (1e-9 relative,
+    1e-12 absolute), with NaN matching only NaN and ±inf only itself.
     """
     if not isinstance(doc, dict):
         raise ValueError(f"claims.json must hold a JSON object, got {type(doc).__name__}")
@@ -406,9 +450,19 @@ def _validate_claim(c: Any) -> Claim:
         _validate_claim(p)
     try:
         claim = Claim.from_json(c)
+        for side, st in (("method", claim.method), ("baseline", claim.baseline)):
+            if st is not None:
+                _check_stat(cid, side, st)
         holds = claim.holds
+        stored_m = c.get("measured")
+        if not claim.parts and stored_m is not None and not _agrees(as_float(stored_m), claim.measured):
+            raise ValueError(
+                f"stored measured {stored_m!r} does not match the number recomputed from the values "
+                f"({claim.measured!r}; tolerance rel {STAT_REL_TOL:g}, abs {STAT_ABS_TOL:g})"
+            )
     except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"claim {cid!r}: {e}") from None
+        msg = str(e)
+        raise ValueError(msg if msg.startswith(f"claim {cid!r}") else f"claim {cid!r}: {msg}") from None
     if holds != c["holds"]:
         raise ValueError(
             f"claim {cid!r}: stored holds={c['holds']} disagrees with the measured numbers (recomputed: {holds})"

@@ -137,16 +137,110 @@ def from_jsonable(obj: Any) -> Any:
     return obj
 
 
+def canonical_json(obj: Any) -> str:
+    """The one JSON text of ``obj`` that is hashed (seed files' ``result_sha256``): :func:`to_jsonable` first
+    (so NaN/±inf are the same tags as in the files), keys sorted, no whitespace, UTF-8 characters kept."""
+    return json.dumps(
+        to_jsonable(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_json(obj: Any) -> str:
+    """Hex SHA-256 of :func:`canonical_json` of ``obj``."""
+    import hashlib
+
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(
         path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
     )
 
 
-def read_json(path: str | os.PathLike, decode: bool = False) -> Any:
-    """Parse a JSON file (UTF-8). ``decode=True`` turns the non-finite tags back into floats."""
-    with open(path, encoding="utf-8") as f:
-        obj = json.load(f)
+MAX_JSON_BYTES = 64 << 20  # our artefacts are kilobytes; a run's seed file or claims.json is never near this
+MAX_JSON_DEPTH = 64  # our documents nest < 10 levels; deeper input is refused before anything recurses on it
+
+
+class UnsafeFileError(ValueError):
+    """A file refused before (or while) it is parsed: over the size limit, not a regular file, a symlink that
+    leads out of the folder it must stay in, or JSON nested too deeply. The message names the file and why."""
+
+
+def read_bytes_limited(
+    path: str | os.PathLike, max_bytes: int = MAX_JSON_BYTES, within: str | os.PathLike | None = None
+) -> bytes:
+    """The bytes of the regular file ``path``, read without trusting it.
+
+    Refuses (:class:`UnsafeFileError`) a file over ``max_bytes`` (counted while reading, so a symlink to
+    ``/dev/zero`` or a growing file stops at the limit), anything that is not a regular file (a FIFO is opened
+    non-blocking, so it cannot hang the reader) and, with ``within``, a path that — symlinks resolved — lies
+    outside the folder ``within``. ``OSError`` when it cannot be opened at all.
+    """
+    import stat
+
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+        raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+    path = Path(path)
+    if within is not None:
+        base = Path(within).resolve()
+        real = path.resolve()
+        if not real.is_relative_to(base):
+            raise UnsafeFileError(f"{path} resolves to {real}, outside {base}; refusing to follow it")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise UnsafeFileError(f"{path} is {kind}; refusing to read it")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnsafeFileError(f"{path} is larger than the {max_bytes}-byte limit; refusing to read it")
+    return data
+
+
+def _depth_ok(obj: Any, max_depth: int) -> bool:
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, (dict, list)):
+            if d > max_depth:
+                return False
+            stack.extend((v, d + 1) for v in (o.values() if isinstance(o, dict) else o))
+    return True
+
+
+def parse_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH, name: str = "the JSON text") -> Any:
+    """``json.loads`` that refuses (:class:`UnsafeFileError`) objects/arrays nested deeper than ``max_depth``
+    — including input deep enough to exhaust Python's recursion limit in the parser — so nothing that walks
+    the result recursively can overflow. ``json.JSONDecodeError`` (a ``ValueError``) for malformed JSON,
+    ``UnicodeDecodeError`` for bytes that are not UTF-8."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise UnsafeFileError(f"{name} is nested too deeply to parse (limit {max_depth} levels)") from None
+    if not _depth_ok(obj, max_depth):
+        raise UnsafeFileError(f"{name} is nested deeper than {max_depth} levels; refusing it")
+    return obj
+
+
+def read_json(
+    path: str | os.PathLike,
+    decode: bool = False,
+    *,
+    max_bytes: int = MAX_JSON_BYTES,
+    within: str | os.PathLike | None = None,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:
+    """Parse a JSON file (UTF-8). ``decode=True`` turns the non-finite tags back into floats.
+
+    The file is read with :func:`read_bytes_limited` (size limit, regular files only, with ``within`` no
+    symlink out of that folder) and parsed with :func:`parse_json` (nesting limit); a refusal is an
+    :class:`UnsafeFileError` naming the file, malformed JSON a ``json.JSONDecodeError``, both ``ValueError``.
+    """
+    obj = parse_json(read_bytes_limited(path, max_bytes, within), max_depth, name=str(path))
     return from_jsonable(obj) if decode else obj
 
 

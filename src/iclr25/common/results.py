@@ -9,7 +9,17 @@ An experiment module (``iclr25/<slug>/experiment.py``) provides::
 
 ``out`` is the system's own folder (``DIR/<slug>``). Inside ``run`` use :class:`RunDir` to compute
 per-seed results that survive an interruption: a restarted run skips seeds already on disk.
-:func:`write_run` then writes ``config.json, metrics.json, claims.json, report.md, figures/*.png``.
+:func:`write_run` then writes ``config.json, metrics.json, timings.json, report.md, claims.json`` (figures are
+saved by the experiment under ``figures/``).
+
+A seed file is ``{"config_hash", "seed", "result", "result_sha256"}``; the hash is SHA-256 of the canonical
+JSON of ``result`` (:func:`iclr25.common.io.canonical_json`: sorted keys, NaN/±inf as their tags), so a file
+whose numbers were damaged or edited is recomputed rather than believed. An experiment declares the keys every
+seed result must hold as numbers — ``RunDir(out, cfg, required=("ours/acc", "base/acc"))`` — and a result
+lacking one is refused (:meth:`RunDir.map_seeds`).
+
+metrics.json is byte-identical across reruns of the same config and seeds: wall/CPU timings, which differ
+from run to run, are moved to timings.json (:func:`is_timing_key` says which keys are timings).
 """
 
 from __future__ import annotations
@@ -33,10 +43,15 @@ import numpy as np
 from .claims import Claim, Stat, claims_document
 from .fmt import fmt_fixed
 from .io import (
+    MAX_JSON_BYTES,
+    UnsafeFileError,
     as_float,
     atomic_write_json,
     clean_stale_tmp,
     from_jsonable,
+    parse_json,
+    read_bytes_limited,
+    sha256_json,
     to_jsonable,
 )
 from .progress import log, progress
@@ -126,17 +141,59 @@ class RunResult:
     invalid_reason: str = ""
 
 
+def _check_required(required: Any, name: str = "required") -> tuple[str, ...]:
+    if isinstance(required, str) or not isinstance(required, (tuple, list)):
+        raise ValueError(f"{name} must be a tuple of '/'-joined metric keys, got {required!r}")
+    for k in required:
+        if not isinstance(k, str) or not k or any(not p for p in k.split("/")):
+            raise ValueError(f"{name} must hold non-empty '/'-joined metric keys like 'ours/acc', got {k!r}")
+    return tuple(required)
+
+
+def _required_problems(result: dict, required: Sequence[str]) -> list[str]:
+    """What is wrong with ``result`` for the ``required`` keys: each must lead to a number (NaN/±inf count)."""
+    problems = []
+    for key in required:
+        d: Any = result
+        for part in key.split("/"):
+            if not isinstance(d, dict) or part not in d:
+                problems.append(f"lacks required key {key!r}")
+                break
+            d = d[part]
+        else:
+            if not _is_number(d):
+                problems.append(f"holds {type(d).__name__} {_short(d)} at required key {key!r}, not a number")
+    return problems
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+MAX_SEED_BYTES = MAX_JSON_BYTES
+
+
 class RunDir:
     """A system's run folder: per-seed results under ``seeds/seed_<k>.json`` keyed by config hash.
 
     Opening it removes temporary files left by killed writers. A seed file that cannot be trusted — not
-    UTF-8 JSON, not ``{"config_hash", "seed", "result": {...}}``, a folder, or a copy of another seed's file —
-    is moved to ``seeds/rejected/`` and recomputed with a :class:`RunWarning`; one from another config is
+    UTF-8 JSON, not ``{"config_hash", "seed", "result": {...}, "result_sha256"}``, a result whose SHA-256 is
+    missing (a file written before seed files carried one) or does not match, a result lacking one of the
+    ``required`` keys or holding a non-number there, a folder, a device, a symlink leading out of the run
+    folder, a file over :data:`MAX_SEED_BYTES`, JSON nested too deeply, or a copy of another seed's file — is
+    moved to ``seeds/rejected/`` and recomputed with a :class:`RunWarning`; one from another config is
     recomputed (and overwritten) silently, as a changed config is expected to do.
+
+    ``required``: '/'-joined keys every seed result must hold as numbers (NaN and ±inf count; booleans,
+    ``None`` and strings do not), e.g. ``RunDir(out, cfg, required=("ours/acc", "base/acc"))``; a freshly
+    computed result that breaks it raises ``ValueError`` (it is not saved). :meth:`map_seeds` takes its own
+    ``required`` for a ``part`` whose results have other keys.
     """
 
-    def __init__(self, out: str | Path, cfg: Any = None):
+    def __init__(self, out: str | Path, cfg: Any = None, required: Sequence[str] = ()):
         self.path = Path(out)
+        self.required = _check_required(required)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "figures").mkdir(exist_ok=True)
         clean_stale_tmp(self.path)
@@ -150,13 +207,15 @@ class RunDir:
         suffix = f"_{part}" if part else ""
         return self.path / "seeds" / f"seed_{int(seed)}{suffix}.json"
 
-    def _problem(self, f: Path, seed: int) -> tuple[dict | None, str]:
+    def _problem(self, f: Path, seed: int, required: Sequence[str]) -> tuple[dict | None, str]:
         """``(result, "")`` for a valid file of this config, ``(None, "")`` for another config's file,
         ``(None, reason)`` for a file that cannot be trusted."""
-        if f.is_dir():
+        if f.is_dir() and not f.is_symlink():
             return None, "is a folder, not a file"
         try:
-            d = json.loads(f.read_bytes().decode("utf-8"))
+            d = parse_json(read_bytes_limited(f, MAX_SEED_BYTES, within=self.path), name=str(f))
+        except UnsafeFileError as e:
+            return None, f"is refused ({e})"
         except UnicodeDecodeError:
             return None, "is not UTF-8 text"
         except json.JSONDecodeError as e:
@@ -174,15 +233,30 @@ class RunDir:
             return None, "has a config_hash that is not a string"
         if d["config_hash"] != self.cfg_hash:
             return None, ""
-        return from_jsonable(d["result"]), ""
+        stored = d.get("result_sha256")
+        if stored is None:
+            return None, (
+                "has no result_sha256 (written before seed files carried a hash of their result, or edited), "
+                "so its numbers cannot be trusted"
+            )
+        if not isinstance(stored, str) or stored != sha256_json(d["result"]):
+            return None, "has a result that does not match its result_sha256 (damaged or edited)"
+        result = from_jsonable(d["result"])
+        problems = _required_problems(result, required)
+        if problems:
+            return None, "; ".join(problems)
+        return result, ""
 
-    def load_seed(self, seed: int, part: str = "") -> dict | None:
-        """The stored result of ``seed`` (non-finite tags decoded to floats), or ``None`` to recompute it."""
+    def load_seed(self, seed: int, part: str = "", required: Sequence[str] | None = None) -> dict | None:
+        """The stored result of ``seed`` (non-finite tags decoded to floats), or ``None`` to recompute it.
+
+        ``required`` defaults to the folder's (``RunDir(..., required=...)``)."""
+        req = self.required if required is None else _check_required(required)
         f = self.seed_file(seed, part)
         if not f.exists() and not f.is_symlink():
             return None
         try:
-            result, problem = self._problem(f, seed)
+            result, problem = self._problem(f, seed, req)
         except OSError as e:
             result, problem = None, f"cannot be read ({e.strerror or e})"
         if problem:
@@ -202,12 +276,20 @@ class RunDir:
         warnings.warn(f"seed file {f} {problem}: {where}; recomputing that seed", RunWarning, stacklevel=3)
 
     def save_seed(self, seed: int, result: dict, part: str = "") -> None:
+        """Write ``result`` (made JSON-able) with this config's hash and the SHA-256 of its canonical JSON."""
+        r = to_jsonable(result)
         atomic_write_json(
-            self.seed_file(seed, part), {"config_hash": self.cfg_hash, "seed": int(seed), "result": result}
+            self.seed_file(seed, part),
+            {"config_hash": self.cfg_hash, "seed": int(seed), "result": r, "result_sha256": sha256_json(r)},
         )
 
     def map_seeds(
-        self, fn: Callable[[int], dict], seeds: Sequence[int], desc: str = "seeds", part: str = ""
+        self,
+        fn: Callable[[int], dict],
+        seeds: Sequence[int],
+        desc: str = "seeds",
+        part: str = "",
+        required: Sequence[str] | None = None,
     ) -> dict[int, dict]:
         """``{seed: fn(seed)}``, reading finished seeds from disk instead of recomputing them.
 
@@ -215,29 +297,48 @@ class RunDir:
         each writing its result file; a seed whose worker failed is then computed here, so errors surface with
         their traceback. Every seed's result depends on its seed alone, so the numbers do not depend on ``jobs``.
         Results come back exactly as a later run reads them from disk (NaN/inf included).
+
+        ``required`` ('/'-joined keys, default: the folder's ``required``) must lead to a number in every result:
+        a stored result that breaks it is moved aside and recomputed (:class:`RunWarning`), a fresh one raises
+        ``ValueError`` naming the seed and the key, and is not saved.
         """
+        req = self.required if required is None else _check_required(required)
         seeds = [int(s) for s in seeds]
-        missing = [s for s in seeds if self.load_seed(s, part) is None]
+        missing = [s for s in seeds if self.load_seed(s, part, req) is None]
         if _JOBS > 1 and len(missing) > 1:
-            self._compute_forked(fn, missing, part)
+            self._compute_forked(fn, missing, part, req)
         out: dict[int, dict] = {}
         for s in progress(seeds, desc=desc):
-            cached = self.load_seed(s, part)
+            cached = self.load_seed(s, part, req)
             if cached is not None:
                 if s not in missing:
                     log(f"[resume] seed {s}{' ' + part if part else ''}: read from {self.seed_file(s, part)}")
                 out[s] = cached
                 continue
-            r = to_jsonable(fn(s))
-            if not isinstance(r, dict):
-                raise TypeError(
-                    f"the per-seed function must return a dict, got {type(r).__name__} for seed {s}"
-                )
+            r = self._checked(fn(s), s, part, req)
             self.save_seed(s, r, part)
             out[s] = from_jsonable(r)
         return out
 
-    def _compute_forked(self, fn: Callable[[int], dict], seeds: list[int], part: str) -> None:
+    @staticmethod
+    def _checked(result: Any, seed: int, part: str, required: Sequence[str]) -> dict:
+        r = to_jsonable(result)
+        if not isinstance(r, dict):
+            raise TypeError(
+                f"the per-seed function must return a dict, got {type(r).__name__} for seed {seed}"
+            )
+        problems = _required_problems(from_jsonable(r), required)
+        if problems:
+            where = f"seed {seed}" + (f" (part {part!r})" if part else "")
+            raise ValueError(
+                f"the per-seed result of {where} {'; '.join(problems)} (required: every one of "
+                f"{', '.join(map(repr, required))} must be a number; NaN counts, booleans/None/strings do not)"
+            )
+        return r
+
+    def _compute_forked(
+        self, fn: Callable[[int], dict], seeds: list[int], part: str, required: Sequence[str] = ()
+    ) -> None:
         import multiprocessing as mp
 
         ctx = mp.get_context("fork")  # the closure ``fn`` is inherited, never pickled
@@ -248,7 +349,11 @@ class RunDir:
 
             _die_with_parent(parent)
             set_quiet(True)
-            self.save_seed(s, to_jsonable(fn(s)), part)
+            try:
+                r = self._checked(fn(s), s, part, required)
+            except (TypeError, ValueError):
+                os._exit(1)  # not saved: the parent computes this seed itself and raises with the reason
+            self.save_seed(s, r, part)
 
         pending = list(seeds)
         running: list = []
@@ -303,6 +408,16 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity")
 
 
+def _item(v: Any) -> Any:
+    """The Python scalar of a 0-d array or tensor (``None`` for anything else)."""
+    if getattr(v, "ndim", None) != 0 or isinstance(v, (str, bytes)):
+        return None
+    try:
+        return v.item()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
+
+
 def aggregate(per_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Mean/std/values for every numeric leaf shared by all seeds (nested dicts flattened with '/').
 
@@ -334,25 +449,28 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def values(per_seed: dict[int, dict[str, Any]], key: str) -> list[float]:
-    """Per-seed values of a (possibly nested, '/'-separated) metric, in seed order.
+    """Per-seed values of a (possibly nested, '/'-separated) metric, in seed order, as floats.
 
-    NaN/±inf (also their JSON tags, and ``null`` from files written before the tags existed) come back as
-    floats; a missing key raises ``KeyError`` naming the seed and the available keys.
+    NaN and ±inf (also their JSON tags ``"NaN"``, ``"Infinity"``, ``"-Infinity"``) are numbers and come back as
+    floats — a NaN seed is never dropped. A seed that lacks the key, or holds anything but a number there (a
+    boolean, ``None``, another string, a list, a dict), raises ``ValueError`` naming the metric and the seed, so a
+    claim is never built from missing or non-numeric values.
     """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key must be a non-empty '/'-joined metric name, got {key!r}")
     res = []
     for s in sorted(per_seed):
         d: Any = per_seed[s]
         for part in key.split("/"):
             if not isinstance(d, dict) or part not in d:
-                avail = ", ".join(sorted(d)) if isinstance(d, dict) else type(d).__name__
-                raise KeyError(f"metric {key!r} has no {part!r} for seed {s} (available: {avail})")
+                avail = ", ".join(sorted(map(str, d))) if isinstance(d, dict) else f"a {type(d).__name__}"
+                raise ValueError(f"metric {key!r} has no {part!r} for seed {s} (available there: {avail})")
             d = d[part]
-        if isinstance(d, (bool, np.bool_)):
-            d = float(d)
-        try:
-            res.append(as_float(d))
-        except ValueError as e:
-            raise ValueError(f"metric {key!r} for seed {s}: {e}") from None
+        if not _is_number(d) and not _is_number(_item(d)):
+            raise ValueError(
+                f"metric {key!r} for seed {s} must be a number, got {type(d).__name__} {_short(d)}"
+            )
+        res.append(as_float(d if _is_number(d) else _item(d)))
     return res
 
 
@@ -363,7 +481,42 @@ def claims_table_md(claims: Sequence[Claim]) -> str:
     return claims_markdown(claims)
 
 
-ARTEFACTS = ("config.json", "metrics.json", "report.md", "claims.json")  # claims.json last: it marks a run
+ARTEFACTS = (
+    "config.json",
+    "metrics.json",
+    "timings.json",
+    "report.md",
+    "claims.json",
+)  # claims.json last: marks a run
+
+TIMING_WORDS = frozenset({"s", "sec", "secs", "seconds", "time", "times", "timing", "timings", "runtime"})
+
+
+def is_timing_key(key: str) -> bool:
+    """Whether a (possibly '/'-joined) metric key is a timing: one of its path segments has a '_'-separated word
+    in :data:`TIMING_WORDS` (``time_s``, ``train_cpu_s``, ``seconds``, ``timing/cascade_ratio``,
+    ``unlearn_time_ratio``, ``atom_structures_per_s``). Timings change from run to run, so :func:`write_run`
+    keeps them out of metrics.json (in timings.json); name a time-derived number accordingly (e.g. put it under
+    ``timing/``)."""
+    return any(w in TIMING_WORDS for seg in str(key).split("/") for w in seg.lower().split("_"))
+
+
+def split_timings(d: Any) -> tuple[Any, Any]:
+    """``(rest, timings)`` of a nested dict: every entry whose key :func:`is_timing_key` goes, with its whole
+    subtree, to ``timings`` (nesting kept); the rest stays. Non-dicts are returned as ``(d, {})``."""
+    if not isinstance(d, dict):
+        return d, {}
+    rest: dict = {}
+    timings: dict = {}
+    for k, v in d.items():
+        if is_timing_key(k):
+            timings[k] = v
+            continue
+        r, t = split_timings(v)
+        rest[k] = r
+        if t:
+            timings[k] = t
+    return rest, timings
 
 
 def write_run(
@@ -374,12 +527,15 @@ def write_run(
     provenance: dict | None = None,
     overrides: dict | None = None,
 ) -> dict:
-    """Write ``config.json, metrics.json, report.md, claims.json`` into ``out`` as one unit; return claims.json.
+    """Write ``config.json, metrics.json, timings.json, report.md, claims.json`` into ``out`` as one unit;
+    return claims.json.
 
-    All four are written into a temporary folder first (a failure there leaves ``out`` untouched), then moved
+    All five are written into a temporary folder first (a failure there leaves ``out`` untouched), then moved
     in with ``claims.json`` — the file that marks a finished run — removed first and moved in last, so a reader
-    never sees a ``claims.json`` beside artefacts of another run. config.json and claims.json's provenance
-    carry the same ``run_id`` (metrics.json stays byte-identical across reruns).
+    never sees a ``claims.json`` beside artefacts of another run. config.json, timings.json and claims.json's
+    provenance carry the same ``run_id``. metrics.json holds no run id and no timing (:func:`split_timings`
+    moves every timing key of the aggregate and the per-seed results to timings.json), so it is byte-identical
+    across reruns of the same config and seeds.
     """
     from .render import run_report_md
 
@@ -391,15 +547,18 @@ def write_run(
     if overrides:
         config["overrides"] = to_jsonable(overrides)
     config["config_hash"] = config_hash(cfg)
+    per_seed = {str(k): v for k, v in sorted(result.per_seed.items())}
+    agg, agg_t = split_timings(to_jsonable(result.metrics))
+    per_seed, per_seed_t = split_timings(to_jsonable(per_seed))
+    head = {"slug": result.slug, "preset": result.preset, "seeds": result.seeds}
     metrics = {
-        "slug": result.slug,
-        "preset": result.preset,
-        "seeds": result.seeds,
+        **head,
         "valid": result.valid,
         "invalid_reason": result.invalid_reason,
-        "aggregate": result.metrics,
-        "per_seed": {str(k): v for k, v in sorted(result.per_seed.items())},
+        "aggregate": agg,
+        "per_seed": per_seed,
     }
+    timings = {**head, "run_id": run_id, "aggregate": agg_t, "per_seed": per_seed_t}
     doc = claims_document(result.slug, result.preset, result.seeds, result.runtime_s, result.claims, prov)
     doc["valid"] = bool(result.valid)
     doc["invalid_reason"] = result.invalid_reason
@@ -407,6 +566,7 @@ def write_run(
     texts = {
         "config.json": _dumps(config),
         "metrics.json": _dumps(metrics),
+        "timings.json": _dumps(timings),
         "report.md": report,
         "claims.json": _dumps(doc),
     }
