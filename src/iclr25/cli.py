@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from . import registry
-from .common.progress import log, set_quiet
+from .common.progress import is_quiet, log, set_quiet
 from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, RunWarning
 from .runs import RunPathError, UsageError, run_experiment
 from .runs import run as run_system  # noqa: F401  (kept for callers of the old name)
@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
         slugs = [args.slug]
-    set_quiet(args.quiet)
+    set_quiet(args.quiet or is_quiet())  # ICLR25_QUIET=1 in the environment counts as --quiet
     log(_header(args, slugs, seeds, seed))  # before the heavy imports (torch, transformers: seconds)
     from .common.device import get_device, tune_malloc
     from .common.results import set_jobs

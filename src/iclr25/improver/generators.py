@@ -23,6 +23,15 @@ from .agent import current_block, last_errors
 from .chain_of_states import strip_chain_of_states
 
 
+def _cache_kw(model, cache) -> dict:
+    """The cache keyword of ``model.forward``: ``cache`` in transformers releases that renamed it (passing the
+    old ``past_key_values`` there warns that it is deprecated), ``past_key_values`` in earlier ones."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return {"cache": cache} if "cache" in params else {"past_key_values": cache}
+
+
 class OpenAICompatibleGenerator:
     """``generate(messages, n)`` through ``client.chat.completions.create`` (``n`` choices per call).
 
@@ -298,7 +307,7 @@ class TinyLMGenerator:
             input_ids=inp,
             attention_mask=att[:, :L],
             position_ids=pos,
-            past_key_values=cache,
+            **_cache_kw(model, cache),
             use_cache=True,
             cache_position=torch.arange(L),
         )
@@ -319,7 +328,7 @@ class TinyLMGenerator:
                 input_ids=nxt.unsqueeze(1),
                 attention_mask=att[:, : L + t + 1],
                 position_ids=pos,
-                past_key_values=cache,
+                **_cache_kw(model, cache),
                 use_cache=True,
                 cache_position=torch.tensor([L + t]),
             )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -242,7 +243,11 @@ def scope_dpo(model, pairs, tokenizer, *, ref_model=None, **config_overrides):
 
     trainer = make_dpo_trainer(model, pairs, tokenizer, ref_model=ref_model, **config_overrides)
     trainer.remove_callback(PrinterCallback)  # logs stay in the returned history instead of stdout
-    trainer.train()
+    with warnings.catch_warnings():  # TRL 1.x reads the deprecated alias; nothing the caller can act on
+        warnings.filterwarnings(
+            "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
+        trainer.train()
     model.eval()
     return model, list(trainer.state.log_history)
 
