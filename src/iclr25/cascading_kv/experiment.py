@@ -265,19 +265,26 @@ def timing(cfg: Config, model, seed: int) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- one seed, recall mode
-def one_seed_recall(cfg: Config, seed: int) -> dict:
+def train_recall_model(cfg: Config, seed: int, dev: torch.device):
+    """The seed's recall model, trained with full attention (README, "Reproduction"); ``(model, history)``.
+
+    Also used by ``benchmarks/bench_cascading_kv.py`` (needle recall of each cache beside its speed)."""
     seed_everything(seed)
-    dev = torch.device(
-        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    )
     model = build_model(cfg, seed)
-    t0 = time.perf_counter()
     # plain AdamW at a constant learning rate (README, "Reproduction"): no warm-up/decay, no clipping, torch's default betas
     tcfg = LMTrainConfig(steps=cfg.train_steps, batch_size=cfg.batch_size, seq_len=max(cfg.train_lengths) + 1,
                          lr=cfg.lr, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.01, beta2=0.999, grad_clip=0.0,
                          eval_every=0, seed=derive_seed(seed, "train"))  # fmt: skip
     hist = train_lm(model, cfg=tcfg, batch_fn=train_batch_fn(cfg), device=dev, desc=f"train seed {seed}")
-    model.eval()
+    return model.eval(), hist
+
+
+def one_seed_recall(cfg: Config, seed: int) -> dict:
+    dev = torch.device(
+        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    t0 = time.perf_counter()
+    model, hist = train_recall_model(cfg, seed, dev)
     train_s = time.perf_counter() - t0
 
     # precondition: in-distribution accuracy with full attention
