@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -41,11 +42,25 @@ def one_seed(cfg: Config, seed: int) -> dict:
     x = rng.normal(1.0, 0.1, cfg.n)
     nan_seed = os.environ.get("TOY_NAN")  # lets a test produce a NaN metric for one seed
     acc = float("nan") if nan_seed is not None and int(nan_seed) == seed else float(x.mean())
-    return {"ours": {"acc": acc}, "base": {"acc": float(x.mean() - 0.5)}}
+    out: dict = {"ours": {"acc": acc}, "base": {"acc": float(x.mean() - 0.5)}}
+    bad = os.environ.get(
+        "TOY_BAD"
+    )  # "<seed>:<json>" sets base/acc of that seed to the JSON value; "drop" deletes it
+    if bad:
+        s, _, v = bad.partition(":")
+        if int(s) == seed:
+            if v == "drop":
+                del out["base"]["acc"]
+            else:
+                out["base"]["acc"] = json.loads(v)
+    if os.environ.get("TOY_TIMING"):  # a per-seed timing, as most systems record (differs on every run)
+        out["timing"] = {"one_seed_s": time.perf_counter()}
+        out["ours"]["time_s"] = time.process_time() + time.perf_counter()
+    return out
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    rd = RunDir(out, cfg, required=("ours/acc", "base/acc"))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = [
         make_claim(
