@@ -15,6 +15,7 @@ norm=None)`` in the tests).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,16 @@ def power_to_db(x: torch.Tensor, top_db: float | None = 80.0, scope: str = "batc
     ``scope="batch"`` takes the max over the whole batch tensor (the benchmark's ``PowerToDB``);
     ``scope="example"`` per example (torchaudio's ``AmplitudeToDB`` on a 4-D batch).
     """
+    if top_db is not None and (
+        isinstance(top_db, bool)
+        or not isinstance(top_db, (int, float))
+        or not (math.isfinite(top_db) and top_db >= 0)
+    ):
+        raise ValueError(f"top_db must be None or a finite number >= 0 (dB below the max), got {top_db!r}")
+    if isinstance(amin, bool) or not isinstance(amin, (int, float)) or not (math.isfinite(amin) and amin > 0):
+        raise ValueError(f"amin must be a finite number > 0 (the power floor), got {amin!r}")
+    if scope not in ("batch", "example"):
+        raise ValueError(f"scope must be 'batch' or 'example', got {scope!r}")
     db = 10.0 * torch.log10(torch.clamp(x, min=amin))
     if top_db is not None:
         if scope == "batch":

@@ -338,7 +338,7 @@ class FOSPAgent(nn.Module):
                     h = (c_prob > 0.5).float()  # violation indicator from the cost model
                 else:  # official code: the REF head's own output
                     h = (self.phi_slow(f[:-1], a[:-1]) > 0).float()
-                phi_t = ref_targets(h, c.ref_mu, self.phi_slow(f[-1], a[-1]).clamp(0, 1))
+                phi_t = ref_targets(h, c.ref_mu, self.phi_slow(f[-1], a[-1]).clamp(0, 1), validate=False)
         loss = (weight * (self.qr(f[:-1], a[:-1]) - g_r).pow(2)).mean()
         loss = loss + c.slow_reg * (self.qr(f[:-1], a[:-1]) - qr_slow).pow(2).mean()
         loss = loss + (weight * expectile_loss(qr_slow, self.vr(f[:-1]), c.tau_r)).mean()

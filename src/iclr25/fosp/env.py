@@ -54,6 +54,15 @@ def lidar(
 
     pos: (N, 2); hazards: (K, 2) → (N, bins).
     """
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins must be an int >= 1, got {bins!r}")
+    if isinstance(max_dist, bool) or not (np.isfinite(max_dist) and max_dist > 0):
+        raise ValueError(f"max_dist must be a finite number > 0, got {max_dist!r}")
+    pos, hazards = np.asarray(pos, dtype=float), np.asarray(hazards, dtype=float)
+    if pos.ndim != 2 or pos.shape[1] != 2 or hazards.ndim != 2 or hazards.shape[1] != 2:
+        raise ValueError(
+            f"pos and hazards must be (N, 2) and (K, 2) positions, got {pos.shape} and {hazards.shape}"
+        )
     rel = hazards[None, :, :] - pos[:, None, :]  # (N, K, 2)
     d = np.linalg.norm(rel, axis=-1)
     ang = np.mod(np.arctan2(rel[..., 1], rel[..., 0]), 2 * np.pi)

@@ -43,14 +43,27 @@ def lambda_return(
     return torch.stack(out[::-1])
 
 
-def ref_targets(violation: torch.Tensor, mu: float, bootstrap: torch.Tensor | float = 0.0) -> torch.Tensor:
+def ref_targets(
+    violation: torch.Tensor, mu: float, bootstrap: torch.Tensor | float = 0.0, validate: bool = True
+) -> torch.Tensor:
     """REF targets φ̂_t = max(h_t, μ·φ̂_{t+1}) for t = 0..H−1 with φ̂_H = ``bootstrap``; h: (H, ...) in {0, 1}.
 
     With h = [0, 0, 1, 0, 0], μ = 0.99 and zero bootstrap: [0.9801, 0.99, 1, 0, 0]. Targets stay in [0, 1] when h
-    and the bootstrap do.
+    and the bootstrap do. ``validate=False`` skips the value checks (a device sync), for callers that built
+    ``violation`` as an indicator themselves.
     """
     if not 0.0 <= mu <= 1.0:
         raise ValueError(f"mu must be in [0, 1], got {mu!r}")
+    if violation.ndim < 1 or violation.shape[0] < 1:
+        raise ValueError(f"violation must be (H, ...) with H >= 1, got shape {tuple(violation.shape)}")
+    if validate:
+        if not bool(((violation == 0) | (violation == 1)).all()):
+            raise ValueError(
+                "violation must hold the indicator h in {0, 1} (e.g. (cost > 0).float()), got other values"
+            )
+        b = torch.as_tensor(bootstrap, dtype=violation.dtype)
+        if not bool(torch.isfinite(b).all()) or bool((b < 0).any() | (b > 1).any()):
+            raise ValueError("bootstrap must be finite values in [0, 1] (a REF estimate), got values outside")
     nxt = torch.as_tensor(bootstrap, dtype=violation.dtype).expand_as(violation[0])
     out = []
     for t in reversed(range(violation.shape[0])):

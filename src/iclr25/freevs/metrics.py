@@ -118,6 +118,20 @@ def detect(probe: DetectionProbe, images: np.ndarray, thresh: float = 0.05) -> t
 def average_precision(dets: list[np.ndarray], gts: list[np.ndarray], radius: float = 3.0) -> float:
     """AP of centre detections: greedy matching by score to unmatched GT centres within ``radius`` pixels,
     area under the (monotone) precision–recall curve. NaN when there is no GT car."""
+    if len(dets) != len(gts):
+        raise ValueError(f"dets and gts must hold one entry per image; got {len(dets)} and {len(gts)}")
+    if not (
+        isinstance(radius, (int, float))
+        and not isinstance(radius, bool)
+        and np.isfinite(radius)
+        and radius > 0
+    ):
+        raise ValueError(f"radius must be a finite number > 0 (pixels), got {radius!r}")
+    for name, arrs, width in (("dets", dets, 3), ("gts", gts, 2)):
+        for i, x in enumerate(arrs):
+            x = np.asarray(x, dtype=float)
+            if x.size and (x.ndim != 2 or x.shape[1] < width):
+                raise ValueError(f"{name}[{i}] must have shape (n, {width}+); got {x.shape}")
     n_gt = sum(len(g) for g in gts)
     if n_gt == 0:
         return float("nan")
@@ -148,6 +162,15 @@ def average_precision(dets: list[np.ndarray], gts: list[np.ndarray], radius: flo
 
 def frechet_distance(a: np.ndarray, b: np.ndarray) -> float:
     """‖μ_a − μ_b‖² + Tr(Σ_a + Σ_b − 2 (Σ_a Σ_b)^½) between two feature sets (rows = samples)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(
+            f"a and b must be (samples, features) with the same features; got {a.shape}, {b.shape}"
+        )
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a and b need >= 2 samples each for a covariance; got {len(a)} and {len(b)}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("a and b must be finite (got NaN or inf)")
     mu_a, mu_b = a.mean(0), b.mean(0)
     eye = 1e-6 * np.eye(a.shape[1])  # keeps the product well conditioned for small sample sets
     ca, cb = np.cov(a, rowvar=False) + eye, np.cov(b, rowvar=False) + eye

@@ -258,6 +258,15 @@ def record_drive(scene: ToyDriveScene, cam: Camera, beams: int = 32, azimuths: i
 def window(centre: int, n: int, n_frames: int) -> range:
     """Frames centre−n … centre+n, shifted inward at the sequence ends to keep 2n + 1 frames (the released
     preprocessing also shifts inward but keeps fewer frames at the ends; see the method card)."""
+    for name, v in (("centre", centre), ("n", n), ("n_frames", n_frames)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, np.integer))
+            or v < (1 if name == "n_frames" else 0)
+        ):
+            raise ValueError(f"{name} must be an int >= {1 if name == 'n_frames' else 0}, got {v!r}")
+    if centre >= n_frames:
+        raise ValueError(f"centre must be a frame index < n_frames={n_frames}, got {centre}")
     lo = min(max(centre - n, 0), max(n_frames - 2 * n - 1, 0))
     return range(lo, min(lo + 2 * n + 1, n_frames))
 

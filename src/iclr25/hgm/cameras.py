@@ -104,6 +104,9 @@ def intrinsics_from_fov(fovy_deg: float, width: int, height: int, dtype=torch.fl
     """Pinhole intrinsics for a vertical field of view (degrees), square pixels, principal point at the centre."""
     if not 0.0 < fovy_deg < 180.0:
         raise ValueError(f"fovy_deg must be in (0, 180); got {fovy_deg}")
+    for name, v in (("width", width), ("height", height)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int (pixels); got {v!r}")
     f = 0.5 * height / math.tan(math.radians(fovy_deg) / 2)
     return torch.tensor([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]], dtype=dtype)
 
@@ -114,9 +117,23 @@ def look_at(
     """World-to-camera (OpenCV) matrices for cameras at ``eye`` (..., 3) looking at ``target``."""
     if target is None:
         target = torch.zeros_like(eye)
-    f = torch.nn.functional.normalize(target - eye, dim=-1)
+    if eye.shape[-1:] != (3,) or target.shape[-1:] != (3,):
+        raise ValueError(
+            f"eye and target must end in a size-3 axis; got {tuple(eye.shape)}, {tuple(target.shape)}"
+        )
+    _check_finite("eye", eye)
+    _check_finite("target", target)
+    fwd = target - eye
+    if (fwd.norm(dim=-1) < 1e-12).any():
+        raise ValueError("eye and target coincide for some camera: the viewing direction is undefined")
+    f = torch.nn.functional.normalize(fwd, dim=-1)
     u = torch.tensor(up, dtype=eye.dtype, device=eye.device).expand_as(f)
-    r = torch.nn.functional.normalize(torch.cross(f, u, dim=-1), dim=-1)
+    side = torch.cross(f, u, dim=-1)
+    if (side.norm(dim=-1) < 1e-9 * torch.tensor(up, dtype=eye.dtype).norm()).any():
+        raise ValueError(
+            f"up={up} is parallel to the viewing direction of some camera: the camera roll is undefined"
+        )
+    r = torch.nn.functional.normalize(side, dim=-1)
     d = torch.cross(f, r, dim=-1)  # camera y axis points down
     R = torch.stack([r, d, f], dim=-2)  # rows = camera axes in world coordinates
     t = -(R @ eye.unsqueeze(-1)).squeeze(-1)

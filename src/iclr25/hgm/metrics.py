@@ -8,8 +8,24 @@ from torch import Tensor
 __all__ = ["chamfer_distance", "psnr", "ssim"]
 
 
+def _check_range(data_range: float) -> None:
+    import math
+
+    if (
+        isinstance(data_range, bool)
+        or not isinstance(data_range, (int, float))
+        or not math.isfinite(data_range)
+    ):
+        raise ValueError(
+            f"data_range must be a finite number > 0 (the images' value range), got {data_range!r}"
+        )
+    if data_range <= 0:
+        raise ValueError(f"data_range must be > 0 (the images' value range), got {data_range!r}")
+
+
 def psnr(pred: Tensor, target: Tensor, data_range: float = 1.0) -> Tensor:
     """Peak signal-to-noise ratio per image over the trailing (H, W, 3) axes; returns (...)."""
+    _check_range(data_range)
     if pred.shape != target.shape:
         raise ValueError(
             f"pred and target must have the same shape; got {tuple(pred.shape)} vs {tuple(target.shape)}"
@@ -23,6 +39,7 @@ def ssim(pred: Tensor, target: Tensor, data_range: float = 1.0) -> Tensor:
     with a 7×7 Gaussian window (σ 1.5) so it works on small renders."""
     from torchmetrics.functional.image import structural_similarity_index_measure as _ssim
 
+    _check_range(data_range)
     if pred.shape != target.shape:
         raise ValueError(
             f"pred and target must have the same shape; got {tuple(pred.shape)} vs {tuple(target.shape)}"
@@ -39,6 +56,14 @@ def chamfer_distance(a: Tensor, b: Tensor, mask_a: Tensor | None = None) -> Tens
 
     ``mask_a`` (B, Na) selects the points of ``a`` that count (e.g. opaque Gaussians); returns (B,).
     """
+    if a.ndim != 3 or b.ndim != 3 or a.shape[-1] != 3 or b.shape[-1] != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(
+            f"a and b must be point sets (B, Na, 3) and (B, Nb, 3); got {tuple(a.shape)}, {tuple(b.shape)}"
+        )
+    if a.shape[1] == 0 or b.shape[1] == 0:
+        raise ValueError(f"a and b must hold at least one point each; got {tuple(a.shape)}, {tuple(b.shape)}")
+    if mask_a is not None and tuple(mask_a.shape) != tuple(a.shape[:2]):
+        raise ValueError(f"mask_a must have shape {tuple(a.shape[:2])} (B, Na); got {tuple(mask_a.shape)}")
     d = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")  # (B, Na, Nb)
     if mask_a is None:
         mask_a = torch.ones(a.shape[:2], dtype=torch.bool, device=a.device)

@@ -708,7 +708,7 @@ def run(cfg: Config, out: Path) -> RunResult:
     )
     ft_lr = st.tune(rd)
     ps = map_seed_parts(rd, st, ft_lr)
-    note = "" if valid else "RUN INVALID: " + reason
+    note = "" if valid else "precondition not reached (the claims are not meaningful): " + reason
     claims = _claims(ps, note)
     if valid:
         claims = _annotate(claims, ps)

@@ -29,13 +29,28 @@ BEST_ITERATE = ("paper", "official")
 INITS = ("memit", "random", "zero")
 
 
+def _check_delta(delta: torch.Tensor, other: torch.Tensor, other_name: str, square: bool) -> None:
+    if delta.ndim != 2:
+        raise ValueError(f"delta must be a (d, d_k) update matrix, got shape {tuple(delta.shape)}")
+    if other.ndim != 2 or other.shape[0] != delta.shape[1] or (square and other.shape[1] != other.shape[0]):
+        want = f"({delta.shape[1]}, {delta.shape[1]})" if square else f"({delta.shape[1]}, n)"
+        raise ValueError(
+            f"{other_name} must have shape {want} to match delta {tuple(delta.shape)}, got {tuple(other.shape)}"
+        )
+
+
 def c_ratio(delta: torch.Tensor, C: torch.Tensor) -> float:
-    """``tr(Δ C Δᵀ) / tr(C)``."""
+    """``tr(Δ C Δᵀ) / tr(C)``; Δ (d, d_k), C (d_k, d_k) with a positive trace."""
+    _check_delta(delta, C, "C", square=True)
+    tr = torch.trace(C)
+    if not bool(tr > 0):
+        raise ValueError(f"C must be a covariance with a positive trace, got tr(C) = {float(tr)!r}")
     return float(((delta @ C) * delta).sum() / torch.trace(C))
 
 
 def wash_objective(delta: torch.Tensor, K: torch.Tensor) -> float:
     """``‖Δ K‖²_F`` with K (d_k, n)."""
+    _check_delta(delta, K, "K", square=False)
     return float((delta @ K).pow(2).sum())
 
 

@@ -268,4 +268,13 @@ def dpo_sigmoid_loss(
     beta: float = 0.1,
 ) -> torch.Tensor:
     """Per-pair DPO loss −log σ(β[(log π_θ(y) − log π_ref(y)) − (log π_θ(y⁻) − log π_ref(y⁻))])."""
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
+        raise ValueError(
+            f"beta must be a finite number > 0 (DPO's KL strength; the paper uses 0.1), got {beta!r}"
+        )
+    shapes = {tuple(t.shape) for t in (policy_chosen, policy_rejected, ref_chosen, ref_rejected)}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"the four log-probability tensors must have one shape (pairs,), got {sorted(shapes)}"
+        )
     return -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected)))
