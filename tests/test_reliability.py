@@ -434,7 +434,8 @@ def test_report_escapes_untrusted_text(tmp_path, monkeypatch):
     weird = tmp_path / "<script>x"
     weird.mkdir()
     atomic_write_json(weird / "claims.json", {**doc, "slug": "<script>x"})
-    html = render_report(tmp_path, tmp_path / "none")
+    (tmp_path / ".no_refs").mkdir()  # an empty reference folder (a missing one is an error)
+    html = render_report(tmp_path, tmp_path / ".no_refs")
     low = html.lower()
     assert "<script" not in low
     assert "onerror=alert" not in low.replace("&lt;img src=x onerror=alert(2)&gt;", "")

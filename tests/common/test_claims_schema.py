@@ -154,6 +154,73 @@ def test_tampered_verdict_is_rejected():
         validate_claims_document(doc)
 
 
+def _doc_with_parts():
+    a = make_claim("a", "s", "m", [0.2, 0.4, 0.9], 0.5, ">=")
+    b = make_claim("b", "s", "m", [1.0, 2.0], 1.2, ">=", baseline=[0.5, 0.7], compare="difference")
+    return claims_document("toy", "smoke", [0, 1, 2], 0.0, [a, b, all_of("both", "s", [a, b])])
+
+
+@pytest.mark.parametrize(
+    "where,edit",
+    [
+        ("claim", lambda d: d["claims"][0]["method"].update(mean=0.6)),  # flips 'a' to holding by its mean
+        ("claim", lambda d: d["claims"][0]["method"].update(std=0.0)),
+        ("baseline", lambda d: d["claims"][1]["baseline"].update(mean=0.0)),
+        ("part", lambda d: d["claims"][2]["parts"][0]["method"].update(mean=0.6)),
+        ("compound top level", lambda d: d["claims"][2]["method"].update(mean=0.6)),
+        ("nan", lambda d: d["claims"][0]["method"].update(mean="NaN")),
+        ("value", lambda d: d["claims"][0]["method"]["values"].__setitem__(0, 0.9)),  # values no longer match
+    ],
+)
+def test_stored_mean_or_std_that_disagrees_with_the_values_makes_the_document_invalid(where, edit):
+    """Regression (issue #34): holds was recomputed from a stored mean never checked against its values."""
+    doc = json.loads(json.dumps(_doc_with_parts()))
+    validate_claims_document(doc)
+    d = json.loads(json.dumps(doc))
+    edit(d)
+    with pytest.raises(
+        ValueError, match=r"(mean|std) .* does not match the (mean|std) of its values|measured"
+    ):
+        validate_claims_document(d)
+
+
+def test_holds_from_a_tampered_mean_that_matches_the_stored_verdict_is_still_caught():
+    doc = json.loads(json.dumps(_doc_with_parts()))
+    c = doc["claims"][0]
+    c["method"]["mean"], c["holds"], c["measured"] = 0.6, True, 0.6  # a consistent lie except for the values
+    with pytest.raises(ValueError, match=r"claim 'a': method mean 0.6 does not match the mean of its values"):
+        validate_claims_document(doc)
+
+
+def test_mean_recomputation_tolerates_float_round_off_only():
+    doc = json.loads(json.dumps(_doc_with_parts()))
+    m = doc["claims"][0]["method"]
+    m["mean"] = m["mean"] * (1 + 1e-12)  # another summation order: accepted
+    validate_claims_document(doc)
+    m["mean"] = m["mean"] * (1 + 1e-7)
+    with pytest.raises(ValueError, match="tolerance rel 1e-09"):
+        validate_claims_document(doc)
+
+
+def test_tampered_measured_is_rejected():
+    doc = json.loads(json.dumps(_doc_with_parts()))
+    doc["claims"][1]["measured"] = 0.0
+    with pytest.raises(ValueError, match="claim 'b': stored measured 0.0 does not match"):
+        validate_claims_document(doc)
+
+
+@pytest.mark.parametrize("bad", [True, None, "abc"])
+def test_document_values_must_be_numbers(bad):
+    doc = json.loads(json.dumps(_doc_with_parts()))
+    doc["claims"][0]["method"]["values"][1] = bad
+    if bad is None:  # legacy null = NaN: then the stored mean (a number) no longer matches
+        match = "does not match"
+    else:
+        match = "expected a number"
+    with pytest.raises(ValueError, match=match):
+        validate_claims_document(doc)
+
+
 @pytest.mark.parametrize(
     "kw,param",
     [({"direction": ">"}, "direction"), ({"compare": "diff"}, "compare"), ({"reduce": "median"}, "reduce")],

@@ -193,3 +193,77 @@ def test_smoke_precondition_is_expected_not_invalid(tmp_path, monkeypatch, capsy
     from iclr25.common.render import validity_label
 
     assert validity_label(d2) == "RUN INVALID"
+
+
+# -- file safety (issue #34) -------------------------------------------------------------------------------
+
+
+def test_figure_and_report_md_symlinks_out_of_the_run_folder_are_not_embedded(tmp_path, no_refs):
+    """Regression: a figures/ link to /etc/passwd ended up base64 in index.html."""
+    import base64
+
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    d = tmp_path / "toy"
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG top secret bytes")
+    (d / "figures" / "leak.png").symlink_to(secret)
+    (d / "figures" / "passwd.png").symlink_to("/etc/passwd")
+    (d / "figures" / "zero.png").symlink_to("/dev/zero")
+    (d / "figures" / "same.png").symlink_to(d / "figures" / "acc.png")  # inside the run folder: fine
+    html = render_report(tmp_path, no_refs)
+    assert base64.b64encode(secret.read_bytes()).decode() not in html
+    assert base64.b64encode(Path("/etc/passwd").read_bytes()[:30]).decode()[:40] not in html
+    acc = base64.b64encode((d / "figures" / "acc.png").read_bytes()).decode()
+    assert html.count(acc) >= 2  # acc.png and its in-folder link
+    (d / "report.md").unlink()
+    (d / "report.md").symlink_to("/etc/passwd")
+    html = render_report(tmp_path, no_refs)
+    assert "root:" not in html and "report.md is refused" in html and "outside" in html
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "outside", "deep"])
+def test_unsafe_claims_json_is_an_invalid_document_not_a_crash(target, tmp_path, no_refs):
+    """Regression: a claims.json linked to /dev/zero exhausted memory; deeply nested JSON gave RecursionError."""
+    run_experiment(toy, "toy", "smoke", tmp_path / "runs", seeds=2)
+    run_experiment(toy, "toy2", "smoke", tmp_path / "runs", seeds=2)
+    f = tmp_path / "runs" / "toy2" / "claims.json"
+    if target == "deep":
+        f.write_text('{"slug": "toy2", "claims": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    else:
+        other = tmp_path / "elsewhere.json"
+        other.write_bytes(f.read_bytes())
+        f.unlink()
+        f.symlink_to("/dev/zero" if target == "/dev/zero" else other)
+    html = render_report(tmp_path / "runs", no_refs)
+    assert "claims.json is refused" in html and "1/2 toy-size claims hold" in html
+    assert ("nested" if target == "deep" else "outside") in html
+
+
+def test_nested_parts_deeper_than_the_limit_are_refused(tmp_path, no_refs):
+    run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
+    doc = read_json(tmp_path / "toy" / "claims.json")
+    c = doc["claims"][0]
+    for _ in range(40):  # parts inside parts: 40 * 2 JSON levels
+        c = {**c, "parts": [c]}
+    doc["claims"][0] = c
+    (tmp_path / "toy" / "claims.json").write_text(json.dumps(doc))
+    assert "nested deeper than 64 levels" in render_report(tmp_path, no_refs)
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "empty"])
+def test_a_bad_reference_is_an_error_not_ignored(kind, tmp_path, capsys):
+    """Regression: `--reference /no/such/dir` silently showed no reference."""
+    from iclr25.report import ReportError
+
+    run_experiment(toy, "toy", "smoke", tmp_path / "runs", seeds=2)
+    bad = {
+        "missing": str(tmp_path / "nope"),
+        "file": str(tmp_path / "runs" / "toy" / "claims.json"),
+        "empty": "",
+    }[kind]
+    with pytest.raises(ReportError, match="no such reference folder|empty string"):
+        render_report(tmp_path / "runs", bad)
+    assert main(["report", "--out", str(tmp_path / "runs"), "--reference", bad]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("iclr25: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "runs" / "index.html").exists()

@@ -6,6 +6,10 @@ such, with the reason, and left out of the headline count, as are runs marked in
 results (``results/quick/<slug>/claims.json``) are shown beside the fresh runs and labelled as such; smoke runs
 are labelled as plumbing checks.
 
+Nothing is read from outside a run's own folder: a ``claims.json``, ``report.md`` or figure that is (or sits
+behind) a symlink resolving outside ``<out>/<slug>/`` is refused, reads are size-limited (a link to
+``/dev/zero`` cannot exhaust memory) and JSON nested too deeply is refused before anything recurses on it.
+
 Everything is rendered by Jinja2 with autoescaping; each run's ``report.md`` goes through markdown-it with raw
 HTML disabled (it is shown as text), so no text from a run folder can become live HTML. Numbers are formatted by
 :mod:`iclr25.common.fmt` and claim rows built by :mod:`iclr25.common.render`, as in the CLI and report.md.
@@ -23,11 +27,12 @@ from typing import Any
 from .. import registry
 from ..common.claims import Claim, validate_claims_document
 from ..common.fmt import fmt_seconds
-from ..common.io import atomic_write_text, read_json
+from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
 from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
+MAX_REPORT_MD_BYTES = 8 << 20
 
 
 class ReportError(OSError):
@@ -89,7 +94,10 @@ class RunView:
 def _load(path: Path, folder: str, kind: str) -> RunView:
     v = RunView(folder=folder, kind=kind, path=path)
     try:
-        v.doc = read_json(path)
+        v.doc = read_json(path, within=path.parent)
+    except UnsafeFileError as e:
+        v.error = f"claims.json is refused ({e})"
+        return v
     except UnicodeDecodeError:
         v.error = "claims.json is not UTF-8 text"
         return v
@@ -139,14 +147,16 @@ def _markdown() -> Any:
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
 
-def _data_uri(path: Path) -> str | None:
+def _data_uri(path: Path, within: Path) -> str | None:
+    """``data:`` URI of an image file inside the folder ``within`` (symlinks resolved), else ``None``."""
     mime = IMAGE_TYPES.get(path.suffix.lower())
-    try:
-        if mime is None or not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
-            return None
-        return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
-    except OSError:
+    if mime is None:
         return None
+    try:
+        data = read_bytes_limited(path, MAX_IMAGE_BYTES, within=within)
+    except (OSError, ValueError):  # missing, unreadable, too large, not a regular file, or outside `within`
+        return None
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
 
 
 def _inside(base: Path, rel: str) -> Path | None:
@@ -168,7 +178,7 @@ def render_markdown(text: str, base: Path, demote: int = 2) -> str:
         alt = re.search(r'\salt="([^"]*)"', tag)
         alt_text = alt.group(1) if alt else ""
         p = _inside(base, html.unescape(src.group(1))) if src else None
-        uri = _data_uri(p) if p is not None else None
+        uri = _data_uri(p, base) if p is not None else None
         if uri is None:
             return f'<span class="muted">[image: {alt_text}]</span>'
         return f'<img src="{uri}" alt="{alt_text}">'
@@ -183,7 +193,7 @@ def _figures(d: Path) -> list[dict[str, str]]:
     fdir = d / "figures"
     if fdir.is_dir():
         for p in sorted(fdir.iterdir()):
-            uri = _data_uri(p)
+            uri = _data_uri(p, d)
             if uri:
                 figs.append({"name": p.name, "stem": p.stem, "uri": uri})
     return figs
@@ -277,7 +287,16 @@ def _status(v: RunView | None, with_preset: bool) -> str:
 def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
     out = Path(out)
     fresh = collect_runs(out, "fresh")
-    ref_dir = Path(reference) if reference else default_reference_dir()
+    if reference is not None:
+        if str(reference).strip() == "":
+            raise ReportError("--reference must name a folder of <slug>/claims.json, got an empty string")
+        if not Path(reference).is_dir():
+            what = "a file, not a folder" if Path(reference).exists() else "no such folder"
+            raise ReportError(
+                f"no such reference folder: {reference} ({what}; --reference must name a folder of "
+                "<slug>/claims.json)"
+            )
+    ref_dir = Path(reference) if reference is not None else default_reference_dir()
     refs = (
         collect_runs(ref_dir, "reference")
         if ref_dir is not None and ref_dir.resolve() != out.resolve()
@@ -294,17 +313,21 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
         figs = _figures(d) if f is not None else []
         rep = d / "report.md"
         report_html = ""
-        if f is not None and rep.is_file():
+        if f is not None and (rep.exists() or rep.is_symlink()):
             try:
-                text = rep.read_text(encoding="utf-8", errors="replace")
+                text = read_bytes_limited(rep, MAX_REPORT_MD_BYTES, within=d).decode(
+                    "utf-8", errors="replace"
+                )
                 report_html = render_markdown(text, d)
                 first = re.search(
                     r"\]\(figures/([^)\s]+)\)", text
                 )  # the experiment's first figure is its main one
                 if first:
                     figs.sort(key=lambda g: g["name"] != first.group(1))
+            except UnsafeFileError as e:
+                report_html = f"<p>report.md is refused ({html.escape(str(e))})</p>"
             except OSError as e:
-                report_html = f"<p>report.md cannot be read ({e.strerror or e})</p>"
+                report_html = f"<p>report.md cannot be read ({html.escape(str(e.strerror or e))})</p>"
         notes = []
         for v in (f, r):
             if v is not None and v.ok:
