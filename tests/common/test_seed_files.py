@@ -220,8 +220,11 @@ def test_timing_keys():
         assert is_timing_key(k), k
     for k in ("acc", "ours/acc", "steps", "params/svf", "gece", "sar/frozen_step_fraction", "best_step/A"):
         assert not is_timing_key(k), k
-    rest, t = split_timings({"a": {"acc": 1, "time_s": 2, "timing": {"x": 3}}, "seconds": 4, "b": 5})
-    assert rest == {"a": {"acc": 1}, "b": 5} and t == {"a": {"time_s": 2, "timing": {"x": 3}}, "seconds": 4}
+    rest, t = split_timings({"a": {"acc": 1, "time_s": 2, "timing": {"x": 3}}, "seconds": 4, "b": 5, "e": {}})
+    assert rest == {"a": {"acc": 1}, "b": 5, "e": {}}
+    assert t == {"a": {"time_s": 2, "timing": {"x": 3}}, "seconds": 4}
+    rest, t = split_timings({"cost": {"large": {"unlearn_s": 1.0}}, "acc": 0.5})
+    assert rest == {"acc": 0.5} and t == {"cost": {"large": {"unlearn_s": 1.0}}}
 
 
 def test_metrics_json_is_byte_identical_across_fresh_reruns_and_timings_go_to_timings_json(

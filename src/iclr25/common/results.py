@@ -503,7 +503,8 @@ def is_timing_key(key: str) -> bool:
 
 def split_timings(d: Any) -> tuple[Any, Any]:
     """``(rest, timings)`` of a nested dict: every entry whose key :func:`is_timing_key` goes, with its whole
-    subtree, to ``timings`` (nesting kept); the rest stays. Non-dicts are returned as ``(d, {})``."""
+    subtree, to ``timings`` (nesting kept); the rest stays, less the dicts that held nothing but timings.
+    Non-dicts are returned as ``(d, {})``."""
     if not isinstance(d, dict):
         return d, {}
     rest: dict = {}
@@ -513,9 +514,10 @@ def split_timings(d: Any) -> tuple[Any, Any]:
             timings[k] = v
             continue
         r, t = split_timings(v)
-        rest[k] = r
         if t:
             timings[k] = t
+        if r != {} or not t:  # a dict that held only timings leaves no empty husk behind
+            rest[k] = r
     return rest, timings
 
 
