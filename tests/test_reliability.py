@@ -70,7 +70,9 @@ def test_nan_metric_survives_the_round_trip_and_makes_the_claim_undefined(
 def test_values_refuses_missing_keys_and_non_numbers_naming_key_and_seed():
     """Regression (issue #34): a missing key, ``true``, ``"abc"`` or ``null`` in a seed's result gave a traceback
     deep in an experiment, or (booleans) silently became 1.0 and flipped a claim."""
-    assert values({0: {"a": {"b": 1}}, 1: {"a": {"b": "NaN"}}, 2: {"a": {"b": float("inf")}}}, "a/b")[0] == 1.0
+    assert (
+        values({0: {"a": {"b": 1}}, 1: {"a": {"b": "NaN"}}, 2: {"a": {"b": float("inf")}}}, "a/b")[0] == 1.0
+    )
     assert math.isnan(values({1: {"a": "NaN"}}, "a")[0])  # NaN is a number: never dropped
     with pytest.raises(ValueError, match="'b'.*seed 0"):
         values({0: {"a": 1.0}}, "b")
