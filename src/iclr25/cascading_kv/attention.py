@@ -119,17 +119,16 @@ def cascade_attention_forward(
             "attention function)"
         )
     ci, si = rot.model_inverse(query, pos_given)
+    softcap, window = kwargs.get("softcap"), kwargs.get("sliding_window")
+    grouped = q == 1 and GROUPED_DECODE
+    if grouped and layer.fused_applicable(query, softcap, window):  # the same step as one compiled graph
+        return layer.fused_decode(query, key, value, ci, si, scaling)
     # stored keys sit rotated at their slot's reference position; position = ref + offset
     lay = layer.layout()
     n_held = lay["n_held"]
     kbuf, vbuf = layer.kbuf, layer.vbuf
-    softcap, window = kwargs.get("softcap"), kwargs.get("sliding_window")
-    grouped = q == 1 and GROUPED_DECODE
     if grouped:
         qr = _query_rotation(lay, rot, dt, B, Hkv, rep, scaling)
-        if layer.fused_applicable(query, softcap, window, lay):  # the same step as one compiled graph
-            out, A = layer.fused_decode(query, key, value, ci, si, qr, scaling)
-            return out.transpose(1, 2).contiguous(), A
     q_pre = rot.apply(query, ci, si)
     k_pre = rot.apply(key, ci, si)
 

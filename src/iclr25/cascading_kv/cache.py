@@ -395,14 +395,14 @@ class CascadingLayer(CacheLayerMixin):
         vb.index_copy_(2, mv["dst"], v_new)
 
     # ---------------------------------------------------------------- fused decode (decode_backend="compile")
-    def fused_applicable(self, query: torch.Tensor, softcap, window, lay: dict) -> bool:
+    def fused_applicable(self, query: torch.Tensor, softcap, window) -> bool:
         """Whether this single-token step can run :func:`~.fused.decode_step`: backend ``"compile"``, CPU, a full
         cache with full sinks (no mask, the one-token insertion), no softcap / sliding window, no autograd."""
         return (
             self.decode_backend == "compile"
             and FAST_SINGLE
-            and lay["full"]
             and self.state.n_sinks >= self.sink_tokens
+            and self.state.n_cached == self.cache_size
             and softcap is None
             and window is None
             and query.device.type == "cpu"
@@ -442,18 +442,18 @@ class CascadingLayer(CacheLayerMixin):
         memo[mkey] = mv
         return mv
 
-    def fused_decode(
-        self, query, key, value, ci, si, qr, scaling: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The single-token step as one compiled graph: ``(out (B, Hq, 1, Dv), A)``; updates cache and state."""
+    def fused_decode(self, query, key, value, ci, si, scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The single-token step as one compiled graph: ``(out (B, 1, Hq, Dv), A)``; updates cache and state."""
         st, rot = self.state, self.rotary
         plan = st.plan_single()
-        mv = self._fused_plan(plan, self.kbuf.dtype, self.kbuf.device)
+        dt, dev = self.kbuf.dtype, self.kbuf.device
+        mv = self._fused_plan(plan, dt, dev)
+        tcos, tsin = rot.table(dt)
         out, A = run_compiled(
-            query, key, value, ci, si, qr[0], qr[1], qr[2], self.kbuf, self.vbuf,
+            query, key, value, ci, si, torch.tensor(st.start, device=dev), tcos, tsin, self.kbuf, self.vbuf,
             torch.from_numpy(st._score), torch.from_numpy(st._og),
             mv["dst"], mv["src"], mv["ncos"], mv["nsin"], mv["mcos"], mv["msin"], mv["write"], mv["compete"],
-            torch.tensor([[plan.t - 1]]), rot.interleaved, rot.rotary_dim, float(scaling), float(rot.scaling**2 * scaling),
+            torch.tensor([[plan.t - 1]]), rot.interleaved, rot.rotary_dim, rot.table_center, float(scaling), float(rot.scaling**2 * scaling),
             self.beta, self.sink_tokens, self.head_reduction, self.homogeneous_heads,
         )  # fmt: skip
         st.t, st.stored, st.start = plan.t, list(plan.stored), list(plan.start)

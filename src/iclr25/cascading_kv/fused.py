@@ -40,9 +40,9 @@ def decode_step(
     value: torch.Tensor,
     ci: torch.Tensor,
     si: torch.Tensor,
-    qcos: torch.Tensor,
-    qsin: torch.Tensor,
-    gidx: torch.Tensor,
+    start: torch.Tensor,
+    tcos: torch.Tensor,
+    tsin: torch.Tensor,
     kbuf: torch.Tensor,
     vbuf: torch.Tensor,
     score: torch.Tensor,
@@ -58,6 +58,7 @@ def decode_step(
     new_og: torch.Tensor,
     interleaved: bool,
     rotary_dim: int,
+    table_center: int,
     scaling: float,
     self_scale: float,
     beta: float,
@@ -65,11 +66,12 @@ def decode_step(
     reduction: str,
     homogeneous: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One decoded token for one layer of a full cascading cache (sinks full, no mask); returns ``(out, A)``.
+    """One decoded token for one layer of a full cascading cache (sinks full, no mask); ``(out (B, 1, Hq, Dv), A)``.
 
     The math is that of the eager path, step for step: ``q_pre, k_pre`` = the model's q/k un-rotated with its own
     inverse cos/sin (``ci, si``); logits over the ``S + N`` slots = ``R(P − c)q_pre · R(ref)k`` per offset group
-    (``qcos, qsin`` carry the logit scale, ``gidx`` picks each slot's group); the token's logit with itself is
+    (the groups' offsets follow from the ring starts ``start`` ``(C,)``; ``tcos, tsin`` the rotary table of
+    :class:`~.rope.Rotary`, row ``table_center + p`` = position ``p``); the token's logit with itself is
     ``self_scale·<q_pre, k_pre>``; ``A = softmax`` in float32; ``out = A·V``. Scores: ``s ← β·s + (1−β)·red(A)``
     and the new token's ``(1−β)·red(A_self)`` (``red`` = max/mean over the query heads of a group). Moves (``dst``,
     ``src`` ``(C+1,)`` absolute buffer slots): entry 0 receives the new token (``k_pre`` rotated by ``ncos, nsin``),
@@ -80,8 +82,23 @@ def decode_step(
     B, Hq, _, D = query.shape
     Hkv, M = kbuf.shape[1], kbuf.shape[2]
     rep = Hq // Hkv
-    G = qcos.shape[0]
     R, N = score.shape
+    C = start.shape[0]
+    W = N // C
+    G = 2 * C + 1
+    # the full cache's layout (CascadingLayer.layout with stored = W everywhere): cascade i holds cache positions
+    # base_i … base_i + W − 1 with base_i = S + N − (i+1)·W; ring offset m sits at m − start_i + base_i (+ W if
+    # m < start_i): offset group 1 + 2i (2 + 2i), the sinks are group 0 at offset 0
+    base = sinks + N - W * torch.arange(1, C + 1, device=start.device)
+    goff = torch.zeros(G, dtype=torch.int64, device=start.device)
+    goff[1::2] = base - start
+    goff[2::2] = base - start + W
+    m = torch.arange(W, device=start.device)
+    grp = 1 + 2 * torch.arange(C, device=start.device)[:, None] + (m[None, :] < start[:, None])
+    grp = torch.cat([torch.zeros(sinks, dtype=torch.int64, device=start.device), grp.reshape(-1)])
+    gidx = grp.view(1, 1, 1, 1, M).expand(B, Hkv, rep, 1, M)
+    idx = table_center + (sinks + N) - goff  # the query's cache position minus each group's offset
+    qcos, qsin = tcos[idx] * scaling, tsin[idx] * scaling
     q_pre = rope_folded(query, ci, si, interleaved)
     k_pre = rope_folded(key, ci, si, interleaved)
     qg = rope_folded(q_pre.reshape(B, Hkv, rep, 1, D), qcos, qsin, interleaved)  # (B, Hkv, rep, G, D)
@@ -98,6 +115,7 @@ def decode_step(
         Av[..., M:].reshape(B, Hkv, rep, 1),
         value,
     ).reshape(B, Hq, 1, -1)
+    out = out.transpose(1, 2).contiguous()
 
     # EMA scores (sinks never scored), then the insertion of Algorithm 2 along the plan
     r = reduce_heads(A[..., 0, sinks:], kv_heads=Hkv, reduction=reduction, homogeneous=homogeneous)

@@ -173,6 +173,18 @@ class Rotary:
         self.layouts = {}
         self.moves = {}
 
+    @property
+    def table_center(self) -> int:
+        """Row of position 0 in :meth:`table` (the table covers positions ``−T..T``)."""
+        return self._T
+
+    def table(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole ``(cos, sin·sign)`` table ``(2T+1, rd)`` in ``dtype``, model-scaled (:meth:`at` indexes it)."""
+        t = self._tab.get(dtype)
+        if t is None:
+            t = self._tab[dtype] = tuple(x.to(dtype) for x in self._tab["f32"])
+        return t[0], t[1]
+
     def at(
         self, positions: torch.Tensor, dtype: torch.dtype, unit: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
