@@ -251,6 +251,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAIL if failed else 0
 
 
+def _device_note(device: str) -> str:
+    """What ``iclr25 config`` says about the device: the one the run asks for, and whether it is here."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return (
+                f"{device} (asked for; CUDA is not available on this machine, so `iclr25 run` here would exit 2: "
+                "pass --device cpu or auto)"
+            )
+    return device
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -262,7 +275,13 @@ def cmd_config(args: argparse.Namespace) -> int:
     seeds, seed = _seed_args(args)
     exp = experiment_module(args.slug)
     cfg, applied = effective_config(
-        exp, args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
+        exp,
+        args.preset,
+        seeds=seeds,
+        seed=seed,
+        device=args.device,
+        overrides=args.overrides,
+        check_device=False,
     )
     doc = {
         "slug": args.slug,
@@ -270,6 +289,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "config_class": type(cfg).__name__,
         "overrides": to_jsonable(applied),
         "config_hash": config_hash(cfg),
+        "device": _device_note(getattr(cfg, "device", "cpu")),
         "config": to_jsonable(dataclasses.asdict(cfg)),
     }
     print(json.dumps(doc, indent=2))

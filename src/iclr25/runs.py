@@ -66,11 +66,18 @@ def experiment_module(slug: str) -> ModuleType:
     return system.experiment()
 
 
-def resolve_device(device: str | None, preset_device: str) -> str:
-    """``None`` → the preset's device; ``auto`` → ``cuda`` when CUDA is present, else ``cpu``; validated."""
-    from .common.device import get_device
+def resolve_device(device: str | None, preset_device: str, check: bool = True) -> str:
+    """``None`` → the preset's device; ``auto`` → ``cuda`` when CUDA is present, else ``cpu``; validated.
+
+    ``check=False`` validates the name only (``cuda`` is kept on a machine without CUDA): for printing the config
+    a run would use elsewhere."""
+    from .common.device import VALID_DEVICES, get_device
 
     name = preset_device if device is None else device
+    if not check and isinstance(name, str) and (name == "cuda" or name.startswith("cuda:")):
+        if name != "cuda" and not name[5:].isdigit():
+            raise UsageError(f"device must be one of {VALID_DEVICES} (or 'cuda:N'), got {name!r}")
+        return name
     if name == "auto":
         return get_device("auto").type
     try:
@@ -221,8 +228,12 @@ def effective_config(
     seed: int | None = None,
     device: str | None = None,
     overrides: list[str] | dict[str, Any] | None = None,
+    check_device: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
-    """The config a run would use, and the overrides applied. ``UsageError`` for anything invalid."""
+    """The config a run would use, and the overrides applied. ``UsageError`` for anything invalid.
+
+    ``check_device=False`` does not require the device to be present (``iclr25 config`` of a CUDA preset on a
+    laptop)."""
     presets = getattr(exp, "PRESETS", None)
     if not isinstance(presets, dict):
         raise UsageError(f"experiment module {exp.__name__} has no PRESETS dict")
@@ -239,7 +250,7 @@ def effective_config(
                 raise UsageError(f"{name} must be an int, got {v!r}")
             changes[name] = v
     dev_field = changes.get("device", device)
-    changes["device"] = resolve_device(dev_field, base.device)
+    changes["device"] = resolve_device(dev_field, base.device, check=check_device)
     try:
         cfg = dataclasses.replace(base, **changes)
     except (ValueError, TypeError) as e:

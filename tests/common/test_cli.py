@@ -125,3 +125,17 @@ def test_set_values_the_experiment_would_reject_exit_2_in_one_line(slug, overrid
     assert needle in err and "Traceback" not in err, err
     assert "sk-secret" not in err
     assert not (tmp_path / slug / "config.json").exists()
+
+
+def test_config_of_a_cuda_preset_prints_without_cuda(capsys):
+    """Printing a config never needs the device: it names the device the run will ask for."""
+    import json
+
+    import torch
+
+    assert main(["config", "pds", "--preset", "full"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["config"]["device"] == "cuda"
+    if not torch.cuda.is_available():
+        assert "CUDA is not available" in doc["device"]
+    assert main(["config", "pds", "--preset", "full", "--device", "cuda:x"]) == 2

@@ -19,7 +19,10 @@ def test_smoke_run_measures_every_claim(tmp_path):
     per = m["per_seed"]["0"]
     # the Newton step is far closer to retraining than doing nothing, and unlearning is cheaper than retraining
     assert per["min_ratio_nothing_over_newton"] > 2
-    assert per["cost"]["large"]["unlearn_s"] < per["cost"]["large"]["retrain_s"]
+    t = json.loads((tmp_path / "topic_unlearning" / "timings.json").read_text())  # timings live apart
+    cost = t["per_seed"]["0"]["cost"]["large"]
+    assert cost["unlearn_s"] < cost["retrain_s"]
+    assert "cost" not in per or "unlearn_s" not in per["cost"].get("large", {})  # metrics.json stays byte-stable
     assert m["aggregate"]["real_text"]["docs"] == 300
     assert "Real text" in (tmp_path / "topic_unlearning" / "report.md").read_text()
 
