@@ -62,13 +62,34 @@ def test_pretrained_mode_runs_on_a_tiny_model():
     assert math.isfinite(r["cascade"]["ppl"]) and math.isfinite(r["timing"]["full_ratio"])
 
 
-def test_benchmark_child_measures_prefill(capsys):
-    from benchmarks.bench_cascading_kv import main
+def test_benchmark_children_measure_prefill_and_decode(capsys):
+    from benchmarks.bench_cascading_kv import METHODS, main
 
-    for method in ("cascade", "full"):
-        args = ["--_one", method, "--_length", "96", "--_decode", "2", "--cache-size", "32", "--stride", "32",
-                "--hidden", "32", "--repeats", "1"]  # fmt: skip
-        assert main(args) == 0
+    small = ["--cache-size", "32", "--stride", "32", "--hidden", "32", "--repeats", "1", "--decode-tokens", "2",
+             "--rounds", "1"]  # fmt: skip
+    for method in METHODS:
+        assert main(["--_one", method, "--_length", "96", *small]) == 0
         r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert r["method"] == method and r["prefill_s"] > 0 and r["decode_tok_s"] > 0
-        assert r["cache_bytes"] > 0
+        assert r["method"] == method and r["prefill_s"] > 0 and r["cache_bytes"] > 0
+    assert main(["--_decode", "96", "--_methods", "cascade,sliding,full,quantized", *small]) == 0
+    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert all(r[f"{m}_tok_s"] > 0 for m in ("cascade", "sliding", "full", "quantized"))
+
+
+def test_benchmark_goals_are_ratios_of_this_run():
+    """Speeds are ratios ≥ target, memory a ratio ≤ target; a length that was not run is not measured (✗)."""
+    from benchmarks.bench_cascading_kv import goals
+
+    rows = [{"method": m, "length": 32768, "prefill_s": s, "peak_bytes": b}
+            for m, s, b in (("cascade", 2.0, 30), ("sliding", 3.0, 20), ("full", 9.0, 300))]  # fmt: skip
+    pairs = [{"length": 4096, "compiled_tok_s": 90.0, "cascade_tok_s": 70.0, "sliding_tok_s": 100.0}]
+    g = {x["goal"]: x for x in goals(rows, pairs)}
+    assert g["decode tok/s, cascade (compiled) / HF sliding window, 4K"]["ratio"] == 0.9
+    assert g["decode tok/s, cascade (compiled) / HF sliding window, 4K"]["met"]
+    assert not g["decode tok/s, cascade (eager) / HF sliding window, 4K"]["met"]
+    assert g["prefill speed, HF chunked sliding window s / cascade s, 32K"]["ratio"] == 1.5
+    assert g["prefill speed, SDPA full attention s / cascade s, 32K"]["ratio"] == 4.5
+    mem = g["peak prefill memory, cascade / HF sliding window, 32K"]
+    assert mem["ratio"] == 1.5 and mem["met"]  # ≤ 1.5
+    dec32 = g["decode tok/s, cascade (compiled) / HF sliding window, 32K"]
+    assert math.isnan(dec32["ratio"]) and not dec32["met"]
