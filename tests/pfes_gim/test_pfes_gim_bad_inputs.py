@@ -106,3 +106,31 @@ def test_damaged_seed_result_raises_instead_of_dropping_a_claim(tmp_path):
     RunDir(tmp_path, cfg).save_seed(0, {"B": {}, "hard_variant": {}})
     with pytest.raises((KeyError, ValueError), match="has no 'A'"):
         run(cfg, tmp_path)
+
+
+def test_a_seed_pins_its_threads_and_restores_them():
+    """A seed's numbers must not depend on the process's thread count (issue #34): one_seed pins torch and
+    BLAS to one thread and restores the caller's setting afterwards."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from iclr25.pfes_gim import experiment as E
+
+    seen = {}
+
+    def spy(cfg, seed, k):
+        seen["torch"] = torch.get_num_threads()
+        seen["blas"] = {p["num_threads"] for p in threadpool_info()}
+        return {"ok": 1}
+
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        orig, E._one_seed = E._one_seed, spy
+        try:
+            assert E.one_seed(PRESETS["smoke"], 0, 0) == {"ok": 1}
+        finally:
+            E._one_seed = orig
+        assert seen == {"torch": 1, "blas": {1}} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
