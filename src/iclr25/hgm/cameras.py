@@ -31,6 +31,28 @@ __all__ = [
 ]
 
 
+def _check_real(name: str, v, positive: bool = False) -> None:
+    """A finite real number (not a bool or a string); ``positive`` also requires v > 0."""
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or not math.isfinite(v)
+        or (positive and v <= 0)
+    ):
+        what = "a finite number > 0" if positive else "a finite number"
+        raise ValueError(f"{name} must be {what}; got {v!r}")
+
+
+def _check_pos_int(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive int; got {v!r}")
+
+
+def _check_camera(camera) -> None:
+    if not isinstance(camera, Camera):
+        raise ValueError(f"camera must be an iclr25.hgm.Camera; got {type(camera).__name__}")
+
+
 def _check_finite(name: str, t: Tensor) -> None:
     if not torch.isfinite(t).all():
         raise ValueError(
@@ -52,10 +74,11 @@ class Camera:
     height: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.width, int) or self.width <= 0:
-            raise ValueError(f"width must be a positive int; got {self.width!r}")
-        if not isinstance(self.height, int) or self.height <= 0:
-            raise ValueError(f"height must be a positive int; got {self.height!r}")
+        _check_pos_int("width", self.width)
+        _check_pos_int("height", self.height)
+        for name, t in (("viewmats", self.viewmats), ("Ks", self.Ks)):
+            if not isinstance(t, Tensor):
+                raise ValueError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
         if self.viewmats.dim() < 3 or self.viewmats.shape[-2:] != (4, 4):
             raise ValueError(f"viewmats must have shape (..., C, 4, 4); got {tuple(self.viewmats.shape)}")
         if self.Ks.shape[:-2] != self.viewmats.shape[:-2] or self.Ks.shape[-2:] != (3, 3):
@@ -65,6 +88,16 @@ class Camera:
             )
         _check_finite("viewmats", self.viewmats)
         _check_finite("Ks", self.Ks)
+        bottom = self.viewmats.new_tensor([0.0, 0.0, 0.0, 1.0])
+        if self.viewmats.numel() and not torch.allclose(
+            self.viewmats[..., 3, :], bottom.expand_as(self.viewmats[..., 3, :]), atol=1e-5
+        ):
+            raise ValueError("viewmats must be rigid 4×4 transforms with last row (0, 0, 0, 1)")
+        if (
+            self.Ks.numel()
+            and ((self.Ks[..., 0, 0] == 0) | (self.Ks[..., 1, 1] == 0) | (self.Ks[..., 2, 2] == 0)).any()
+        ):
+            raise ValueError("Ks must be invertible pinhole intrinsics (fx, fy and K[2, 2] non-zero)")
 
     @property
     def num_views(self) -> int:
@@ -102,6 +135,7 @@ class Camera:
 
 def intrinsics_from_fov(fovy_deg: float, width: int, height: int, dtype=torch.float32) -> Tensor:
     """Pinhole intrinsics for a vertical field of view (degrees), square pixels, principal point at the centre."""
+    _check_real("fovy_deg", fovy_deg)
     if not 0.0 < fovy_deg < 180.0:
         raise ValueError(f"fovy_deg must be in (0, 180); got {fovy_deg}")
     for name, v in (("width", width), ("height", height)):
@@ -115,6 +149,17 @@ def look_at(
     eye: Tensor, target: Tensor | None = None, up: tuple[float, float, float] = (0.0, 1.0, 0.0)
 ) -> Tensor:
     """World-to-camera (OpenCV) matrices for cameras at ``eye`` (..., 3) looking at ``target``."""
+    if not isinstance(eye, Tensor) or not (target is None or isinstance(target, Tensor)):
+        raise ValueError(
+            f"eye and target must be torch.Tensors; got {type(eye).__name__}, {type(target).__name__}"
+        )
+    if (
+        not isinstance(up, (tuple, list))
+        or len(up) != 3
+        or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in up)
+        or math.hypot(*up) == 0
+    ):
+        raise ValueError(f"up must be three finite numbers, not all zero; got {up!r}")
     if target is None:
         target = torch.zeros_like(eye)
     if eye.shape[-1:] != (3,) or target.shape[-1:] != (3,):
@@ -158,14 +203,19 @@ def orbit_cameras(
 
     View ``k`` has azimuth ``k · 360 / num_views``; with 12 views, view 0 is the front and view 6 the back.
     """
-    if num_views <= 0:
-        raise ValueError(f"num_views must be positive; got {num_views}")
-    if radius <= 0:
-        raise ValueError(f"radius must be positive; got {radius}")
+    _check_pos_int("num_views", num_views)
+    _check_real("radius", radius, positive=True)
+    _check_real("elevation_deg", elevation_deg)
+    if not -90.0 < elevation_deg < 90.0:
+        raise ValueError(
+            f"elevation_deg must be in (-90, 90) (at ±90 the camera roll is undefined); got {elevation_deg}"
+        )
     if azimuths_deg is None:
         az = torch.arange(num_views, dtype=torch.float64) * (360.0 / num_views)
     else:
         az = torch.as_tensor(azimuths_deg, dtype=torch.float64).reshape(-1)
+        if az.numel() == 0 or not torch.isfinite(az).all():
+            raise ValueError(f"azimuths_deg must be a non-empty list of finite angles; got {azimuths_deg!r}")
     a, e = torch.deg2rad(az), math.radians(elevation_deg)
     eye = torch.stack(
         [
@@ -182,6 +232,7 @@ def orbit_cameras(
 
 def pixel_rays(camera: Camera) -> tuple[Tensor, Tensor]:
     """Ray origins and unit directions through every pixel centre, each (..., C, H, W, 3) in world space."""
+    _check_camera(camera)
     H, W = camera.height, camera.width
     dtype, device = camera.Ks.dtype, camera.Ks.device
     v, u = torch.meshgrid(
@@ -206,11 +257,19 @@ def plucker_rays(camera: Camera) -> Tensor:
     return pl.movedim(-1, -3)
 
 
-def project_points(points: Tensor, camera: Camera) -> tuple[Tensor, Tensor]:
+def project_points(points: Tensor, camera: Camera, validate: bool = True) -> tuple[Tensor, Tensor]:
     """Project world points (..., N, 3) into every view: pixel coordinates (..., C, N, 2) and depths (..., C, N).
 
-    Pixel coordinates follow gsplat (continuous, pixel ``u`` spans ``[u, u+1)``).
+    Pixel coordinates follow gsplat (continuous, pixel ``u`` spans ``[u, u+1)``). ``validate=False`` skips the
+    finiteness check of ``points`` (a device sync) for internal callers.
     """
+    _check_camera(camera)
+    if not isinstance(points, Tensor) or points.dim() < 2 or points.shape[-1] != 3:
+        raise ValueError(
+            f"points must be a tensor of shape (..., N, 3); got {getattr(points, 'shape', points)!r}"
+        )
+    if validate:
+        _check_finite("points", points)
     R = camera.viewmats[..., :3, :3]
     t = camera.viewmats[..., :3, 3]
     pc = torch.einsum("...cij,...nj->...cni", R, points) + t[..., None, :]
@@ -221,6 +280,11 @@ def project_points(points: Tensor, camera: Camera) -> tuple[Tensor, Tensor]:
 
 def unproject_pixels(uv: Tensor, depth: Tensor, camera: Camera) -> Tensor:
     """Inverse of :func:`project_points`: pixels (..., C, N, 2) at camera depths (..., C, N) → world (..., C, N, 3)."""
+    _check_camera(camera)
+    if uv.dim() < 3 or uv.shape[-1] != 2 or tuple(depth.shape) != tuple(uv.shape[:-1]):
+        raise ValueError(
+            f"uv must have shape (..., C, N, 2) and depth (..., C, N); got {tuple(uv.shape)}, {tuple(depth.shape)}"
+        )
     pix = torch.cat([uv, torch.ones_like(uv[..., :1])], dim=-1)
     pc = torch.einsum("...cij,...cnj->...cni", torch.linalg.inv(camera.Ks), pix) * depth.unsqueeze(-1)
     R = camera.viewmats[..., :3, :3]

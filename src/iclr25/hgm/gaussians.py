@@ -8,6 +8,7 @@ activations map arbitrary real outputs to valid Gaussians:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +51,10 @@ _FIELDS = ("means", "opacities", "scales", "quats", "colours")
 
 def activate_gaussians(raw: Tensor, scale_factor: float = 0.1, clamp_means: bool = True) -> GaussianSet:
     """Raw (..., N, 14) network outputs → :class:`GaussianSet` with the HGM/LGM activations."""
+    if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or not scale_factor > 0:
+        raise ValueError(f"scale_factor must be a finite number > 0; got {scale_factor!r}")
+    if scale_factor == float("inf"):
+        raise ValueError(f"scale_factor must be a finite number > 0; got {scale_factor!r}")
     if raw.shape[-1] != GAUSSIAN_DIM:
         raise ValueError(
             f"raw must have {GAUSSIAN_DIM} channels (μ3, α1, s3, q4, c3) in its last axis; got {raw.shape[-1]}"
@@ -76,6 +81,9 @@ def sample_image_features(features: Tensor, uv: Tensor, width: int, height: int)
         raise ValueError(
             f"expected features (B, C, H, W) and uv (B, N, 2); got {tuple(features.shape)}, {tuple(uv.shape)}"
         )
+    for name, v in (("width", width), ("height", height)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise ValueError(f"{name} must be a positive image size in pixels; got {v!r}")
     grid = torch.stack(
         [uv[..., 0] / width * 2 - 1, uv[..., 1] / height * 2 - 1], dim=-1
     )  # (B, N, 2) in [-1, 1]
@@ -92,6 +100,12 @@ def sample_volume(volume: Tensor, points: Tensor, lo: float = -1.0, hi: float = 
         raise ValueError(
             f"expected volume (B, C, D, H, W) and points (B, N, 3); got {tuple(volume.shape)}, {tuple(points.shape)}"
         )
+    if points.shape[0] != volume.shape[0]:
+        raise ValueError(
+            f"points and volume must share the batch size; got {tuple(points.shape)}, {tuple(volume.shape)}"
+        )
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"lo and hi must be finite numbers with lo < hi; got lo={lo!r}, hi={hi!r}")
     grid = ((points - lo) / (hi - lo) * 2 - 1).view(points.shape[0], 1, 1, -1, 3)
     out = F.grid_sample(volume, grid, mode="bilinear", padding_mode="border", align_corners=True)
     return out[:, :, 0, 0].transpose(1, 2)

@@ -23,13 +23,27 @@ def _check_range(data_range: float) -> None:
         raise ValueError(f"data_range must be > 0 (the images' value range), got {data_range!r}")
 
 
-def psnr(pred: Tensor, target: Tensor, data_range: float = 1.0) -> Tensor:
-    """Peak signal-to-noise ratio per image over the trailing (H, W, 3) axes; returns (...)."""
-    _check_range(data_range)
+def _check_images(pred: Tensor, target: Tensor) -> None:
+    if not isinstance(pred, Tensor) or not isinstance(target, Tensor):
+        raise ValueError(
+            f"pred and target must be torch.Tensors; got {type(pred).__name__}, {type(target).__name__}"
+        )
     if pred.shape != target.shape:
         raise ValueError(
             f"pred and target must have the same shape; got {tuple(pred.shape)} vs {tuple(target.shape)}"
         )
+    if pred.dim() < 3 or pred.numel() == 0:
+        raise ValueError(
+            f"pred and target must be non-empty images (..., H, W, C); got shape {tuple(pred.shape)}"
+        )
+    if not (torch.isfinite(pred).all() and torch.isfinite(target).all()):
+        raise ValueError("pred and target must be finite; got NaN or inf")
+
+
+def psnr(pred: Tensor, target: Tensor, data_range: float = 1.0) -> Tensor:
+    """Peak signal-to-noise ratio per image over the trailing (H, W, 3) axes; returns (...)."""
+    _check_range(data_range)
+    _check_images(pred, target)
     mse = ((pred - target) ** 2).flatten(-3).mean(-1)
     return 10 * torch.log10(data_range**2 / mse.clamp_min(1e-12))
 
@@ -40,9 +54,10 @@ def ssim(pred: Tensor, target: Tensor, data_range: float = 1.0) -> Tensor:
     from torchmetrics.functional.image import structural_similarity_index_measure as _ssim
 
     _check_range(data_range)
-    if pred.shape != target.shape:
+    _check_images(pred, target)
+    if min(pred.shape[-3:-1]) < 7:
         raise ValueError(
-            f"pred and target must have the same shape; got {tuple(pred.shape)} vs {tuple(target.shape)}"
+            f"pred and target must be at least 7×7 pixels (the SSIM window); got {tuple(pred.shape)}"
         )
     lead = pred.shape[:-3]
     p = pred.reshape(-1, *pred.shape[-3:]).permute(0, 3, 1, 2)
@@ -64,6 +79,10 @@ def chamfer_distance(a: Tensor, b: Tensor, mask_a: Tensor | None = None) -> Tens
         raise ValueError(f"a and b must hold at least one point each; got {tuple(a.shape)}, {tuple(b.shape)}")
     if mask_a is not None and tuple(mask_a.shape) != tuple(a.shape[:2]):
         raise ValueError(f"mask_a must have shape {tuple(a.shape[:2])} (B, Na); got {tuple(mask_a.shape)}")
+    if mask_a is not None and mask_a.dtype != torch.bool:
+        raise ValueError(f"mask_a must be a bool tensor; got dtype {mask_a.dtype}")
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError("a and b must be finite point sets; got NaN or inf")
     d = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")  # (B, Na, Nb)
     if mask_a is None:
         mask_a = torch.ones(a.shape[:2], dtype=torch.bool, device=a.device)

@@ -50,6 +50,22 @@ class HGMConfig:
     max_offset: float = 0.1
 
     def __post_init__(self) -> None:
+        for name in ("image_size", "splat_size", "feat_dim", "code_dim", "heads", "num_vertices", "grid"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int; got {v!r}")
+        ch = self.channels
+        if (
+            not isinstance(ch, (tuple, list))
+            or len(ch) != 3
+            or any(isinstance(c, bool) or not isinstance(c, int) or c < 4 or c % 4 for c in ch)
+        ):
+            raise ValueError(f"channels must be three positive multiples of 4 (GroupNorm(4, c)); got {ch!r}")
+        if not isinstance(self.use_body, bool):
+            raise ValueError(f"use_body must be a bool; got {self.use_body!r}")
+        mo = self.max_offset
+        if isinstance(mo, bool) or not isinstance(mo, (int, float)) or not 0 <= mo < float("inf"):
+            raise ValueError(f"max_offset must be a finite number >= 0; got {mo!r}")
         if self.image_size % 4 or self.image_size < 8:
             raise ValueError(f"image_size must be a multiple of 4 and ≥ 8; got {self.image_size}")
         if self.splat_size not in (self.image_size, self.image_size // 2, self.image_size // 4):
@@ -167,7 +183,7 @@ class HGM(nn.Module):
         B, V, H, W, _ = images.shape
         cfg = self.cfg
         feats = self.body_cnn(images.reshape(B * V, H, W, 3).permute(0, 3, 1, 2))  # (B·V, F, H, W)
-        uv, _ = project_points(verts, camera)  # (B, V, Nv, 2)
+        uv, _ = project_points(verts, camera, validate=False)  # (B, V, Nv, 2)
         samp = sample_image_features(feats, uv.reshape(B * V, -1, 2), W, H).reshape(B, V, -1, cfg.feat_dim)
         dirs = F.normalize(
             camera.centres.unsqueeze(-2) - verts.unsqueeze(1), dim=-1
@@ -251,7 +267,13 @@ class HGM(nn.Module):
 def downscale_camera(camera: Camera, factor: int) -> Camera:
     """The same rig rendering at ``1/factor`` resolution (focal lengths and principal point divided by ``factor``);
     a pixel of the small image covers exactly a ``factor × factor`` block of the full one."""
-    if not isinstance(factor, int) or factor < 1 or camera.width % factor or camera.height % factor:
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, int)
+        or factor < 1
+        or camera.width % factor
+        or camera.height % factor
+    ):
         raise ValueError(
             f"factor must be a positive int dividing the image size {camera.width}×{camera.height}; got {factor!r}"
         )
@@ -274,6 +296,26 @@ def hgm_loss(
     two auxiliary sets (G_I, G_S) at ``1/aux_downscale`` resolution against box-downsampled targets (a compute
     saving for CPU training; the merged set is always supervised at full resolution).
     """
+    if (
+        isinstance(aux_weight, bool)
+        or not isinstance(aux_weight, (int, float))
+        or not 0 <= aux_weight < float("inf")
+    ):
+        raise ValueError(f"aux_weight must be a finite number >= 0; got {aux_weight!r}")
+    if isinstance(aux_downscale, bool) or not isinstance(aux_downscale, int) or aux_downscale < 1:
+        raise ValueError(f"aux_downscale must be a positive int; got {aux_downscale!r}")
+    V = camera.num_views
+    if (
+        images.dim() != 5
+        or images.shape[1] != V
+        or tuple(images.shape[2:]) != (camera.height, camera.width, 3)
+    ):
+        raise ValueError(
+            f"images must have shape (B, {V}, {camera.height}, {camera.width}, 3) to match the camera; "
+            f"got {tuple(images.shape)}"
+        )
+    if tuple(masks.shape) != tuple(images.shape[:-1]):
+        raise ValueError(f"masks must have shape {tuple(images.shape[:-1])}; got {tuple(masks.shape)}")
     if aux_downscale != 1:
         small_cam = downscale_camera(camera, aux_downscale)
         B, V, H, W, _ = images.shape

@@ -70,8 +70,14 @@ class RenderOutput:
     radii: Tensor
 
 
-def quat_to_rotmat(quats: Tensor) -> Tensor:
-    """Unit quaternions (..., 4) in gsplat's (w, x, y, z) order → rotation matrices (..., 3, 3)."""
+def quat_to_rotmat(quats: Tensor, validate: bool = True) -> Tensor:
+    """Unit quaternions (..., 4) in gsplat's (w, x, y, z) order → rotation matrices (..., 3, 3).
+
+    ``validate`` (default) refuses a wrong last axis and zero quaternions (whose rotation is undefined)."""
+    if quats.shape[-1:] != (4,):
+        raise ValueError(f"quats must have shape (..., 4) (w, x, y, z); got {tuple(quats.shape)}")
+    if validate and (quats.norm(dim=-1) < 1e-12).any():
+        raise ValueError("quats contains a zero quaternion; expected non-zero (w, x, y, z) rotations")
     w, x, y, z = F.normalize(quats, dim=-1).unbind(-1)
     R = torch.stack(
         [
@@ -84,9 +90,13 @@ def quat_to_rotmat(quats: Tensor) -> Tensor:
     return R.reshape(quats.shape[:-1] + (3, 3))
 
 
-def quat_scale_to_covar(quats: Tensor, scales: Tensor) -> Tensor:
-    """Σ = R S Sᵀ Rᵀ (3DGS Eq. 6), (..., 3, 3)."""
-    M = quat_to_rotmat(quats) * scales[..., None, :]
+def quat_scale_to_covar(quats: Tensor, scales: Tensor, validate: bool = True) -> Tensor:
+    """Σ = R S Sᵀ Rᵀ (3DGS Eq. 6), (..., 3, 3). quats (..., 4), scales (..., 3) with the same leading shape."""
+    if scales.shape[-1:] != (3,) or scales.shape[:-1] != quats.shape[:-1]:
+        raise ValueError(
+            f"scales must have shape {tuple(quats.shape[:-1]) + (3,)} to match quats; got {tuple(scales.shape)}"
+        )
+    M = quat_to_rotmat(quats, validate=validate) * scales[..., None, :]
     return M @ M.transpose(-1, -2)
 
 
@@ -108,6 +118,23 @@ def project_gaussians(
     with |depth| ≤ near_plane, which are culled and whose means2d/conics come from a stand-in depth of 1 (finite
     values and zero gradients instead of gsplat's inf/NaN at depth 0).
     """
+    for name, v in (("width", width), ("height", height)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int (pixels); got {v!r}")
+    if isinstance(eps2d, bool) or not isinstance(eps2d, (int, float)) or not 0 <= eps2d < math.inf:
+        raise ValueError(f"eps2d must be a finite number >= 0 (the 2-D low-pass dilation); got {eps2d!r}")
+    if means.dim() != 3 or means.shape[-1] != 3 or tuple(covars.shape) != tuple(means.shape) + (3,):
+        raise ValueError(
+            f"means must have shape (B, N, 3) and covars (B, N, 3, 3); got {tuple(means.shape)}, {tuple(covars.shape)}"
+        )
+    if (
+        viewmats.dim() != 4
+        or viewmats.shape[-2:] != (4, 4)
+        or tuple(Ks.shape) != tuple(viewmats.shape[:2]) + (3, 3)
+    ):
+        raise ValueError(
+            f"viewmats must have shape (B, C, 4, 4) and Ks (B, C, 3, 3); got {tuple(viewmats.shape)}, {tuple(Ks.shape)}"
+        )
     R = viewmats[..., :3, :3]
     t = viewmats[..., :3, 3]
     mc = torch.einsum("bcij,bnj->bcni", R, means) + t[:, :, None, :]  # (B, C, N, 3) camera-frame means
@@ -160,6 +187,7 @@ def composite(
     depths: Tensor,
     background: Tensor,
     transmittance_min: float | None = None,
+    validate: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Front-to-back compositing along the last axis of ``alphas`` (already depth-sorted).
 
@@ -170,7 +198,26 @@ def composite(
     every one behind it. Vectorised: the inclusive product Π_{j≤i}(1 − α_j) is non-increasing, so Gaussian i is
     composited iff it is still ≥ ``transmittance_min`` (entries with α = 0, the skipped ones, change nothing).
     The stopping decision is piecewise constant and carries no gradient, as in the CUDA kernels.
+    ``validate=False`` skips the value checks (α in [0, 1]) for internal callers.
     """
+    try:
+        ok = torch.broadcast_shapes(colours.shape[:-1], alphas.shape) == alphas.shape
+        ok = ok and torch.broadcast_shapes(depths.shape, alphas.shape) == alphas.shape
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"colours must have shape {tuple(alphas.shape)} + (channels,) and depths {tuple(alphas.shape)} "
+            f"(or broadcast to them) to match alphas; got {tuple(colours.shape)}, {tuple(depths.shape)}"
+        )
+    if transmittance_min is not None and (
+        isinstance(transmittance_min, bool)
+        or not isinstance(transmittance_min, (int, float))
+        or not 0 <= transmittance_min < 1
+    ):
+        raise ValueError(f"transmittance_min must be None or a number in [0, 1); got {transmittance_min!r}")
+    if validate and not ((alphas >= 0) & (alphas <= 1)).all():
+        raise ValueError("alphas must lie in [0, 1]; got values outside (or NaN)")
     if transmittance_min is not None:
         with torch.no_grad():
             keep = torch.cumprod(1.0 - alphas, dim=-1) >= transmittance_min
@@ -294,7 +341,7 @@ def render_gaussians(
     _validate(means, quats, scales, opacities, colours, camera)
     if backend not in ("tile", "dense", "gsplat", "auto"):
         raise ValueError(f"backend must be 'tile', 'dense', 'gsplat' or 'auto'; got {backend!r}")
-    if not isinstance(tile_size, int) or tile_size <= 0:
+    if isinstance(tile_size, bool) or not isinstance(tile_size, int) or tile_size <= 0:
         raise ValueError(f"tile_size must be a positive int; got {tile_size!r}")
     if not 0.0 < alpha_max <= 1.0:
         raise ValueError(f"alpha_max must be in (0, 1]; got {alpha_max}")
@@ -326,7 +373,12 @@ def render_gaussians(
     viewmats, Ks = viewmats.to(means), Ks.to(means)
     H, W = camera.height, camera.width
     ch = colours.shape[-1]
-    bg = torch.as_tensor(background, dtype=means.dtype, device=means.device).expand(ch)
+    bg = torch.as_tensor(background, dtype=means.dtype, device=means.device)
+    if bg.dim() > 1 or bg.numel() not in (1, ch) or not torch.isfinite(bg).all():
+        raise ValueError(
+            f"background must be one finite number or {ch} (one per colour channel); got {background!r}"
+        )
+    bg = bg.expand(ch)
 
     if backend == "gsplat" or (backend == "auto" and gsplat_rule and _gsplat_available(means.device)):
         out = _render_gsplat(
@@ -334,7 +386,7 @@ def render_gaussians(
         )
     else:
         t_min = TRANSMITTANCE_MIN if early_termination else None
-        covars = quat_scale_to_covar(quats, scales)
+        covars = quat_scale_to_covar(quats, scales, validate=False)  # checked in _validate
         radii, means2d, depths, conics = project_gaussians(
             means, covars, viewmats, Ks, W, H, eps2d=eps2d, near_plane=near_plane, far_plane=far_plane
         )
@@ -380,7 +432,9 @@ def _rasterize_dense(radii, means2d, depths, conics, opacities, colours, W, H, b
     col = g2(colours.unsqueeze(1).expand(B, C, N, colours.shape[-1]))
     px = _pixel_centres(H, W, means2d).reshape(1, 1, H * W, 1, 2)
     alpha = _alpha(px, m2d.unsqueeze(2), con.unsqueeze(2), (opac * vis).unsqueeze(2), alpha_max)  # (B,C,HW,N)
-    rgb, acc, d = composite(alpha, col.unsqueeze(2), dep.unsqueeze(2).expand_as(alpha), bg, t_min)
+    rgb, acc, d = composite(
+        alpha, col.unsqueeze(2), dep.unsqueeze(2).expand_as(alpha), bg, t_min, validate=False
+    )
     return rgb.reshape(B, C, H, W, -1), acc.reshape(B, C, H, W, 1), d.reshape(B, C, H, W, 1)
 
 
@@ -427,7 +481,9 @@ def _rasterize_tiles(radii, means2d, depths, conics, opacities, colours, W, H, b
     px = _pixel_centres(ty * tile, tx * tile, means2d)
     px = px.reshape(ty, tile, tx, tile, 2).permute(0, 2, 1, 3, 4).reshape(1, 1, nt, tile * tile, 1, 2)
     alpha = _alpha(px, m2d.unsqueeze(3), con.unsqueeze(3), opac.unsqueeze(3), alpha_max)  # (B,C,nt,P,K)
-    rgb, acc, d = composite(alpha, col.unsqueeze(3), dep.unsqueeze(3).expand_as(alpha), bg, t_min)
+    rgb, acc, d = composite(
+        alpha, col.unsqueeze(3), dep.unsqueeze(3).expand_as(alpha), bg, t_min, validate=False
+    )
 
     def untile(t: Tensor) -> Tensor:
         c = t.shape[-1]

@@ -190,6 +190,9 @@ class CapsuleBody:
     """A :class:`BodyModel` with a fixed vertex set: ``t_steps × theta_steps`` vertices on each of the 12 parts."""
 
     def __init__(self, t_steps: int = 4, theta_steps: int = 6):
+        for name, v in (("t_steps", t_steps), ("theta_steps", theta_steps)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"{name} must be an int; got {v!r}")
         if t_steps < 1 or theta_steps < 3:
             raise ValueError(f"t_steps must be ≥ 1 and theta_steps ≥ 3; got {t_steps}, {theta_steps}")
         tt = (torch.arange(t_steps) + 0.5) / t_steps
@@ -228,6 +231,13 @@ def _texture(
 def zbuffer_render(points: np.ndarray, colours: np.ndarray, camera: Camera, supersample: int = 2):
     """Rasterise coloured points (M, 3) into every view with a numpy z-buffer (nearest point per sub-pixel wins),
     then average ``supersample``² sub-pixels. Returns images (C, H, W, 3) on white and masks (C, H, W)."""
+    if isinstance(supersample, bool) or not isinstance(supersample, int) or supersample < 1:
+        raise ValueError(f"supersample must be a positive int; got {supersample!r}")
+    points, colours = np.asarray(points), np.asarray(colours)
+    if points.ndim != 2 or points.shape[1] != 3 or colours.ndim != 2 or len(colours) != len(points):
+        raise ValueError(
+            f"points must have shape (M, 3) and colours (M, channels); got {points.shape}, {colours.shape}"
+        )
     H, W, s = camera.height, camera.width, supersample
     uv, z = project_points(torch.as_tensor(points, dtype=torch.float32), camera)
     uv, z = uv.numpy() * s, z.numpy()
@@ -287,10 +297,16 @@ def make_toyhumans(
     cache_dir: str | Path | None = None,
 ) -> ToyHumans:
     """Generate (or load from ``cache_dir``) ``n`` ToyHumans subjects with GT renders in ``num_views`` orbit views."""
-    if n <= 0:
-        raise ValueError(f"n must be positive; got {n}")
+    for name, v in (("n", n), ("size", size), ("num_points", num_points), ("surface_points", surface_points)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int; got {v!r}")
     if size < 8:
         raise ValueError(f"size must be ≥ 8 pixels; got {size}")
+    if surface_points > num_points:
+        raise ValueError(f"surface_points must be <= num_points = {num_points}; got {surface_points}")
+    for name, v in (("pose_noise_deg", pose_noise_deg), ("shape_noise", shape_noise)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+            raise ValueError(f"{name} must be a finite number >= 0; got {v!r}")
     body = body or CapsuleBody()
     cam = orbit_cameras(num_views, size, size)
     key = f"toyhumans_n{n}_s{seed}_{size}px_{num_views}v_{num_points}p_{pose_noise_deg}_{shape_noise}_{body.num_vertices}.npz"
