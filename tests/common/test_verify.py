@@ -117,8 +117,12 @@ def test_environment_differences_are_named():
 
 def test_not_per_seed_claim_is_not_comparable():
     ref = copy.deepcopy(REF)
-    ref["claims"][0]["method"]["values"] = [0.9] * 7  # 7 values over 5 seeds: pooled, not per seed
-    ref["claims"][0]["baseline"]["values"] = [0.5] * 7
+    ref["claims"][0]["method"] = {
+        "mean": 0.9,
+        "std": 0.0,
+        "values": [0.9] * 7,
+    }  # 7 values over 5 seeds: pooled
+    ref["claims"][0]["baseline"] = {"mean": 0.5, "std": 0.0, "values": [0.5] * 7}
     ref["claims"][0]["measured"] = 0.4
     ref["claims"][0]["holds"] = True
     cmp = V.compare_documents(ref, _doc([0.9], [0.5]), 1, env_here={})
