@@ -156,7 +156,7 @@ class Comparison:
 
 
 def _side_states(
-    cid: str, side: str, stored: Stat | None, rerun: Stat | None, seeds: list[int], rel_tol: float
+    side: str, stored: Stat | None, rerun: Stat | None, seeds: list[int], rel_tol: float
 ) -> tuple[list[str], list[str]]:
     if stored is None and rerun is None:
         return [], []
@@ -221,7 +221,7 @@ def compare_documents(
             continue
         states, details = [], []
         for side in ("method", "baseline"):
-            s, d = _side_states(c.id, side, getattr(cut, side), getattr(new, side), seeds, rel_tol)
+            s, d = _side_states(side, getattr(cut, side), getattr(new, side), seeds, rel_tol)
             states += s
             details += d
         row.numbers, row.details = _worst(states), details
@@ -373,7 +373,7 @@ def format_comparison(cmp: Comparison, rel_tol: float = REL_TOL) -> str:
     else:
         bad = [r.id for r in cmp.rows if not r.verdict_unchanged]
         verdict = "VERDICT CHANGED or not comparable: " + ", ".join(bad) if bad else "validity changed"
-    lines += ["", f"numbers: {cmp.numbers} on {k} of {cmp.n_reference_seeds} seeds; {verdict}"]
+    lines += ["", f"numbers on {k} of {cmp.n_reference_seeds} seeds: {cmp.numbers}; {verdict}"]
     return "\n".join(lines) + "\n"
 
 

@@ -63,7 +63,7 @@ def test_within_tolerance_is_stated_and_different_is_printed():
     row = _rows(cmp)["gain"]
     assert row.numbers == "different" and row.verdict_unchanged and cmp.exit_code == 0
     text = V.format_comparison(cmp)
-    assert "stored 0.9, re-run 0.95" in text and "numbers: different" in text
+    assert "stored 0.9, re-run 0.95" in text and "seeds: different;" in text
 
 
 def test_flipped_verdict_exits_1():
