@@ -157,9 +157,13 @@ def cascade_attention_forward(
     if softcap is not None:
         logits = torch.tanh(logits / softcap) * softcap
     mkey = ("mask", q, window, logits.dtype)
-    addmask = lay.get(mkey)  # additive mask, built once per step and shared by the layers
+    # additive mask, built once per step and shared by the layers; a full cache without a window masks only the
+    # chunk's causal triangle, the same at every step: that one is kept across steps (rot.masks, one per length)
+    shared = window is None and lay["full"]
+    memo = rot.masks if shared else lay
+    addmask = memo.get(mkey)
     if addmask is None and q == 1 and window is None and lay["full"]:
-        addmask = lay[mkey] = False  # a full cache and one query: nothing is masked
+        addmask = memo[mkey] = False  # a full cache and one query: nothing is masked
     elif addmask is None:
         allowed = torch.cat(
             [lay["valid"][None, :].expand(q, M), torch.ones(q, q, dtype=torch.bool, device=dev).tril()], dim=1
@@ -168,9 +172,12 @@ def cascade_attention_forward(
             p_cache = torch.arange(n_held, n_held + q, device=dev)
             kpos = torch.cat([lay["positions"], p_cache])
             allowed = allowed & (p_cache[:, None] - kpos[None, :] < int(window))
-        addmask = lay[mkey] = torch.zeros(q, M + q, dtype=logits.dtype, device=dev).masked_fill(
+        addmask = memo[mkey] = torch.zeros(q, M + q, dtype=logits.dtype, device=dev).masked_fill(
             ~allowed, torch.finfo(logits.dtype).min
         )
+        if shared and len(memo) > 8:
+            memo.clear()
+            memo[mkey] = addmask
     if addmask is not False:
         logits = logits + addmask
     A = torch.softmax(logits, dim=-1, dtype=torch.float32)

@@ -122,6 +122,7 @@ class Rotary:
         self._memo: tuple | None = None
         self.layouts: dict = {}  # slot layouts shared by all layers (they move in lockstep), see CascadingLayer.layout
         self.moves: dict = {}  # index/cos/sin tensors of single-token slot moves, see CascadingLayer._commit_single
+        self.masks: dict = {}  # additive causal masks of a full cache's chunks (cascade_attention_forward)
 
     def model_cos_sin(
         self, like: torch.Tensor, position_ids: torch.Tensor
@@ -172,6 +173,7 @@ class Rotary:
         self._tab = {"device": device, "f32": (cos, sin, cos / self.scaling, sin / self.scaling)}
         self.layouts = {}
         self.moves = {}
+        self.masks = {}
 
     @property
     def table_center(self) -> int:
