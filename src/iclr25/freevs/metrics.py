@@ -19,13 +19,32 @@ import torch.nn.functional as F
 from scipy import linalg, ndimage
 
 
-def psnr(pred: np.ndarray, target: np.ndarray, mask: np.ndarray | None = None) -> float:
-    """PSNR in dB for images in [0, 1] (over ``mask`` pixels when given; NaN when the mask is empty)."""
+def _check_pair(pred, target) -> tuple[np.ndarray, np.ndarray]:
     pred, target = np.asarray(pred, dtype=np.float64), np.asarray(target, dtype=np.float64)
     if pred.shape != target.shape:
         raise ValueError(f"pred and target must have the same shape, got {pred.shape} and {target.shape}")
+    if pred.ndim != 3 or pred.size == 0:
+        raise ValueError(f"pred and target must be non-empty (H, W, C) images, got shape {pred.shape}")
+    if not (np.isfinite(pred).all() and np.isfinite(target).all()):
+        raise ValueError("pred and target must be finite (got NaN or inf)")
+    lo, hi = min(pred.min(), target.min()), max(pred.max(), target.max())
+    if lo < -1e-6 or hi > 1 + 1e-6:
+        raise ValueError(
+            f"pred and target must lie in [0, 1] (data range 1); got values in [{lo:.4g}, {hi:.4g}]"
+        )
+    return pred, target
+
+
+def psnr(pred: np.ndarray, target: np.ndarray, mask: np.ndarray | None = None) -> float:
+    """PSNR in dB for images in [0, 1] (over ``mask`` pixels when given; NaN when the mask is empty)."""
+    pred, target = _check_pair(pred, target)
     err = (pred - target) ** 2
     if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != pred.shape[:2] or mask.dtype != bool:
+            raise ValueError(
+                f"mask must be a bool array of shape {pred.shape[:2]} (H, W); got {mask.dtype} {mask.shape}"
+            )
         m = np.broadcast_to(np.asarray(mask, dtype=bool)[..., None], err.shape)
         if not m.any():
             return float("nan")
@@ -36,13 +55,23 @@ def psnr(pred: np.ndarray, target: np.ndarray, mask: np.ndarray | None = None) -
 
 
 def ssim(pred: np.ndarray, target: np.ndarray) -> float:
+    """Mean SSIM of two (H, W, 3) images in [0, 1] (7×7 window, so H, W >= 7)."""
     from skimage.metrics import structural_similarity
 
+    pred, target = _check_pair(pred, target)
+    if min(pred.shape[:2]) < 7:
+        raise ValueError(f"pred and target must be at least 7×7 pixels (the SSIM window); got {pred.shape}")
     return float(structural_similarity(pred, target, channel_axis=-1, data_range=1.0, win_size=7))
 
 
 def fill_holes(image: np.ndarray, filled: np.ndarray) -> np.ndarray:
-    """Nearest-filled-pixel in-painting (an image with no filled pixel stays black)."""
+    """Nearest-filled-pixel in-painting of ``image`` (H, W, C) from the bool mask ``filled`` (H, W) (an image
+    with no filled pixel is returned unchanged)."""
+    image, filled = np.asarray(image), np.asarray(filled)
+    if image.ndim < 2 or filled.shape != image.shape[:2] or filled.dtype != bool:
+        raise ValueError(
+            f"filled must be a bool array of shape {image.shape[:2]} (image's H, W); got {filled.dtype} {filled.shape}"
+        )
     if not filled.any():
         return image.copy()
     _, (ii, jj) = ndimage.distance_transform_edt(~filled, return_indices=True)
@@ -118,6 +147,9 @@ def detect(probe: DetectionProbe, images: np.ndarray, thresh: float = 0.05) -> t
 def average_precision(dets: list[np.ndarray], gts: list[np.ndarray], radius: float = 3.0) -> float:
     """AP of centre detections: greedy matching by score to unmatched GT centres within ``radius`` pixels,
     area under the (monotone) precision–recall curve. NaN when there is no GT car."""
+    for name, arrs in (("dets", dets), ("gts", gts)):
+        if isinstance(arrs, np.ndarray) or not isinstance(arrs, (list, tuple)):
+            raise ValueError(f"{name} must be a list with one array per image; got {type(arrs).__name__}")
     if len(dets) != len(gts):
         raise ValueError(f"dets and gts must hold one entry per image; got {len(dets)} and {len(gts)}")
     if not (
@@ -132,6 +164,8 @@ def average_precision(dets: list[np.ndarray], gts: list[np.ndarray], radius: flo
             x = np.asarray(x, dtype=float)
             if x.size and (x.ndim != 2 or x.shape[1] < width):
                 raise ValueError(f"{name}[{i}] must have shape (n, {width}+); got {x.shape}")
+            if not np.isfinite(x).all():
+                raise ValueError(f"{name}[{i}] must be finite (got NaN or inf)")
     n_gt = sum(len(g) for g in gts)
     if n_gt == 0:
         return float("nan")

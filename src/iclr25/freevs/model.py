@@ -12,6 +12,7 @@ latent-space ``UNetSpatioTemporalConditionModel`` (8 input channels) for GPU use
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -36,9 +37,20 @@ class EDMConfig:
     drop_prob: float = 0.2  # condition dropout, pseudo and reference independently
 
     def __post_init__(self) -> None:
+        for name in (
+            "sigma_data", "p_mean", "p_std", "sigma_min", "sigma_max", "pseudo_noise_mean", "pseudo_noise_std",
+            "pseudo_noise_infer", "drop_prob",
+        ):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
         for name in ("sigma_data", "sigma_min", "sigma_max", "p_std", "pseudo_noise_std"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.sigma_min >= self.sigma_max:
+            raise ValueError(f"sigma_min must be < sigma_max = {self.sigma_max}, got {self.sigma_min}")
+        if self.pseudo_noise_infer < 0:
+            raise ValueError(f"pseudo_noise_infer must be >= 0, got {self.pseudo_noise_infer}")
         if not 0.0 <= self.drop_prob < 1.0:
             raise ValueError(f"drop_prob must be in [0, 1), got {self.drop_prob}")
 
@@ -53,15 +65,33 @@ class EDMConfig:
         )
 
 
-def precondition(sigma: torch.Tensor, sigma_data: float = 1.0) -> tuple[torch.Tensor, ...]:
+def _check_sigma(sigma, sigma_data, validate: bool) -> None:
+    if (
+        isinstance(sigma_data, bool)
+        or not isinstance(sigma_data, (int, float))
+        or not 0 < sigma_data < math.inf
+    ):
+        raise ValueError(f"sigma_data must be a finite number > 0, got {sigma_data!r}")
+    if not isinstance(sigma, torch.Tensor):
+        raise ValueError(f"sigma must be a torch.Tensor of noise levels, got {type(sigma).__name__}")
+    if validate and not ((sigma > 0) & torch.isfinite(sigma)).all():
+        raise ValueError("sigma must be finite and > 0 (noise levels); got a value <= 0, NaN or inf")
+
+
+def precondition(
+    sigma: torch.Tensor, sigma_data: float = 1.0, validate: bool = True
+) -> tuple[torch.Tensor, ...]:
     """(c_skip, c_out, c_in, c_noise) of EDM with v-prediction: σ_d²/(σ²+σ_d²), −σσ_d/√(σ²+σ_d²), 1/√(σ²+σ_d²),
-    ln(σ)/4 — for σ_d = 1 exactly the paper's 1/(σ²+1), −σ/√(σ²+1), 1/√(σ²+1), ln(σ)/4."""
+    ln(σ)/4 — for σ_d = 1 exactly the paper's 1/(σ²+1), −σ/√(σ²+1), 1/√(σ²+1), ln(σ)/4. ``validate=False``
+    skips the σ > 0 check (a device sync) for internal callers."""
+    _check_sigma(sigma, sigma_data, validate)
     s2 = sigma**2 + sigma_data**2
     return sigma_data**2 / s2, -sigma * sigma_data / s2.sqrt(), 1.0 / s2.sqrt(), 0.25 * sigma.log()
 
 
-def loss_weight(sigma: torch.Tensor, sigma_data: float = 1.0) -> torch.Tensor:
+def loss_weight(sigma: torch.Tensor, sigma_data: float = 1.0, validate: bool = True) -> torch.Tensor:
     """λ(σ) = (σ² + σ_d²) / (σ σ_d)² — the paper's (σ² + 1)/σ²."""
+    _check_sigma(sigma, sigma_data, validate)
     return (sigma**2 + sigma_data**2) / (sigma * sigma_data) ** 2
 
 
@@ -87,8 +117,16 @@ class FreeVSTiny(nn.Module):
         super().__init__()
         from diffusers import UNet2DModel
 
-        if len(channels) < 2 or any(c % 8 for c in channels):
+        if (
+            not isinstance(channels, (tuple, list))
+            or len(channels) < 2
+            or any(isinstance(c, bool) or not isinstance(c, int) or c < 8 or c % 8 for c in channels)
+        ):
             raise ValueError(f"channels must have >= 2 levels, each a multiple of 8, got {channels}")
+        if isinstance(cond_channels, bool) or not isinstance(cond_channels, int) or cond_channels < 1:
+            raise ValueError(f"cond_channels must be a positive int, got {cond_channels!r}")
+        if ref_dim is not None and (isinstance(ref_dim, bool) or not isinstance(ref_dim, int) or ref_dim < 1):
+            raise ValueError(f"ref_dim must be None or a positive int, got {ref_dim!r}")
         temb = channels[0] * 4
         self.encoder = nn.Sequential(  # E: pseudo-image encoder (pixel space, same resolution)
             nn.Conv2d(3, 16, 3, padding=1),
@@ -144,6 +182,20 @@ class FreeVSTiny(nn.Module):
         return self.temporal_out(out.unflatten(0, (B, T)))
 
 
+def _check_clips(pseudo: torch.Tensor, ref: torch.Tensor, x0: torch.Tensor | None = None) -> None:
+    if pseudo.dim() != 5 or pseudo.shape[2] != 3:
+        raise ValueError(f"pseudo must have shape (B, T, 3, H, W), got {tuple(pseudo.shape)}")
+    if x0 is not None and tuple(x0.shape) != tuple(pseudo.shape):
+        raise ValueError(
+            f"x0 must have shape (B, T, 3, H, W) = pseudo's {tuple(pseudo.shape)}, got {tuple(x0.shape)}"
+        )
+    B, _, _, H, W = pseudo.shape
+    if tuple(ref.shape) != (B, 3, H, W):
+        raise ValueError(
+            f"ref must have shape {(B, 3, H, W)} (one reference frame per clip), got {tuple(ref.shape)}"
+        )
+
+
 def edm_loss(
     model: FreeVSTiny,
     x0: torch.Tensor,
@@ -154,6 +206,11 @@ def edm_loss(
 ) -> torch.Tensor:
     """One EDM training loss on clips x0 (B, T, 3, H, W) in [−1, 1], with pseudo-image noise augmentation and
     independent condition dropout."""
+    if not isinstance(cfg, EDMConfig):
+        raise ValueError(f"cfg must be an EDMConfig, got {type(cfg).__name__}")
+    if x0.dim() != 5:
+        raise ValueError(f"x0 must have shape (B, T, 3, H, W), got {tuple(x0.shape)}")
+    _check_clips(pseudo, ref, x0)
     B = x0.shape[0]
     dev = x0.device
     sigma = (cfg.p_mean + cfg.p_std * torch.randn(B, generator=gen, device=dev)).exp()
@@ -163,9 +220,9 @@ def edm_loss(
     p_in = pseudo + s_aug.view(B, 1, 1, 1, 1) * torch.randn(pseudo.shape, generator=gen, device=dev)
     keep_p = (torch.rand(B, generator=gen, device=dev) >= cfg.drop_prob).float()
     keep_r = (torch.rand(B, generator=gen, device=dev) >= cfg.drop_prob).float()
-    c_skip, c_out, c_in, c_noise = precondition(s, cfg.sigma_data)
+    c_skip, c_out, c_in, c_noise = precondition(s, cfg.sigma_data, validate=False)
     D = c_skip * x_s + c_out * model(c_in * x_s, c_noise.view(B), p_in, ref, keep_p, keep_r)
-    return (loss_weight(s, cfg.sigma_data) * (D - x0) ** 2).mean()
+    return (loss_weight(s, cfg.sigma_data, validate=False) * (D - x0) ** 2).mean()
 
 
 @torch.no_grad()
@@ -180,8 +237,13 @@ def sample(
 ) -> torch.Tensor:
     """Generate clips (B, T, 3, H, W) in [−1, 1] with diffusers' EDM Euler sampler (Karras σ schedule) and
     classifier-free guidance: F_u + g (F_c − F_u), the unconditional branch with both conditions zeroed."""
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    if isinstance(guidance, bool) or not isinstance(guidance, (int, float)) or not math.isfinite(guidance):
+        raise ValueError(f"guidance must be a finite number (CFG scale), got {guidance!r}")
+    if not isinstance(cfg, EDMConfig):
+        raise ValueError(f"cfg must be an EDMConfig, got {type(cfg).__name__}")
+    _check_clips(pseudo, ref)
     sched = cfg.scheduler()
     sched.set_timesteps(steps, device=pseudo.device)
     B = pseudo.shape[0]
@@ -219,6 +281,15 @@ def svd_unet(
     latent), from a reduced config; load SVD-xt weights into it with ``from_pretrained`` when you have them."""
     from diffusers import UNetSpatioTemporalConditionModel
 
+    for name, v in (("in_channels", in_channels), ("cross_attention_dim", cross_attention_dim)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if len(block_out_channels) < 1 or any(
+        isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in block_out_channels
+    ):
+        raise ValueError(
+            f"block_out_channels must be a non-empty tuple of positive ints, got {block_out_channels!r}"
+        )
     n = len(block_out_channels)
     return UNetSpatioTemporalConditionModel(
         in_channels=in_channels,

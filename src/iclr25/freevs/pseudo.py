@@ -56,6 +56,11 @@ def check_intrinsics(K: np.ndarray) -> np.ndarray:
     return K
 
 
+def _check_size(name: str, n) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {n!r}")
+
+
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
@@ -93,6 +98,8 @@ def project(
     ``rounding="floor"``: pixel centres at (col + ½, row + ½) (the default, ToyDrive's convention);
     ``"round"``: pixel centres at integer coordinates, the released code's rounding (see the module docstring)."""
     _check_choice("rounding", rounding, ROUNDINGS)
+    _check_size("height", height)
+    _check_size("width", width)
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[1] != 3:
         raise ValueError(f"points must have shape (N, 3), got {pts.shape}")
@@ -115,7 +122,19 @@ def project(
 
 
 def zbuffer(row: np.ndarray, col: np.ndarray, dist: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the nearest point per pixel (vectorised ``filter_duplicates``) and their flat pixel ids."""
+    """Indices of the nearest point per pixel (vectorised ``filter_duplicates``) and their flat pixel ids.
+
+    ``row``, ``col`` (N,) int pixel indices with 0 <= col < width, ``dist`` (N,) finite distances."""
+    _check_size("width", width)
+    row, col, dist = np.asarray(row), np.asarray(col), np.asarray(dist, dtype=np.float64)
+    if row.ndim != 1 or row.shape != col.shape or row.shape != dist.shape:
+        raise ValueError(
+            f"row, col and dist must be 1-D of one length, got {row.shape}, {col.shape}, {dist.shape}"
+        )
+    if row.size and (col.min() < 0 or col.max() >= width or row.min() < 0):
+        raise ValueError(f"col must lie in [0, width={width}) and row be >= 0 (in-image pixels)")
+    if not np.isfinite(dist).all():
+        raise ValueError("dist must be finite (got NaN or inf)")
     pix = row * width + col
     order = np.lexsort((dist, pix))  # by pixel, then by distance
     first = np.ones(len(order), dtype=bool)
@@ -148,9 +167,8 @@ def project_points(
     """
     _check_choice("occupancy", occupancy, OCCUPANCY_RULES)
     _check_choice("rounding", rounding, ROUNDINGS)
-    for name, n in (("height", height), ("width", width)):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {n!r}")
+    _check_size("height", height)
+    _check_size("width", width)
     if isinstance(occupancy_radius, bool) or not isinstance(occupancy_radius, (int, np.integer)):
         raise ValueError(f"occupancy_radius must be an int >= 0, got {occupancy_radius!r}")
     if occupancy_radius < 0:
@@ -205,6 +223,8 @@ def colour_points(
     image = np.asarray(image)
     if image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
         raise ValueError(f"image must have shape (H, W, 3), got shape {image.shape}")
+    if not np.isfinite(image).all():
+        raise ValueError("image must be finite (got NaN or inf)")
     h, w = image.shape[:2]
     row, col, _, inside = project(points, K, pose, h, w, rounding)
     cols = np.zeros((len(row), 3))
@@ -230,6 +250,8 @@ class LidarLog:
 def record_drive(scene: ToyDriveScene, cam: Camera, beams: int = 32, azimuths: int = 720, y: float = 0.0):
     """Drive the recorded trajectory: GT images, and the LiDAR sweeps coloured by the same-frame camera (only
     beams within the camera's horizontal field of view + 5° are cast; the others could not be coloured)."""
+    _check_size("beams", beams)
+    _check_size("azimuths", azimuths)
     images, log = [], LidarLog()
     K = cam.K
     for f in range(scene.n_frames):
@@ -286,8 +308,10 @@ def pseudo_image(
     """Pseudo-image of ``pose`` at frame ``t`` from the point window centred at ``centre`` (default t; t ± k for
     the viewpoint-translation simulation). Objects are placed with their box pose at t. ``occupancy_radius``,
     ``occupancy`` and ``rounding`` as in ``project_points``."""
-    if not 0 <= t < log.n_frames:
-        raise ValueError(f"t must be a frame index in [0, {log.n_frames}), got {t}")
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < log.n_frames:
+        raise ValueError(f"t must be an int frame index in [0, {log.n_frames}), got {t!r}")
+    if centre is not None and (isinstance(centre, bool) or not isinstance(centre, (int, np.integer))):
+        raise ValueError(f"centre must be None or an int frame index (clipped to the log), got {centre!r}")
     centre = t if centre is None else int(np.clip(centre, 0, log.n_frames - 1))
     frames = window(centre, n, log.n_frames)
     bg = np.concatenate([log.background[f] for f in frames]) if frames else np.zeros((0, 6))

@@ -30,6 +30,13 @@ class Camera:
     hfov_deg: float = 90.0
 
     def __post_init__(self) -> None:
+        for name in ("width", "height"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"camera {name} must be an int (pixels), got {v!r}")
+        h = self.hfov_deg
+        if isinstance(h, bool) or not isinstance(h, (int, float)):
+            raise ValueError(f"hfov_deg must be a number in (1, 179), got {h!r}")
         if self.width < 2 or self.height < 2:
             raise ValueError(f"camera width/height must be >= 2 pixels, got {self.width}x{self.height}")
         if not 1.0 < self.hfov_deg < 179.0:
@@ -43,6 +50,13 @@ class Camera:
 
 def camera_pose(x: float, y: float, z: float = CAMERA_HEIGHT, yaw: float = 0.0) -> np.ndarray:
     """Camera-to-world pose of a forward-looking camera at (x, y, z) turned by ``yaw`` (radians, left positive)."""
+    for name, v in (("x", x), ("y", y), ("z", z), ("yaw", yaw)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float, np.integer, np.floating))
+            or not np.isfinite(v)
+        ):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
     c, s = np.cos(yaw), np.sin(yaw)
     fwd, left = np.array([c, s, 0.0]), np.array([-s, c, 0.0])
     R = np.stack(
@@ -55,6 +69,9 @@ def camera_pose(x: float, y: float, z: float = CAMERA_HEIGHT, yaw: float = 0.0) 
 
 def pixel_rays(cam: Camera, pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """World-space origins and unit directions through every pixel centre, row-major (H·W, 3)."""
+    if not isinstance(cam, Camera):
+        raise ValueError(f"cam must be an iclr25.freevs.Camera, got {type(cam).__name__}")
+    pose = check_pose(pose)
     u, v = np.meshgrid(np.arange(cam.width) + 0.5, np.arange(cam.height) + 0.5)
     K = cam.K
     d_cam = np.stack([(u - K[0, 2]) / K[0, 0], (v - K[1, 2]) / K[1, 1], np.ones_like(u)], -1).reshape(-1, 3)
@@ -102,8 +119,10 @@ class ToyDriveScene:
     """One seeded street scene of ``n_frames`` frames (the ego car drives 1 m per frame along y = 0)."""
 
     def __init__(self, seed: int, n_frames: int = 24, moving_cars: int = 3, parked_cars: int = 8):
-        if n_frames < 1:
-            raise ValueError(f"n_frames must be >= 1, got {n_frames}")
+        for name, v, lo in (("seed", seed, 0), ("n_frames", n_frames, 1), ("moving_cars", moving_cars, 0),
+                            ("parked_cars", parked_cars, 0)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
         rng = np.random.default_rng([int(seed), 7])
         self.seed, self.n_frames = int(seed), int(n_frames)
         boxes: list[Box] = []
@@ -303,6 +322,20 @@ class ToyDriveScene:
         """One sweep from the roof sensor (x = frame, y, 1.8 m): hit points (M, 3) and box ids (M,). ``azimuths``
         is the resolution over 360°; ``azimuth_range_deg`` < 180 casts only the beams within ±that angle of the
         driving direction (the rest would be dropped anyway when only a front camera colours the points)."""
+        for name, v in (("beams", beams), ("azimuths", azimuths)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        for name, v in (("frame", frame), ("y", y)):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.integer, np.floating))
+                or not np.isfinite(v)
+            ):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if not max_range > 0:
+            raise ValueError(f"max_range must be > 0 (metres), got {max_range!r}")
+        if not 0 < azimuth_range_deg <= 180:
+            raise ValueError(f"azimuth_range_deg must be in (0, 180], got {azimuth_range_deg!r}")
         el = np.deg2rad(np.linspace(-25.0, 8.0, beams))
         az = np.linspace(-np.pi, np.pi, azimuths, endpoint=False)
         az = az[np.abs(az) <= np.deg2rad(azimuth_range_deg)]
@@ -328,7 +361,12 @@ class ToyDriveScene:
 
 def check_pose(pose: np.ndarray, name: str = "pose") -> np.ndarray:
     """``ValueError`` unless ``pose`` is a finite 4×4 rigid transform (orthonormal rotation, det +1)."""
-    P = np.asarray(pose, dtype=np.float64)
+    try:
+        P = np.asarray(pose, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a finite 4x4 camera-to-world matrix, got {type(pose).__name__}"
+        ) from None
     if P.shape != (4, 4) or not np.isfinite(P).all():
         raise ValueError(f"{name} must be a finite 4x4 camera-to-world matrix, got shape {P.shape}")
     R = P[:3, :3]
