@@ -102,6 +102,16 @@ class FOSPConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        for n in ("hidden", "deter", "latent", "batch", "horizon", "seq_len"):
+            v = getattr(self, n)
+            if isinstance(v, bool):
+                raise ValueError(f"{n} must be an int, got {v!r}")
+        for n in (
+            "wm_lr", "critic_lr", "actor_lr", "wm_clip", "critic_clip", "actor_clip", "w_max", "cost_weight",
+            "gamma", "lam", "ref_mu", "slow_mix", "norm_decay", "tau_r", "tau_c", "cost_limit",
+        ):  # fmt: skip
+            if isinstance(getattr(self, n), bool):
+                raise ValueError(f"{n} must be a number, got {getattr(self, n)!r}")
         for n in ("hidden", "deter", "latent", "batch", "horizon"):
             v = getattr(self, n)
             if not isinstance(v, int) or v < 1:
@@ -123,7 +133,7 @@ class FOSPConfig:
                 raise ValueError(f"{n} must be a finite number > 0, got {v!r}")
         for n in ("gamma", "lam", "ref_mu", "slow_mix", "norm_decay"):
             v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):  # NaN fails both comparisons
                 raise ValueError(f"{n} must be in [0, 1], got {v!r}")
         for n in ("tau_r", "tau_c"):
             v = getattr(self, n)
@@ -191,8 +201,13 @@ class FOSPAgent(nn.Module):
         self, obs_shape: tuple[int, ...], act_dim: int, cfg: FOSPConfig | None = None, seed: int = 0
     ):
         super().__init__()
+        if cfg is not None and not isinstance(cfg, FOSPConfig):
+            raise ValueError(f"cfg must be a FOSPConfig or None, got {type(cfg).__name__}")
         self.cfg = cfg = cfg or FOSPConfig()
-        if not isinstance(act_dim, int) or act_dim < 1:
+        shp = tuple(obs_shape) if isinstance(obs_shape, (tuple, list)) else None
+        if not shp or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in shp):
+            raise ValueError(f"obs_shape must be a non-empty tuple of positive ints, got {obs_shape!r}")
+        if isinstance(act_dim, bool) or not isinstance(act_dim, int) or act_dim < 1:
             raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
         self.seed = int(seed)
         with torch.random.fork_rng():
@@ -281,7 +296,7 @@ class FOSPAgent(nn.Module):
         ent = self.actor.dist(feats[:-1].detach()).entropy()
         if c.actor_update == "backprop":
             g_r = lambda_return(r_hat, self.vr(feats), cont, c.gamma, c.lam)
-            self.qr_norm.update(g_r)
+            self.qr_norm.update(g_r, validate=False)
             adv = (g_r - self.vr(feats[:-1])) / self.qr_norm.scale
             pi_loss = -(weight * adv).mean()
         else:
@@ -301,6 +316,7 @@ class FOSPAgent(nn.Module):
                     q_c,
                     c.cost_limit + c.qc_tolerance,
                     c.w_max,
+                    validate=False,  # u comes from a clamp to [0, 1]
                 )
             logs["qc_feasible_frac"] = float((q_c <= c.cost_limit + c.qc_tolerance).float().mean())
             pi_loss = -(w * self.actor.dist(s_i).log_prob(a_i)).mean()
@@ -363,11 +379,11 @@ class FOSPAgent(nn.Module):
         nn.utils.clip_grad_norm_([p for m in self._critics() for p in m.parameters()], c.critic_clip)
         self.critic_opt.step()
         with torch.no_grad():
-            self.qr_norm.update(self.qr(s_i, a_i))
+            self.qr_norm.update(self.qr(s_i, a_i), validate=False)
             if c.use_cost:
-                self.qc_norm.update(self.qc(s_i, a_i))
+                self.qc_norm.update(self.qc(s_i, a_i), validate=False)
                 if c.ref:
-                    self.phi_norm.update(self.phi(f[:-1], a[:-1]).clamp(0, 1))
+                    self.phi_norm.update(self.phi(f[:-1], a[:-1]).clamp(0, 1), validate=False)
         ema_update(self.qr_slow, self.qr, c.slow_mix)
         ema_update(self.qc_slow, self.qc, c.slow_mix)
         ema_update(self.phi_slow, self.phi, c.slow_mix)
@@ -519,6 +535,8 @@ def _batch_rng(seed: int, step: int) -> np.random.Generator:
 def train_world_model(agent: FOSPAgent, data: OfflineDataset, updates: int) -> list[float]:
     """World-model pre-training on an offline dataset (batches depend only on (seed, step): resumable)."""
     _check_dataset(agent, data)
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
+        raise ValueError(f"updates must be an int >= 0, got {updates!r}")
     store = SequenceStore(agent.cfg.seq_len, data)
     agent.wm.set_obs_stats(torch.as_tensor(data.observations))
     losses = []
@@ -540,8 +558,10 @@ def train_offline(
     """Offline phase: ``updates`` FOSP updates on D. With ``checkpoint`` the run resumes from the file if present
     (safetensors, written every ``checkpoint_every`` updates and at the end)."""
     _check_dataset(agent, data)
-    if not isinstance(updates, int) or updates < 0:
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
         raise ValueError(f"updates must be an int >= 0, got {updates!r}")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be an int >= 1, got {checkpoint_every!r}")
     if checkpoint is not None and Path(checkpoint).exists():
         loaded = FOSPAgent.load(checkpoint)
         agent.load_state_dict(loaded.state_dict(), strict=False)
@@ -565,6 +585,10 @@ def train_offline(
 
 
 def _check_dataset(agent: FOSPAgent, data: OfflineDataset) -> None:
+    if not isinstance(agent, FOSPAgent):
+        raise ValueError(f"agent must be a FOSPAgent, got {type(agent).__name__}")
+    if not isinstance(data, OfflineDataset):
+        raise ValueError(f"data must be an OfflineDataset, got {type(data).__name__}")
     if data.obs_shape != agent.wm.obs_shape:
         raise ValueError(
             f"dataset observations have shape {data.obs_shape}, the agent expects {agent.wm.obs_shape}"
@@ -587,7 +611,13 @@ def finetune_online(
     Replay = offline D (if given) ∪ online transitions. Returns cumulative training cost/return and per-episode
     training statistics.
     """
-    if not isinstance(env_steps, int) or env_steps < env.num_envs:
+    if not isinstance(env, SafeNav2DVec):
+        raise ValueError(f"env must be a SafeNav2DVec (vectorised env), got {type(env).__name__}")
+    if isinstance(updates_per_step, bool) or not isinstance(updates_per_step, int) or updates_per_step < 1:
+        raise ValueError(f"updates_per_step must be an int >= 1, got {updates_per_step!r}")
+    if offline is not None:
+        _check_dataset(agent, offline)
+    if isinstance(env_steps, bool) or not isinstance(env_steps, int) or env_steps < env.num_envs:
         raise ValueError(f"env_steps must be an int >= num_envs={env.num_envs}, got {env_steps!r}")
     c = agent.cfg
     agent.start_online(pex=pex)
@@ -643,6 +673,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Mean episodic return and cost of the deterministic policy (PEX: greedy choice) over ``episodes`` episodes,
     run as one vectorised batch."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     env = SafeNav2DVec(episodes, layout=layout, max_steps=max_steps)
     o = env.reset(seed=seed)
     state = None

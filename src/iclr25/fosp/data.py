@@ -9,7 +9,7 @@ consecutive transitions that never cross an episode boundary, as the world model
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,14 @@ class OfflineDataset:
                 f"next_observations must have the shape of observations {self.observations.shape}, "
                 f"got {self.next_observations.shape}"
             )
+        if self.observations.ndim < 2:
+            raise ValueError(
+                f"observations must be (N, obs_dim...) with a feature axis, got {self.observations.shape}"
+            )
+        for f in ("terminations", "truncations"):
+            x = getattr(self, f)
+            if x.dtype != bool and not np.isin(x, (0, 1)).all():
+                raise ValueError(f"{f} must be booleans (or 0/1), got other values")
         if self.actions.ndim != 2:
             raise ValueError(f"actions must be (N, act_dim), got shape {self.actions.shape}")
         for f in ("rewards", "costs", "terminations", "truncations"):
@@ -91,6 +99,8 @@ class OfflineDataset:
     @classmethod
     def from_dict(cls, d: dict[str, np.ndarray]) -> OfflineDataset:
         """From Minari/DSRL field names, or D4RL's (``terminals``/``timeouts``); ``costs`` is required."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"d must be a mapping of field name -> array, got {type(d).__name__}")
         d = dict(d)
         if "terminations" not in d and "terminals" in d:
             d["terminations"] = d.pop("terminals")
@@ -113,6 +123,8 @@ class OfflineDataset:
             return cls.from_dict({k: z[k] for k in z.files})
 
     def concat(self, other: OfflineDataset) -> OfflineDataset:
+        if not isinstance(other, OfflineDataset):
+            raise ValueError(f"other must be an OfflineDataset, got {type(other).__name__}")
         if other.obs_shape != self.obs_shape or other.act_dim != self.act_dim:
             raise ValueError(
                 f"cannot concatenate datasets with observation/action shapes {self.obs_shape}/{self.act_dim} and "
@@ -122,6 +134,21 @@ class OfflineDataset:
 
 
 # ------------------------------------------------------------------------------------------ behaviour policies
+def _check_policy_args(obs, rng, noise) -> np.ndarray:
+    obs = np.asarray(obs)
+    if obs.ndim != 2 or obs.shape[1] < 6 + LIDAR_BINS:
+        raise ValueError(
+            f"obs must be SafeNav2D state observations (N, {6 + LIDAR_BINS}), got shape {obs.shape}"
+        )
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < np.inf:
+        raise ValueError(f"noise must be a finite number >= 0 (action noise std), got {noise!r}")
+    return obs
+
+
 def _goal_dir(obs: np.ndarray) -> np.ndarray:
     g = obs[:, 4:6]
     return g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-6)
@@ -129,6 +156,7 @@ def _goal_dir(obs: np.ndarray) -> np.ndarray:
 
 def greedy_policy(obs: np.ndarray, rng: np.random.Generator, noise: float = 0.3) -> np.ndarray:
     """Unsafe: straight to the goal with velocity damping, ignores hazards."""
+    obs = _check_policy_args(obs, rng, noise)
     a = 2.0 * _goal_dir(obs) - 1.0 * obs[:, 2:4]
     return np.clip(a + noise * rng.standard_normal(a.shape), -1, 1)
 
@@ -144,6 +172,7 @@ _BIN_DIR = np.stack(
 
 def safe_policy(obs: np.ndarray, rng: np.random.Generator, noise: float = 0.3) -> np.ndarray:
     """Safe: potential field — goal attraction plus repulsion from lidar-detected hazards (and a tangent term)."""
+    obs = _check_policy_args(obs, rng, noise)
     lid = obs[:, 6 : 6 + LIDAR_BINS]
     strength = np.clip((lid - 0.7) / 0.2, 0, None) ** 2  # active within ~0.9 of a hazard centre
     rep = -(strength[..., None] * _BIN_DIR[None]).sum(1)  # push away
@@ -155,6 +184,8 @@ def safe_policy(obs: np.ndarray, rng: np.random.Generator, noise: float = 0.3) -
 
 
 def random_policy(obs: np.ndarray, rng: np.random.Generator, noise: float = 0.0) -> np.ndarray:
+    """Uniform actions in [-1, 1]² (``noise`` is accepted for a common signature and unused)."""
+    obs = _check_policy_args(obs, rng, noise)
     return rng.uniform(-1, 1, size=(obs.shape[0], 2))
 
 
@@ -187,8 +218,20 @@ def collect_dataset(
     max_steps: int = 200,
 ) -> OfflineDataset:
     """The offline mixture D: ``episodes_per_policy`` episodes of each behaviour policy (vectorised rollouts)."""
-    if not isinstance(episodes_per_policy, int) or episodes_per_policy < 1:
+    if (
+        isinstance(episodes_per_policy, bool)
+        or not isinstance(episodes_per_policy, int)
+        or episodes_per_policy < 1
+    ):
         raise ValueError(f"episodes_per_policy must be an int >= 1, got {episodes_per_policy!r}")
+    if not isinstance(policies, (tuple, list)) or len(policies) == 0:
+        raise ValueError(
+            f"policies must be a non-empty tuple of names among {sorted(BEHAVIOURS)}, got {policies!r}"
+        )
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < np.inf:
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
     parts = []
     for k, name in enumerate(policies):
         if name not in BEHAVIOURS:
@@ -210,9 +253,13 @@ class SequenceStore:
     """
 
     def __init__(self, seq_len: int, offline: OfflineDataset | None = None, online_frac: float | None = None):
-        if not isinstance(seq_len, int) or seq_len < 2:
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
             raise ValueError(f"seq_len must be an int >= 2, got {seq_len!r}")
-        if online_frac is not None and not 0.0 <= online_frac <= 1.0:
+        if online_frac is not None and (
+            isinstance(online_frac, bool)
+            or not isinstance(online_frac, (int, float))
+            or not 0.0 <= online_frac <= 1.0
+        ):
             raise ValueError(f"online_frac must be None or in [0, 1], got {online_frac!r}")
         self.T, self.online_frac = seq_len, online_frac
         self.off = offline
@@ -231,6 +278,9 @@ class SequenceStore:
 
     # online part ------------------------------------------------------------------------------------
     def init_online(self, num_envs: int, capacity: int, obs_shape: tuple[int, ...], act_dim: int) -> None:
+        for name, v in (("num_envs", num_envs), ("capacity", capacity), ("act_dim", act_dim)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         self.on_envs, self.on_cap = num_envs, capacity
         shp = {
             "observations": obs_shape,
@@ -273,6 +323,8 @@ class SequenceStore:
 
     def sample(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """A dict of (batch, T, ·) arrays plus ``source`` (batch,) = 1 for online windows."""
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
         on_starts = self._on_starts()
         n_off, n_on = len(self.off_starts), len(on_starts)
         if n_off + n_on == 0:

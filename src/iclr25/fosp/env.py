@@ -63,6 +63,8 @@ def lidar(
         raise ValueError(
             f"pos and hazards must be (N, 2) and (K, 2) positions, got {pos.shape} and {hazards.shape}"
         )
+    if not (np.isfinite(pos).all() and np.isfinite(hazards).all()):
+        raise ValueError("pos and hazards must be finite, got NaN/inf")
     rel = hazards[None, :, :] - pos[:, None, :]  # (N, K, 2)
     d = np.linalg.norm(rel, axis=-1)
     ang = np.mod(np.arctan2(rel[..., 1], rel[..., 0]), 2 * np.pi)
@@ -74,6 +76,19 @@ def lidar(
 
 def raster(pos: np.ndarray, goal: np.ndarray, hazards: np.ndarray, size: int = 16) -> np.ndarray:
     """Top-down (N, size, size, 3) uint8 image: hazards blue, goal green, agent red (the "vision" observation)."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"size must be an int >= 1 (pixels), got {size!r}")
+    pos, goal, hazards = (np.asarray(x, dtype=float) for x in (pos, goal, hazards))
+    if (
+        pos.ndim != 2
+        or pos.shape[1] != 2
+        or goal.shape != pos.shape
+        or hazards.ndim != 2
+        or hazards.shape[1] != 2
+    ):
+        raise ValueError(
+            f"pos and goal must be (N, 2) and hazards (K, 2), got {pos.shape}, {goal.shape}, {hazards.shape}"
+        )
     g = (np.arange(size) + 0.5) / size * 2 * ARENA - ARENA
     xx, yy = np.meshgrid(g, g, indexing="xy")
     pts = np.stack([xx, yy], -1).reshape(1, -1, 2)  # (1, P, 2)
@@ -96,9 +111,9 @@ class SafeNav2DVec:
     def __init__(
         self, num_envs: int = 1, layout: str = "base", max_steps: int = 200, seed: int | None = None
     ):
-        if not isinstance(num_envs, int) or num_envs < 1:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-        if not isinstance(max_steps, int) or max_steps < 1:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
         self.num_envs, self.layout, self.max_steps = num_envs, layout, max_steps
         self.hazards = hazards_for(layout)
@@ -210,7 +225,10 @@ class SafeNav2D(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
-        _, r, c, term, trunc, info = self.vec.step(np.asarray(action, dtype=np.float64).reshape(1, ACT_DIM))
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape not in ((ACT_DIM,), (1, ACT_DIM)):
+            raise ValueError(f"action must have shape ({ACT_DIM},), got {a.shape}")
+        _, r, c, term, trunc, info = self.vec.step(a.reshape(1, ACT_DIM))
         info = {k: bool(v[0]) for k, v in info.items()}
         return self._obs(), float(r[0]), float(c[0]), bool(term[0]), bool(trunc[0]), info
 
@@ -236,6 +254,8 @@ class GymnasiumToSafety(gym.Wrapper):
     """Gymnasium env with ``info["cost"]`` → Safety-Gymnasium 6-tuple; refuses envs without a cost signal."""
 
     def __init__(self, env: gym.Env, cost_key: str = "cost"):
+        if not isinstance(cost_key, str):
+            raise ValueError(f"cost_key must be a str (the info key of the cost), got {cost_key!r}")
         super().__init__(env)
         self.cost_key = cost_key
 

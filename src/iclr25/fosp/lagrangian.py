@@ -26,7 +26,7 @@ class AugmentedLagrangian(nn.Module):
             ("penalty_init", penalty_init),
             ("growth", growth),
         ):
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if penalty_init <= 0:
             raise ValueError(f"penalty_init must be > 0, got {penalty_init!r}")
@@ -36,6 +36,8 @@ class AugmentedLagrangian(nn.Module):
 
     def psi(self, g: torch.Tensor) -> torch.Tensor:
         """ψ(g) with the current (λ, c); g is a scalar tensor (keeps its gradient)."""
+        if not isinstance(g, torch.Tensor) or g.numel() != 1:
+            raise ValueError(f"g must be a scalar tensor (the constraint violation), got {g!r}")
         lam, c = self.multiplier.to(g.dtype), self.penalty.to(g.dtype)
         cond = lam + c * g.detach()
         return torch.where(cond > 0, lam * g + 0.5 * c * g.pow(2), -lam.pow(2) / (2 * c) + 0 * g)

@@ -14,14 +14,33 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 
+def _num(name: str, v, lo: float | None = None, hi: float | None = None, open_: bool = False) -> None:
+    """A finite real number (not a bool/str) in [lo, hi] ((lo, hi) with ``open_``); ValueError naming it."""
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if open_ else v >= lo
+    if ok and hi is not None:
+        ok = v < hi if open_ else v <= hi
+    if not ok:
+        rng = "" if lo is None else (f" in ({lo}, {hi})" if open_ else f" in [{lo}, {hi}]")
+        raise ValueError(f"{name} must be a finite number{rng}, got {v!r}")
+
+
 def expectile_loss(q: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Tensor:
     """Elementwise L_τ(u) = |τ − 1[u < 0]|·u² with u = q − v (τ = 0.5 gives 0.5·(q − v)²)."""
-    if not 0.0 < tau < 1.0:
-        raise ValueError(f"tau must be in (0, 1), got {tau!r}")
+    _num("tau", tau, 0.0, 1.0, open_=True)
+    try:
+        torch.broadcast_shapes(q.shape, v.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"q and v must have broadcastable shapes, got {tuple(q.shape)} and {tuple(v.shape)}"
+        ) from None
     u = q - v
     return torch.where(u < 0, 1.0 - tau, tau) * u.pow(2)
 
@@ -29,8 +48,16 @@ def expectile_loss(q: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Tensor
 def lambda_return(
     rewards: torch.Tensor, values: torch.Tensor, cont: torch.Tensor, gamma: float, lam: float
 ) -> torch.Tensor:
-    """λ-returns G_0..G_{H−1}. rewards, cont: (H, ...); values: (H + 1, ...) = V(s_0..s_H)."""
-    if values.shape[0] != rewards.shape[0] + 1 or cont.shape != rewards.shape:
+    """λ-returns G_0..G_{H−1}. rewards, cont: (H, ...) with H >= 1; values: (H + 1, ...) = V(s_0..s_H)."""
+    _num("gamma", gamma, 0.0, 1.0)
+    _num("lam", lam, 0.0, 1.0)
+    if rewards.ndim < 1 or rewards.shape[0] < 1:
+        raise ValueError(f"rewards must be (H, ...) with H >= 1, got shape {tuple(rewards.shape)}")
+    if (
+        values.shape[0] != rewards.shape[0] + 1
+        or values.shape[1:] != rewards.shape[1:]
+        or cont.shape != rewards.shape
+    ):
         raise ValueError(
             f"values must have one more step than rewards and cont the shape of rewards; got rewards "
             f"{tuple(rewards.shape)}, values {tuple(values.shape)}, cont {tuple(cont.shape)}"
@@ -52,8 +79,7 @@ def ref_targets(
     and the bootstrap do. ``validate=False`` skips the value checks (a device sync), for callers that built
     ``violation`` as an indicator themselves.
     """
-    if not 0.0 <= mu <= 1.0:
-        raise ValueError(f"mu must be in [0, 1], got {mu!r}")
+    _num("mu", mu, 0.0, 1.0)
     if violation.ndim < 1 or violation.shape[0] < 1:
         raise ValueError(f"violation must be (H, ...) with H >= 1, got shape {tuple(violation.shape)}")
     if validate:
@@ -79,6 +105,19 @@ def reachability_dp(
 
     ``transition[s, s']`` row-stochastic; ``unsafe[s']`` = h of the state entered. Reference for tests.
     """
+    _num("mu", mu, 0.0, 1.0)
+    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be an int >= 1, got {iters!r}")
+    S = transition.shape[0] if transition.ndim == 2 else -1
+    if transition.ndim != 2 or transition.shape != (S, S) or tuple(unsafe.shape) != (S,):
+        raise ValueError(
+            f"transition must be (S, S) and unsafe (S,), got {tuple(transition.shape)} and {tuple(unsafe.shape)}"
+        )
+    rows = transition.sum(1)
+    if (transition < 0).any() or not torch.allclose(rows, torch.ones_like(rows), atol=1e-5):
+        raise ValueError("transition must be row-stochastic (non-negative rows summing to 1)")
+    if not ((unsafe == 0) | (unsafe == 1)).all():
+        raise ValueError("unsafe must hold the indicator h in {0, 1}")
     phi = torch.zeros(transition.shape[0], dtype=transition.dtype)
     for _ in range(iters):
         phi = transition @ torch.maximum(unsafe, mu * phi)
@@ -90,14 +129,27 @@ class PercentileEMA(nn.Module):
 
     def __init__(self, decay: float = 0.99, lo: float = 0.05, hi: float = 0.95, max_scale: float = 1.0):
         super().__init__()
+        _num("decay", decay, 0.0, 1.0)
+        _num("lo", lo, 0.0, 1.0)
+        _num("hi", hi, 0.0, 1.0)
+        if not lo < hi:
+            raise ValueError(f"lo must be < hi (percentiles), got lo={lo!r}, hi={hi!r}")
+        _num("max_scale", max_scale, 0.0)
+        if max_scale <= 0:
+            raise ValueError(f"max_scale must be > 0, got {max_scale!r}")
         self.decay, self.lo, self.hi, self.max_scale = decay, lo, hi, max_scale
         self.register_buffer("low", torch.zeros(()))
         self.register_buffer("high", torch.zeros(()))
         self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
+    def update(self, x: torch.Tensor, validate: bool = True) -> None:
+        """EMA update from a batch ``x``; ``validate=False`` skips the finiteness check (a device sync)."""
         x = x.detach().flatten().float()
+        if x.numel() == 0:
+            raise ValueError("x must be a non-empty tensor of values")
+        if validate and not bool(torch.isfinite(x).all()):
+            raise ValueError("x must be finite, got NaN/inf")
         lo, hi = torch.quantile(x, self.lo), torch.quantile(x, self.hi)
         if not bool(self.initialised):
             self.low.copy_(lo)
