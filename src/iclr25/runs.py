@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from . import registry
-from .common.results import PRESET_NAMES, RunResult, write_run
+from .common.results import PRESET_NAMES, RunResult, config_hash, write_run
 
 
 class UsageError(ValueError):
@@ -331,6 +331,7 @@ def finish_run(
         load_start=load_start,
         cpu_s=None if cpu_now is None or cpu_start is None else cpu_now - cpu_start,
         overrides=overrides or {},
+        config_hash=config_hash(cfg),  # lets `iclr25 verify` check that it rebuilt the reference's config
     )
     return write_run(result, cfg, dest, provenance=prov, overrides=overrides)
 

@@ -44,3 +44,21 @@ def test_seeding_is_reproducible():
     assert derive_seed(0, "data") == derive_seed(0, "data") != derive_seed(0, "init")
     with pytest.raises(ValueError, match="seed"):
         seed_everything(-1)
+
+
+def test_thread_limit_covers_the_blas_pools_scipy_and_sklearn_load_later():
+    """scipy and scikit-learn bring their own OpenBLAS / libgomp; loaded after the limit they used to run with
+    the machine's core count (a result that moves with the machine)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from iclr25.common.device import set_cpu_threads\n"
+        "set_cpu_threads(1)\n"
+        "import scipy.linalg, sklearn.cluster\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({i['num_threads'] for i in threadpool_info()}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert r.stdout.strip().splitlines()[-1] == "[1]"

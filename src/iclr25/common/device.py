@@ -42,7 +42,19 @@ def set_cpu_threads(n: int | None) -> None:
     torch.set_num_threads(n)
     from threadpoolctl import threadpool_limits
 
+    _load_blas_pools()
     threadpool_limits(n)  # stays in force for the process (and forked workers)
+
+
+def _load_blas_pools() -> None:
+    """Load the BLAS/OpenMP libraries that scipy and scikit-learn bring (their own OpenBLAS and libgomp) before
+    the limit is set: loaded later, inside an experiment, they would run with the machine's core count — and a
+    floating-point reduction order that follows the machine instead of the config."""
+    for mod in ("scipy.linalg", "sklearn.utils._openmp_helpers"):
+        try:
+            __import__(mod)
+        except ImportError:  # optional here: a system that needs it imports it itself
+            pass
 
 
 def tune_malloc() -> bool:
