@@ -38,6 +38,8 @@ class World:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                 raise ValueError(f"{k} must be an int >= 2, got {v!r}")
+        if isinstance(self.prior_seed, bool) or not isinstance(self.prior_seed, int) or self.prior_seed < 0:
+            raise ValueError(f"prior_seed must be an int >= 0, got {self.prior_seed!r}")
 
     @property
     def names(self) -> list[str]:
@@ -64,8 +66,24 @@ class World:
         return [*SPECIALS, *TEMPLATE_WORDS, *self.names, *self.jobs, *self.cities, *self.years]
 
 
+def _check_world(world) -> None:
+    if not isinstance(world, World):
+        raise ValueError(f"world must be a biographies.World, got {type(world).__name__}")
+
+
+def _check_count(name: str, v, lo: int = 1) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+
+
+def _check_prob(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+
+
 def word_tokenizer(world: World = World()) -> PreTrainedTokenizerFast:
     """Word-level tokenizer over the world's words; prepends ``<bos>`` like Llama tokenizers (ids 0..3 special)."""
+    _check_world(world)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
     vocab = {w: i for i, w in enumerate(world.words())}
@@ -87,8 +105,10 @@ def _sentence(name: str, job: str, city: str, year: str | None) -> str:
 
 def pretraining_corpus(world: World, n: int, seed: int, prior_strength: float = 0.9) -> list[str]:
     """Biographical sentences where city and year follow the occupation's prior with prob. ``prior_strength``."""
-    if not 0.0 <= prior_strength <= 1.0:
-        raise ValueError(f"prior_strength must be in [0, 1], got {prior_strength!r}")
+    _check_world(world)
+    _check_count("n", n)
+    _check_count("seed", seed, 0)
+    _check_prob("prior_strength", prior_strength)
     rng = np.random.default_rng(seed)
     pc, py = world.priors()
     job = rng.integers(0, world.n_jobs, n)
@@ -109,9 +129,13 @@ def records_dataset(
     City and year are independent of the occupation. With ``faithful=False`` a record without a year has a
     reference mentioning the occupation's prior year with probability ``divergent``.
     """
+    _check_world(world)
+    _check_count("n", n)
+    _check_count("seed", seed, 0)
     for k, v in (("year_absent", year_absent), ("divergent", divergent)):
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"{k} must be in [0, 1], got {v!r}")
+        _check_prob(k, v)
+    if not isinstance(faithful, (bool, np.bool_)):
+        raise ValueError(f"faithful must be a bool, got {faithful!r}")
     rng = np.random.default_rng(seed)
     _, py = world.priors()
     name = rng.integers(0, world.n_names, n)
@@ -148,8 +172,24 @@ def hallucination_and_recall(
     i. ``recall[i]``: share of record i's values (name, job, city, year when present) found in output i — the
     PARENT-recall analogue.
     """
+    _check_world(world)
+    if (
+        isinstance(outputs, str)
+        or not hasattr(outputs, "__len__")
+        or not hasattr(outputs, "__iter__")
+        or not all(isinstance(o, str) for o in outputs)
+    ):
+        raise ValueError(
+            f"outputs must be a list of strings (one generated text per record), got {outputs!r:.80}"
+        )
     if len(outputs) != len(records):
         raise ValueError(f"outputs has {len(outputs)} items but records has {len(records)}")
+    if not outputs:
+        raise ValueError("outputs and records are empty; the metrics need at least one example")
+    for i, r in enumerate(records):
+        missing = [k for k in ("name", "job", "city", "year") if not hasattr(r, "keys") or k not in r]
+        if missing:
+            raise ValueError(f"records[{i}] must be a dict with keys name/job/city/year, missing {missing}")
     kinds = {
         **{w: "job" for w in world.jobs},
         **{w: "city" for w in world.cities},

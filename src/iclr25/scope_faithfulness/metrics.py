@@ -17,8 +17,13 @@ def corpus_bleu(outputs: Sequence[str], references: Sequence[str]) -> float:
     """Corpus SacreBLEU (default 13a tokenisation) of ``outputs`` against one reference each."""
     import sacrebleu
 
+    for name, xs in (("outputs", outputs), ("references", references)):
+        if isinstance(xs, str) or not isinstance(xs, Sequence):
+            raise ValueError(f"{name} must be a list of strings, got {type(xs).__name__}")
     if len(outputs) != len(references):
         raise ValueError(f"outputs has {len(outputs)} items but references has {len(references)}")
+    if any(not isinstance(o, str) for o in outputs):
+        raise ValueError("outputs: every output must be a string")
     if not references:
         raise ValueError("references is empty")
     if any(not isinstance(r, str) or not r.strip() for r in references):
@@ -44,6 +49,12 @@ def nli_faithfulness(
 
     if len(sources) != len(outputs):
         raise ValueError(f"sources has {len(sources)} items but outputs has {len(outputs)}")
+    if len(sources) == 0:
+        raise ValueError("sources and outputs are empty; nothing to score")
+    from pathlib import Path
+
+    if not Path(model_path).is_dir():
+        raise ValueError(f"model_path must be a local model folder (no download), got {str(model_path)!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     tok = AutoTokenizer.from_pretrained(model_path, local_files_only=True)

@@ -34,7 +34,9 @@ def _check_alpha(alpha: float) -> float:
     return a
 
 
-def _vocab_size(model) -> int:
+def _vocab_size(model, name: str = "model") -> int:
+    if not hasattr(model, "get_output_embeddings") or not hasattr(model, "config"):
+        raise ValueError(f"{name} must be a Hugging Face causal LM, got {type(model).__name__}")
     emb = model.get_output_embeddings()
     if emb is not None and getattr(emb, "weight", None) is not None:
         return int(emb.weight.shape[0])
@@ -47,7 +49,7 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
     The mixture is taken token by token, so both models must index the same vocabulary: equal output sizes and,
     when both tokenizers are given, identical token→id maps.
     """
-    v_main, v_lm = _vocab_size(model), _vocab_size(lm)
+    v_main, v_lm = _vocab_size(model, "model"), _vocab_size(lm, "lm")
     if v_main != v_lm:
         raise ValueError(
             f"lm: tokenizer/vocabulary mismatch — the model scores {v_main} tokens but the noise LM scores {v_lm}; "
@@ -109,6 +111,13 @@ class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
             raise ValueError(
                 f"lm_prompt_ids must be a non-empty (P,) or (B, P) id tensor, got shape {tuple(ids.shape)}"
             )
+        v = _vocab_size(lm, "lm")
+        if ids.min() < 0 or ids.max() >= v:
+            raise ValueError(
+                f"lm_prompt_ids must be token ids in [0, {v}), got range [{int(ids.min())}, {int(ids.max())}]"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be None or an int, got {seed!r}")
         super().__init__(guidance_scale=1.0, model=lm, unconditional_ids=None, use_cache=use_cache)
         self._lm_prompt = ids
         self._prompt_len: int | None = None
@@ -164,16 +173,50 @@ class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
         return torch.where(z[:, None], lp_lm, lp_main).to(scores.dtype)
 
 
-def _as_inputs(inputs) -> dict[str, torch.Tensor]:
+def _check_decoding(max_new_tokens, min_new_tokens, temperature, top_p, do_sample) -> None:
+    for name, v, lo in (("max_new_tokens", max_new_tokens, 1), ("min_new_tokens", min_new_tokens, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    if min_new_tokens > max_new_tokens:
+        raise ValueError(f"min_new_tokens must be <= max_new_tokens = {max_new_tokens}, got {min_new_tokens}")
+    if do_sample:
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not 0 < temperature < math.inf
+        ):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _as_inputs(inputs, vocab: int | None = None) -> dict[str, torch.Tensor]:
     if isinstance(inputs, torch.Tensor):
         ids = inputs if inputs.ndim == 2 else inputs[None]
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if isinstance(inputs, Mapping) and "input_ids" in inputs:
-        out = {"input_ids": inputs["input_ids"]}
+        out = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    elif isinstance(inputs, Mapping) and "input_ids" in inputs:
+        out = {"input_ids": torch.as_tensor(inputs["input_ids"])}
         if inputs.get("attention_mask") is not None:
-            out["attention_mask"] = inputs["attention_mask"]
+            out["attention_mask"] = torch.as_tensor(inputs["attention_mask"])
         else:
-            out["attention_mask"] = torch.ones_like(inputs["input_ids"])
+            out["attention_mask"] = torch.ones_like(out["input_ids"])
+    else:
+        out = None
+    if out is not None:
+        ids = out["input_ids"]
+        if ids.ndim != 2 or ids.shape[1] == 0 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise ValueError(
+                f"inputs: input_ids must be a non-empty (B, L) integer tensor, got {ids.dtype} {tuple(ids.shape)}"
+            )
+        if vocab is not None and (ids.min() < 0 or ids.max() >= vocab):
+            raise ValueError(
+                f"inputs: input_ids must be token ids in [0, {vocab}), got range [{int(ids.min())}, {int(ids.max())}]"
+            )
+        if out["attention_mask"].shape != ids.shape:
+            raise ValueError(
+                f"inputs: attention_mask must have the shape of input_ids {tuple(ids.shape)}, "
+                f"got {tuple(out['attention_mask'].shape)}"
+            )
         return out
     raise ValueError(
         f"inputs must be an input_ids tensor or a mapping with 'input_ids', got {type(inputs).__name__}"
@@ -213,7 +256,8 @@ def generate_unfaithful(
     check_same_vocabulary(model, lm, tokenizer, lm_tokenizer)
     if generate_kwargs.get("num_beams", 1) != 1:
         raise ValueError(f"num_beams must be 1 for noisy generation, got {generate_kwargs['num_beams']!r}")
-    enc = _as_inputs(inputs)
+    _check_decoding(max_new_tokens, min_new_tokens, temperature, top_p, do_sample)
+    enc = _as_inputs(inputs, _vocab_size(model))
     dev = next(model.parameters()).device
     enc = {k: v.to(dev) for k, v in enc.items()}
     if (enc["attention_mask"][:, -1] == 0).any():
@@ -265,13 +309,21 @@ def context_aware_generate(model, inputs, alpha: float = 0.5, *, lm_prompt_ids=N
         or not (math.isfinite(alpha) and alpha >= 0)
     ):
         raise ValueError(f"alpha must be a finite float >= 0, got {alpha!r}")
-    enc = _as_inputs(inputs)
+    if "max_new_tokens" in generate_kwargs:
+        v = generate_kwargs["max_new_tokens"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"max_new_tokens must be an int >= 1, got {v!r}")
+    enc = _as_inputs(inputs, _vocab_size(model))
     dev = next(model.parameters()).device
     enc = {k: v.to(dev) for k, v in enc.items()}
     b = enc["input_ids"].shape[0]
     if lm_prompt_ids is None:
         lm_prompt_ids = [model.config.bos_token_id]
     neg = torch.as_tensor(lm_prompt_ids, dtype=torch.long, device=dev)
+    if neg.ndim not in (1, 2) or neg.shape[-1] == 0:
+        raise ValueError(
+            f"lm_prompt_ids must be a non-empty (P,) or (B, P) id list, got shape {tuple(neg.shape)}"
+        )
     neg = (neg[None] if neg.ndim == 1 else neg).expand(b, -1).contiguous()
     was = model.training
     model.eval()

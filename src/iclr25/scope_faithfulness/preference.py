@@ -52,6 +52,12 @@ def split_halves(dataset, seed: int = 0):
     D₁ is for supervised fine-tuning (p_θ₀), D₂ for the unfaithful samples and the preference stage.
     Returns two objects of the input's kind (``datasets.Dataset`` or list of rows).
     """
+    if not hasattr(dataset, "__len__"):
+        raise ValueError(
+            f"dataset must be a sized collection (list or datasets.Dataset), got {type(dataset).__name__}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     n = len(dataset)
     if n < 2:
         raise ValueError(f"dataset must hold at least 2 examples to be split in halves, got {n}")
@@ -93,6 +99,10 @@ def build_preference_pairs(
     from datasets import Dataset
 
     alpha = _check_alpha(alpha)
+    if tokenizer is None or not hasattr(tokenizer, "padding_side"):
+        raise ValueError(f"tokenizer must be a Hugging Face tokenizer, got {type(tokenizer).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an int, got {seed!r}")
     check_same_vocabulary(model, lm, tokenizer, lm_tokenizer)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -193,10 +203,17 @@ def dpo_config(output_dir: str | None = None, **overrides):
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(DPOConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"overrides {unknown} are not trl.DPOConfig fields")
     kw.update(overrides)
-    beta = kw["beta"]
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite float > 0, got {beta!r}")
+    for name in ("beta", "learning_rate"):
+        v = kw[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a finite float > 0, got {v!r}")
     return DPOConfig(**kw)
 
 
@@ -207,6 +224,8 @@ def independent_copy(model):
     a plain deepcopy of such a model keeps computing with the original's weights. The copy drops that instance
     attribute so it runs its own class ``forward`` (TRL patches it again when it trains it).
     """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     new = copy.deepcopy(model)
     for m in new.modules():
         m.__dict__.pop("forward", None)
@@ -215,8 +234,13 @@ def independent_copy(model):
 
 def make_dpo_trainer(model, pairs, tokenizer, *, ref_model=None, args=None, **config_overrides):
     """A ``trl.DPOTrainer`` for SCOPE: policy = ``model`` (p_θ₀), reference = a frozen copy of it by default."""
+    from datasets import Dataset
     from trl import DPOTrainer
 
+    if not isinstance(pairs, Dataset):
+        raise ValueError(
+            f"pairs must be a datasets.Dataset (build_preference_pairs' output), got {type(pairs).__name__}"
+        )
     for col in ("prompt", "chosen", "rejected"):
         if col not in pairs.column_names:
             raise ValueError(f"pairs must have columns prompt/chosen/rejected (TRL format), missing {col!r}")
@@ -254,6 +278,17 @@ def scope_dpo(model, pairs, tokenizer, *, ref_model=None, **config_overrides):
 
 def sequence_logps(model, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> torch.Tensor:
     """log π(y|x) = Σ_t log π(y_t | x, y_<t) over the response tokens only (one example, no padding)."""
+    from .noisy_generation import _vocab_size
+
+    vocab = _vocab_size(model)
+    for name, ids in (("prompt_ids", prompt_ids), ("response_ids", response_ids)):
+        ids = list(ids)
+        if not ids:
+            raise ValueError(f"{name} must hold at least one token id")
+        if any(
+            isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < vocab for i in ids
+        ):
+            raise ValueError(f"{name} must be int token ids in [0, {vocab}), got {ids[:8]!r}")
     ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=next(model.parameters()).device)
     logits = model(input_ids=ids).logits[0, :-1].float()  # predicts ids[1:]
     lp = F.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
@@ -272,6 +307,13 @@ def dpo_sigmoid_loss(
         raise ValueError(
             f"beta must be a finite number > 0 (DPO's KL strength; the paper uses 0.1), got {beta!r}"
         )
+    ts = {"policy_chosen": policy_chosen, "policy_rejected": policy_rejected, "ref_chosen": ref_chosen,
+          "ref_rejected": ref_rejected}  # fmt: skip
+    for name, t in ts.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor of sequence log-probabilities, got {type(t).__name__}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must hold finite log-probabilities, got NaN/inf")
     shapes = {tuple(t.shape) for t in (policy_chosen, policy_rejected, ref_chosen, ref_rejected)}
     if len(shapes) != 1:
         raise ValueError(
