@@ -9,6 +9,7 @@ torchaudio's I/O backends are gone in recent releases, so decoding never goes th
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -26,11 +27,47 @@ __all__ = [
 ]
 
 
+def _check_num(name: str, v, lo=None, hi=None, lo_open: bool = False) -> None:
+    """A finite real number (not a bool/str) >= lo (> lo with ``lo_open``) and <= hi; ValueError naming it."""
+    ok = not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
+    ok = ok and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        bound = "" if lo is None else (f" > {lo}" if lo_open else f" >= {lo}")
+        bound += "" if hi is None else f" and <= {hi}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {v!r}")
+
+
+def _check_int(name: str, v, lo: int = 1) -> None:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+
+
+def _check_range_pair(name: str, r, lo=None) -> None:
+    """A (low, high) pair of finite numbers with low <= high (and low >= lo)."""
+    try:
+        a, b = r
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a (low, high) pair, got {r!r}") from None
+    for v in (a, b):
+        _check_num(name, v, lo)
+    if not a <= b:
+        raise ValueError(f"{name} must be a (low, high) range with low <= high, got {r!r}")
+
+
 def resample(wave: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
     """Resample a mono float signal with soxr (high quality). No-op when the rates match."""
     for name, v in (("orig_sr", orig_sr), ("target_sr", target_sr)):
-        if not isinstance(v, (int, np.integer)) or v <= 0:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v <= 0:
             raise ValueError(f"{name} must be a positive int sample rate in Hz, got {v!r}")
+    wave = np.asarray(wave)
+    if wave.ndim != 1 or wave.size == 0:
+        raise ValueError(f"wave must be a non-empty mono (samples,) signal, got shape {wave.shape}")
+    if not np.isfinite(wave).all():
+        raise ValueError("wave holds NaN/inf samples")
     if orig_sr == target_sr:
         return np.asarray(wave, dtype=np.float32)
     import soxr
@@ -60,6 +97,8 @@ def load_audio(
     """Decode a whole file (path or bytes) to mono float32; resample to ``sample_rate`` if given."""
     import soundfile as sf
 
+    if sample_rate is not None:
+        _check_int("sample_rate", sample_rate)
     src = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source)
     try:
         x, sr = sf.read(src, dtype="float32", always_2d=False)
@@ -74,9 +113,10 @@ def load_audio(
 
 def pad_or_truncate(wave: np.ndarray, length: int) -> np.ndarray:
     """Zero-pad at the end or truncate to exactly ``length`` samples."""
-    if length < 1:
-        raise ValueError(f"length must be >= 1 sample, got {length}")
+    _check_int("length", length)
     wave = np.asarray(wave, dtype=np.float32)
+    if wave.ndim != 1:
+        raise ValueError(f"wave must be a mono (samples,) signal, got shape {wave.shape}")
     if len(wave) >= length:
         return wave[:length]
     return np.pad(wave, (0, length - len(wave)))
@@ -100,6 +140,9 @@ def window_frames(
 
     Reads past the end of a file stop at its last sample (soundfile clips ``stop``).
     """
+    _check_int("sample_rate", sample_rate)
+    _check_num("start (window)", start)
+    _check_num("end (window)", end)
     for name, v in (("min_length", min_length), ("max_length", max_length)):
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{name} must be None or a finite number of seconds >= 0, got {v!r}")
@@ -132,6 +175,8 @@ def decode_window(
     resampled to ``sample_rate``, zero-padded / truncated to ``max_length`` s. ``(0, 0)`` reads the file's start."""
     import soundfile as sf
 
+    _check_int("sample_rate", sample_rate)
+
     try:
         f = sf.SoundFile(str(path))
     except Exception as e:
@@ -160,6 +205,8 @@ class AudioCache:
     """
 
     def __init__(self, sample_rate: int, max_bytes: int = 1 << 30):
+        _check_int("sample_rate", sample_rate)
+        _check_int("max_bytes", max_bytes, 0)
         self.sample_rate = int(sample_rate)
         self.max_bytes = int(max_bytes)
         self._store: OrderedDict[str, np.ndarray] = OrderedDict()

@@ -16,6 +16,7 @@ Focal Xeno-canto recordings carry weak labels and ``detected_events`` ([start, e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,6 +32,37 @@ __all__ = [
 ]
 
 
+def _check_num(name: str, v, lo=None, hi=None, lo_open: bool = False) -> None:
+    """A finite real number (not a bool/str) >= lo (> lo with ``lo_open``) and <= hi; ValueError naming it."""
+    ok = not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
+    ok = ok and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        bound = "" if lo is None else (f" > {lo}" if lo_open else f" >= {lo}")
+        bound += "" if hi is None else f" and <= {hi}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {v!r}")
+
+
+def _check_int(name: str, v, lo: int = 1) -> None:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+
+
+def _check_range_pair(name: str, r, lo=None) -> None:
+    """A (low, high) pair of finite numbers with low <= high (and low >= lo)."""
+    try:
+        a, b = r
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a (low, high) pair, got {r!r}") from None
+    for v in (a, b):
+        _check_num(name, v, lo)
+    if not a <= b:
+        raise ValueError(f"{name} must be a (low, high) range with low <= high, got {r!r}")
+
+
 def event_mapping(
     detected_events: Sequence[Sequence[float]] | np.ndarray | None,
     event_cluster: Sequence[int] | np.ndarray | None,
@@ -43,6 +75,14 @@ def event_mapping(
     ``biggest_cluster`` only events of the most frequent remaining cluster are kept (ties → the smallest cluster
     id, as ``np.unique(...)[argmax]``); no event left → ``[no_event_window]``.
     """
+    nw = no_event_window
+    if not isinstance(nw, (tuple, list)) or len(nw) != 2:
+        raise ValueError(f"no_event_window must be a (start, end) pair, got {nw!r}")
+    _check_range_pair("no_event_window", nw, 0.0)
+    if detected_events is not None:
+        for e in detected_events:
+            if len(e) != 2:
+                raise ValueError(f"detected_events must be [start, end] pairs, got an entry {list(e)!r}")
     ev_list = (
         [] if detected_events is None else [[float(t) for t in e] for e in detected_events]
     )  # parquet: arrays
@@ -131,6 +171,8 @@ def smart_sampling(
     uniformly without replacement. Classes with ≤ ``class_limit`` events keep all of them; the result may exceed
     ``class_limit`` (official behaviour). Returns the kept rows in their original order.
     """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if not isinstance(class_limit, int) or class_limit < 1:
         raise ValueError(f"class_limit must be an int >= 1, got {class_limit!r}")
     if not isinstance(event_limit, int) or event_limit < 1:
@@ -151,6 +193,13 @@ def smart_sampling(
     rng = np.random.default_rng(seed)
     rank = pd.Series(rng.random(len(rows)), index=rows.index).groupby(key).rank(method="first") - 1
     return rows[rank.to_numpy() < cap.to_numpy()].copy()
+
+
+def _check_extension(extension_time, extracted_interval) -> None:
+    if extension_time is not None:
+        _check_num("extension_time", extension_time, 0.0)
+    if extracted_interval is not None:
+        _check_num("extracted_interval", extracted_interval, 0.0, lo_open=True)
 
 
 def event_window(
@@ -175,6 +224,7 @@ def event_window(
     if duration <= 0:
         raise ValueError(f"duration must be > 0 seconds, got {duration}")
     start, end = float(event_start), float(event_end)
+    _check_extension(extension_time, extracted_interval)
     if end < start:
         raise ValueError(f"event_end must be >= event_start, got [{start}, {end}]")
     if extension_time:
@@ -213,6 +263,7 @@ def event_windows(
         raise ValueError(
             f"starts, ends and durations must have one shape, got {s.shape}, {e.shape}, {d.shape}"
         )
+    _check_extension(extension_time, extracted_interval)
     if not (np.isfinite(s).all() and np.isfinite(e).all() and np.isfinite(d).all()) or (d <= 0).any():
         raise ValueError("starts/ends must be finite and durations finite and > 0")
     if extension_time:
@@ -252,6 +303,9 @@ def soundscape_windows(
         raise ValueError(f"duration must be finite and > 0, got {duration}")
     if window <= 0:
         raise ValueError(f"window must be > 0 seconds, got {window}")
+    _check_num("min_overlap", min_overlap, 0.0)
+    if isinstance(classes, str) or not hasattr(classes, "__len__") or len(classes) == 0:
+        raise ValueError(f"classes must be a non-empty list of label codes, got {classes!r:.60}")
     n = int(np.floor(duration / window + 1e-9)) if drop_last else int(np.ceil(duration / window - 1e-9))
     starts = np.arange(n) * window
     index = {str(c): i for i, c in enumerate(classes)}

@@ -33,10 +33,47 @@ def _mel_to_hz(m):
     return 700.0 * (10.0 ** (np.asarray(m, dtype=np.float64) / 2595.0) - 1.0)
 
 
+def _check_num(name: str, v, lo=None, hi=None, lo_open: bool = False) -> None:
+    """A finite real number (not a bool/str) >= lo (> lo with ``lo_open``) and <= hi; ValueError naming it."""
+    ok = not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
+    ok = ok and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        bound = "" if lo is None else (f" > {lo}" if lo_open else f" >= {lo}")
+        bound += "" if hi is None else f" and <= {hi}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {v!r}")
+
+
+def _check_int(name: str, v, lo: int = 1) -> None:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+
+
+def _check_range_pair(name: str, r, lo=None) -> None:
+    """A (low, high) pair of finite numbers with low <= high (and low >= lo)."""
+    try:
+        a, b = r
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a (low, high) pair, got {r!r}") from None
+    for v in (a, b):
+        _check_num(name, v, lo)
+    if not a <= b:
+        raise ValueError(f"{name} must be a (low, high) range with low <= high, got {r!r}")
+
+
 def mel_filterbank(
     n_freqs: int, sample_rate: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None
 ):
     """Triangular HTK-mel filters, shape ``(n_freqs, n_mels)`` (``torchaudio.functional.melscale_fbanks``)."""
+    _check_int("n_freqs", n_freqs)
+    _check_int("sample_rate", sample_rate)
+    _check_int("n_mels", n_mels)
+    _check_num("f_min", f_min, 0.0)
+    if f_max is not None:
+        _check_num("f_max", f_max, 0.0)
     f_max = sample_rate / 2 if f_max is None else f_max
     if n_freqs < 2 or n_mels < 1:
         raise ValueError(f"n_freqs must be >= 2 and n_mels >= 1, got {n_freqs}, {n_mels}")
@@ -51,11 +88,18 @@ def mel_filterbank(
     return torch.from_numpy(np.maximum(0.0, np.minimum(down, up))).float()
 
 
-def power_to_db(x: torch.Tensor, top_db: float | None = 80.0, scope: str = "batch", amin: float = 1e-10):
+def power_to_db(
+    x: torch.Tensor,
+    top_db: float | None = 80.0,
+    scope: str = "batch",
+    amin: float = 1e-10,
+    validate: bool = True,
+):
     """10·log10 of a power spectrogram (ref 1). ``top_db`` clips at (max − top_db).
 
     ``scope="batch"`` takes the max over the whole batch tensor (the benchmark's ``PowerToDB``);
-    ``scope="example"`` per example (torchaudio's ``AmplitudeToDB`` on a 4-D batch).
+    ``scope="example"`` per example (torchaudio's ``AmplitudeToDB`` on a 4-D batch). ``validate=False`` skips
+    the check that ``x`` is a finite power (>= 0) spectrogram, a device sync, for the front end's forward pass.
     """
     if top_db is not None and (
         isinstance(top_db, bool)
@@ -67,6 +111,10 @@ def power_to_db(x: torch.Tensor, top_db: float | None = 80.0, scope: str = "batc
         raise ValueError(f"amin must be a finite number > 0 (the power floor), got {amin!r}")
     if scope not in ("batch", "example"):
         raise ValueError(f"scope must be 'batch' or 'example', got {scope!r}")
+    if validate and not bool((torch.isfinite(x) & (x >= 0)).all()):
+        raise ValueError(
+            "x must be a power spectrogram: finite values >= 0 (got NaN/inf or a negative power)"
+        )
     db = 10.0 * torch.log10(torch.clamp(x, min=amin))
     if top_db is not None:
         if scope == "batch":
@@ -92,6 +140,14 @@ def spec_augment(
     Each example gets its own masks (``iid_masks=True``); a mask is applied with probability ``p_freq`` /
     ``p_time`` per example.
     """
+    if not isinstance(spec, torch.Tensor) or spec.ndim != 3:
+        raise ValueError(
+            f"spec must be a (batch, freq, time) tensor, got {getattr(spec, 'shape', type(spec).__name__)}"
+        )
+    _check_int("freq_mask", freq_mask, 0)
+    _check_int("time_mask", time_mask, 0)
+    _check_num("p_freq", p_freq, 0.0, 1.0)
+    _check_num("p_time", p_time, 0.0, 1.0)
     b, f, t = spec.shape
     dev = spec.device
     out = spec
@@ -137,19 +193,29 @@ class MelConfig:
 
     def __post_init__(self) -> None:
         for name in ("sample_rate", "n_fft", "hop_length", "n_mels"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            _check_int(name, getattr(self, name))
+        for name in ("freq_mask", "time_mask"):
+            _check_int(name, getattr(self, name), 0)
         for name in ("p_freq_mask", "p_time_mask"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
+            _check_num(name, getattr(self, name), 0.0, 1.0)
+        for name in ("mean", "std"):
+            _check_num(name, getattr(self, name))
+        _check_num("f_min", self.f_min, 0.0)
+        if self.f_max is not None:
+            _check_num("f_max", self.f_max, 0.0)
+            if not self.f_min < self.f_max <= self.sample_rate / 2:
+                raise ValueError(
+                    f"f_max must satisfy f_min < f_max <= sample_rate/2 = {self.sample_rate / 2}, got {self.f_max}"
+                )
+        if self.top_db is not None:
+            _check_num("top_db", self.top_db, 0.0)
         if self.std <= 0:
             raise ValueError(f"std must be > 0, got {self.std}")
         if self.top_db_scope not in ("batch", "example"):
             raise ValueError(f"top_db_scope must be 'batch' or 'example', got {self.top_db_scope!r}")
 
     def n_frames(self, seconds: float) -> int:
+        _check_num("seconds", seconds, 0.0)
         return int(round(seconds * self.sample_rate)) // self.hop_length + 1  # centre=True
 
 
@@ -158,6 +224,8 @@ class MelFrontend(nn.Module):
 
     def __init__(self, cfg: MelConfig | None = None, **overrides):
         super().__init__()
+        if cfg is not None and not isinstance(cfg, MelConfig):
+            raise ValueError(f"cfg must be a MelConfig or None, got {type(cfg).__name__}")
         self.cfg = cfg if cfg is not None else MelConfig(**overrides)
         c = self.cfg
         self.register_buffer("window", torch.hann_window(c.n_fft), persistent=False)
@@ -183,5 +251,5 @@ class MelFrontend(nn.Module):
         if self.training:
             p = spec_augment(p, c.freq_mask, c.time_mask, c.p_freq_mask, c.p_time_mask, generator)
         m = torch.einsum("bft,fm->bmt", p, self.mel)  # (batch, n_mels, frames)
-        db = power_to_db(m, c.top_db, c.top_db_scope)
+        db = power_to_db(m, c.top_db, c.top_db_scope, validate=False)
         return ((db - c.mean) / c.std).unsqueeze(1)

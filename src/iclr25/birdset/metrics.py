@@ -21,6 +21,7 @@ every metric.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -191,6 +192,8 @@ def auroc(scores, targets, exclude_empty: bool = False) -> float:
     """
     from torchmetrics.functional.classification import multilabel_auroc
 
+    if not isinstance(exclude_empty, bool):
+        raise ValueError(f"exclude_empty must be a bool, got {exclude_empty!r}")
     s, t = _as_tensors(scores, targets)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -214,7 +217,9 @@ def topk_accuracy(
     s, t = _as_tensors(scores, targets)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= s.shape[1]:
         raise ValueError(f"k must be an int in [1, {s.shape[1]}], got {k!r}")
-    if not isinstance(threshold, (int, float)) or not np.isfinite(threshold):
+    if not isinstance(include_nocalls, bool):
+        raise ValueError(f"include_nocalls must be a bool, got {include_nocalls!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ValueError(f"threshold must be a finite number (a score), got {threshold!r}")
     nocall = t.sum(1) == 0
     if not include_nocalls:
@@ -244,10 +249,17 @@ def class_mask(model_labels: Sequence[str], test_labels: Sequence[str]) -> torch
     ``logits[:, class_mask(...)]`` has one column per test class, in the test set's order. Raises a
     ``ValueError`` naming the codes the model does not know.
     """
+    for name, xs in (("model_labels", model_labels), ("test_labels", test_labels)):
+        if isinstance(xs, str) or not hasattr(xs, "__iter__"):
+            raise ValueError(f"{name} must be a list of label codes, got {xs!r:.60}")
     model_labels = [str(x) for x in model_labels]
     test_labels = [str(x) for x in test_labels]
     if len(set(model_labels)) != len(model_labels):
         raise ValueError("model_labels must be unique, got duplicated codes")
+    if not test_labels:
+        raise ValueError("test_labels is empty; a class mask needs at least one test class")
+    if len(set(test_labels)) != len(test_labels):
+        raise ValueError("test_labels must be unique, got duplicated codes")
     index = {c: i for i, c in enumerate(model_labels)}
     missing = [c for c in test_labels if c not in index]
     if missing:
@@ -262,7 +274,17 @@ def apply_class_mask(logits, targets, mask) -> tuple[torch.Tensor, torch.Tensor]
     """Restrict ``logits`` (windows, K') to the test classes; ``targets`` may be (windows, K) or (windows, K')."""
     logits = torch.as_tensor(logits)
     targets = torch.as_tensor(targets)
-    mask = torch.as_tensor(mask, dtype=torch.long)
+    mask = torch.as_tensor(mask)
+    if mask.dtype.is_floating_point or mask.dtype == torch.bool:
+        raise ValueError(
+            f"mask must hold integer class indices (class_mask's output), got dtype {mask.dtype}"
+        )
+    mask = mask.long()
+    if targets.ndim != 2 or logits.ndim != 2 or targets.shape[0] != logits.shape[0]:
+        raise ValueError(
+            f"targets must be 2-D (windows, classes) with logits' {logits.shape[0] if logits.ndim else 0} windows, "
+            f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
     if logits.ndim != 2 or mask.ndim != 1:
         raise ValueError(
             f"logits must be 2-D and mask 1-D, got {tuple(logits.shape)} and {tuple(mask.shape)}"
@@ -288,6 +310,8 @@ def evaluate_scores(logits, targets, mask=None, sigmoid: bool = True) -> dict[st
     curves merge the 5 padding rows into the same sorted scores (equal to :func:`cmap`, :func:`cmap5` and
     :func:`pcmap` called one by one, bit for bit).
     """
+    if not isinstance(sigmoid, bool):
+        raise ValueError(f"sigmoid must be a bool, got {sigmoid!r}")
     logits = torch.as_tensor(logits).float()
     targets = torch.as_tensor(targets)
     if mask is not None:

@@ -20,8 +20,16 @@ class SmallCNN(nn.Module):
 
     def __init__(self, n_classes: int, channels: tuple[int, ...] = (16, 32, 64, 64), dropout: float = 0.2):
         super().__init__()
-        if not isinstance(n_classes, int) or n_classes < 1:
+        if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
             raise ValueError(f"n_classes must be an int >= 1, got {n_classes!r}")
+        if (
+            not isinstance(channels, (tuple, list))
+            or not channels
+            or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels)
+        ):
+            raise ValueError(f"channels must be a non-empty tuple of positive ints, got {channels!r}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
         layers, c_in = [], 1
         for c in channels:
             layers += [
@@ -37,6 +45,10 @@ class SmallCNN(nn.Module):
         self.n_classes = n_classes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 4 or x.shape[1] != 1:
+            raise ValueError(
+                f"x must be a (batch, 1, n_mels, frames) log-mel batch, got shape {tuple(x.shape)}"
+            )
         h = self.features(x)  # (batch, C, M', T')
         h = torch.cat([h.mean((2, 3)), h.amax((2, 3))], 1)
         return self.head(self.dropout(h))

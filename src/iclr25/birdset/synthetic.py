@@ -15,6 +15,7 @@ jittered (±5 % frequency, ±20 % duration, random level).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,37 @@ __all__ = [
 ]
 
 SHAPES = ("linear", "exponential", "warble")
+
+
+def _check_num(name: str, v, lo=None, hi=None, lo_open: bool = False) -> None:
+    """A finite real number (not a bool/str) >= lo (> lo with ``lo_open``) and <= hi; ValueError naming it."""
+    ok = not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
+    ok = ok and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v <= hi
+    if not ok:
+        bound = "" if lo is None else (f" > {lo}" if lo_open else f" >= {lo}")
+        bound += "" if hi is None else f" and <= {hi}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {v!r}")
+
+
+def _check_int(name: str, v, lo: int = 1) -> None:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+
+
+def _check_range_pair(name: str, r, lo=None) -> None:
+    """A (low, high) pair of finite numbers with low <= high (and low >= lo)."""
+    try:
+        a, b = r
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a (low, high) pair, got {r!r}") from None
+    for v in (a, b):
+        _check_num(name, v, lo)
+    if not a <= b:
+        raise ValueError(f"{name} must be a (low, high) range with low <= high, got {r!r}")
 
 
 @dataclass(frozen=True)
@@ -69,8 +101,10 @@ class Species:
 
 def make_species(k: int, seed: int = 0, f_range: tuple[float, float] = (1500.0, 7000.0)) -> list[Species]:
     """``k`` random call templates (codes ``sp000``, ``sp001``, ...)."""
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    _check_int("k", k)
+    _check_range_pair("f_range", f_range, 0.0)
+    if f_range[0] <= 0:
+        raise ValueError(f"f_range must be positive frequencies (Hz), got {f_range!r}")
     rng = np.random.default_rng(seed)
     out = []
     for i in range(k):
@@ -132,6 +166,9 @@ def colored_noise(n: int, decay: float, rng: np.random.Generator, f_min_bin: int
     """Gaussian noise with power ∝ f^(−decay), unit rms."""
     from scipy.fft import irfft, next_fast_len, rfft
 
+    _check_int("n", n)
+    _check_num("decay", decay)
+    _check_int("f_min_bin", f_min_bin)
     m = next_fast_len(n, real=True)  # awkward lengths make the FFT very slow; generate longer and crop
     spec = rfft(rng.standard_normal(m, dtype=np.float32))
     f = np.maximum(np.arange(spec.size, dtype=np.float32) * np.float32(n / m), np.float32(f_min_bin))
@@ -165,6 +202,11 @@ def band_energy_db(x: np.ndarray, sr: int, band: tuple[float, float]) -> float:
     """Mean power of ``x`` inside a frequency band, in dB."""
     from scipy.fft import next_fast_len, rfft, rfftfreq
 
+    _check_int("sr", sr)
+    _check_range_pair("band", band, 0.0)
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
+        raise ValueError(f"x must be a non-empty finite mono signal, got shape {x.shape}")
     m = next_fast_len(len(x), real=True)
     spec = np.abs(rfft(x, n=m)) ** 2 / (len(x) * m)
     f = rfftfreq(m, 1 / sr)
@@ -190,6 +232,15 @@ def detect_events(
     frequencies split where consecutive ones differ by more than ``cluster_gap_hz``); an event whose peak energy is
     less than 3 dB above the threshold is labelled noise (−1). Returns (events [[start, end]], cluster ids).
     """
+    _check_int("sr", sr)
+    _check_range_pair("band", band, 0.0)
+    _check_num("frame_s", frame_s, 0.0, lo_open=True)
+    for name, v in (("threshold_db", threshold_db), ("min_duration_s", min_duration_s),
+                    ("merge_gap_s", merge_gap_s), ("cluster_gap_hz", cluster_gap_hz)):  # fmt: skip
+        _check_num(name, v, None if name == "threshold_db" else 0.0)
+    wave = np.asarray(wave, dtype=float)
+    if wave.ndim != 1 or not np.isfinite(wave).all():
+        raise ValueError(f"wave must be a finite mono (samples,) signal, got shape {wave.shape}")
     hop = max(int(frame_s * sr), 1)
     n_frames = len(wave) // hop
     if n_frames < 2:
@@ -267,6 +318,17 @@ def make_focal_recordings(
     detector_kwargs: dict | None = None,
 ) -> list[FocalRecording]:
     """``per_species`` focal recordings per species (primary calls cover ~``coverage`` of each file)."""
+    if not isinstance(species, (list, tuple)) or not species:
+        raise ValueError(f"species must be a non-empty list of Species (make_species), got {species!r:.60}")
+    _check_int("per_species", per_species)
+    _check_int("sample_rate", sample_rate)
+    _check_range_pair("duration_s", duration_s, 0.0)
+    if duration_s[0] <= 0:
+        raise ValueError(f"duration_s must be positive durations, got {duration_s!r}")
+    _check_num("coverage", coverage, 0.0, 1.0, lo_open=True)
+    _check_num("p_secondary", p_secondary, 0.0, 1.0)
+    _check_num("secondary_db", secondary_db)
+    _check_range_pair("noise_snr_db", noise_snr_db)
     rng = np.random.default_rng(seed)
     recs = []
     for si, sp in enumerate(species):
@@ -337,6 +399,15 @@ def make_soundscapes(
     A phrase's SNR is measured inside its species band over its own span: band power of the phrase over band
     power of the background in the same samples equals 10^(snr/10).
     """
+    if not isinstance(species, (list, tuple)) or not species:
+        raise ValueError(f"species must be a non-empty list of Species (make_species), got {species!r:.60}")
+    _check_int("n", n)
+    _check_int("sample_rate", sample_rate)
+    _check_num("duration_s", duration_s, 0.0, lo_open=True)
+    if int(duration_s * sample_rate) < 1:
+        raise ValueError(f"duration_s must hold at least one sample, got {duration_s}")
+    _check_num("calls_per_minute", calls_per_minute, 0.0)
+    _check_range_pair("snr_db", snr_db)
     rng = np.random.default_rng(seed)
     out = []
     n_samp = int(duration_s * sample_rate)
@@ -386,6 +457,11 @@ def background_bank(n: int, seconds: float, sample_rate: int = 16_000, seed: int
     Drawn from the PAM background family with independent random parameters and seeds (other "sites"),
     never the test soundscapes' own backgrounds.
     """
+    _check_int("n", n)
+    _check_int("sample_rate", sample_rate)
+    _check_num("seconds", seconds, 0.0, lo_open=True)
+    if int(seconds * sample_rate) < 1:
+        raise ValueError(f"seconds must hold at least one sample, got {seconds}")
     rng = np.random.default_rng(seed)
     m = int(seconds * sample_rate)
     return np.stack([pam_background(m, sample_rate, rng) * 0.05 for _ in range(n)]).astype(np.float32)

@@ -44,14 +44,20 @@ class TrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
+        for name in ("steps", "batch_size", "seed"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "seed" else 1):
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         for name in ("lr", "clip_seconds"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        for name in ("weight_decay", "warmup_frac", "grad_clip", "extension_time"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if not isinstance(self.augment, AugmentConfig):
+            raise ValueError(f"augment must be an AugmentConfig, got {type(self.augment).__name__}")
         if not 0.0 <= self.warmup_frac < 1.0:
             raise ValueError(f"warmup_frac must lie in [0, 1), got {self.warmup_frac!r}")
         if self.decoding not in DECODINGS:
@@ -149,7 +155,7 @@ def train(
         pos += cfg.batch_size
         wave = decode_batch(rows.iloc[idx], audio, cfg.decoding, cfg.clip_seconds, cfg.extension_time, rng)
         y = torch.from_numpy(targets[idx])
-        wave, y = augment_batch(wave, y, cfg.augment, bank_t, g)
+        wave, y = augment_batch(wave, y, cfg.augment, bank_t, g, validate=False)
         x = frontend(wave.to(device), generator=g)
         logits = model(x)
         _check_width(logits, y.shape[1])
