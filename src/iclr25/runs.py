@@ -265,6 +265,8 @@ def check_out(out: str | os.PathLike, slug: str | None = None) -> Path:
     """Create ``out`` (and ``out/<slug>``) or raise :class:`RunPathError` / :class:`UsageError` in one line."""
     if out is None or str(out).strip() == "":
         raise UsageError("--out must name a folder, got an empty string")
+    if "\x00" in str(out):
+        raise UsageError(f"--out {str(out)!r} is not a usable path: it contains a NUL byte")
     out = Path(out)
     targets = [out] + ([out / slug, out / slug / "seeds", out / slug / "figures"] if slug else [])
     try:

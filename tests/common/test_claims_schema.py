@@ -235,3 +235,15 @@ def test_bad_claim_arguments_name_the_parameter(kw, param):
 def test_difference_without_baseline_is_an_error():
     with pytest.raises(ValueError, match="baseline"):
         make_claim("x", "s", "m", [1.0], 0.0, compare="difference")
+
+
+def test_a_compound_claims_measured_number_cannot_be_planted():
+    parts = [
+        make_claim("a", "a", "m", [1.0, 2.0], 0.5, ">="),
+        make_claim("b", "b", "m", [1.0, 2.0], 0.5, ">="),
+    ]
+    doc = claims_document("toy", "smoke", [0, 1], 1.0, [all_of("both", "both", parts)], {})
+    validate_claims_document(doc)
+    doc["claims"][0]["measured"] = -5.0
+    with pytest.raises(ValueError, match="compound claim stores no measured number"):
+        validate_claims_document(doc)

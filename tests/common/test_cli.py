@@ -139,3 +139,9 @@ def test_config_of_a_cuda_preset_prints_without_cuda(capsys):
     if not torch.cuda.is_available():
         assert "CUDA is not available" in doc["device"]
     assert main(["config", "pds", "--preset", "full", "--device", "cuda:x"]) == 2
+
+
+def test_out_with_a_nul_byte_is_a_usage_error(capsys):
+    assert main(["run", "certainty_calibration", "--preset", "smoke", "--out", "/tmp/x\x00y"]) == 2
+    err = capsys.readouterr().err
+    assert "NUL byte" in err and "Traceback" not in err

@@ -460,6 +460,8 @@ def _validate_claim(c: Any) -> Claim:
                 f"stored measured {stored_m!r} does not match the number recomputed from the values "
                 f"({claim.measured!r}; tolerance rel {STAT_REL_TOL:g}, abs {STAT_ABS_TOL:g})"
             )
+        if claim.parts and stored_m is not None:
+            raise ValueError(f"a compound claim stores no measured number (its parts do), got {stored_m!r}")
     except (KeyError, TypeError, ValueError) as e:
         msg = str(e)
         raise ValueError(msg if msg.startswith(f"claim {cid!r}") else f"claim {cid!r}: {msg}") from None
