@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     same = torch.equal(gen(svf)(), gen_nocache())
-    times = best_times(
-        {"base": gen(base), "svf": gen(svf), "svf_nocache": gen_nocache}, repeats=a.repeats
-    )
+    times = best_times({"base": gen(base), "svf": gen(svf), "svf_nocache": gen_nocache}, repeats=a.repeats)
     ratio = times["svf"] / times["base"]
     ratio_nocache = times["svf_nocache"] / times["base"]
     res = {
@@ -103,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| model | CPU s | vs base |",
         "|---|---|---|",
-        *(f"| {k} | {times[k]:.3f} | {times[k] / times['base']:.2f}× |" for k in ("base", "svf", "svf_nocache")),
+        *(
+            f"| {k} | {times[k]:.3f} | {times[k] / times['base']:.2f}× |"
+            for k in ("base", "svf", "svf_nocache")
+        ),
         "",
         f"**Ratio time(SVF) / time(base): {ratio:.2f}** (without the W′ cache: {ratio_nocache:.2f}); "
         f"cached and uncached generations identical: {same}",

@@ -22,7 +22,9 @@ def test_smoke_run_measures_every_claim(tmp_path):
     t = json.loads((tmp_path / "topic_unlearning" / "timings.json").read_text())  # timings live apart
     cost = t["per_seed"]["0"]["cost"]["large"]
     assert cost["unlearn_s"] < cost["retrain_s"]
-    assert "cost" not in per or "unlearn_s" not in per["cost"].get("large", {})  # metrics.json stays byte-stable
+    assert "cost" not in per or "unlearn_s" not in per["cost"].get(
+        "large", {}
+    )  # metrics.json stays byte-stable
     assert m["aggregate"]["real_text"]["docs"] == 300
     assert "Real text" in (tmp_path / "topic_unlearning" / "report.md").read_text()
 
