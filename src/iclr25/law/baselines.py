@@ -5,13 +5,13 @@ matched forgetting level: after every step the washed-fact accuracy is measured 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from . import checks as check
 from .evaluation import fact_accuracy
 from .facts import Fact, check_facts
 from .memit import _target_ids
@@ -25,6 +25,9 @@ class FTReport:
     steps: int
     accuracies: list[float] = field(default_factory=list)  # washed accuracy after every step
     stopped_at_target: bool = False
+
+
+OPTIMIZERS = ("adam", "sgd")
 
 
 def _ft(
@@ -46,10 +49,13 @@ def _ft(
     facts = check_facts(facts)
     if not facts:
         raise ValueError("facts must hold at least one Fact, got an empty list")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    if not isinstance(max_steps, int) or max_steps < 0:
-        raise ValueError(f"max_steps must be an int >= 0, got {max_steps!r}")
+    check.number("lr", lr, 0.0, open_lo=True)
+    check.int_at_least("max_steps", max_steps, 0)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if batch_size is not None:
+        check.batch_size(batch_size)
+    check.seed(seed)
     if stop_at is not None and not (0 <= stop_at <= 1):
         raise ValueError(f"stop_at must be in [0, 1] or None, got {stop_at!r}")
     if tokens not in TOKENS:

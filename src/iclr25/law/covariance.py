@@ -13,6 +13,7 @@ import torch
 
 from iclr25.common.io import atomic_write_with
 
+from . import checks as check
 from .memories import MemoryLayer, model_fingerprint, resolve_layers
 
 
@@ -38,6 +39,11 @@ def cache_key(model, layers: Sequence[MemoryLayer], texts, max_length: int) -> s
 
 
 @torch.no_grad()
+def _vocab_size(model) -> int | None:
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return None if emb is None else int(emb.weight.shape[0])
+
+
 def key_covariance(
     model,
     layers: Sequence[int | str],
@@ -61,14 +67,15 @@ def key_covariance(
             )
         if texts.shape[0] == 0:
             raise ValueError("texts must hold at least one sequence")
+        check.token_ids("texts", texts, _vocab_size(model))
     else:
         texts = list(texts)
         if not texts or not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be a non-empty list of strings or a (n, L) LongTensor of token ids")
         if tokenizer is None:
             raise ValueError("tokenizer is required when texts are strings")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check.batch_size(batch_size)
+    check.int_at_least("max_length", max_length, 1)
     path = None
     if cache_dir is not None:
         path = Path(cache_dir) / f"law_cov_{cache_key(model, mls, texts, max_length)}.safetensors"
@@ -135,6 +142,7 @@ def check_covariance(C: torch.Tensor, name: str = "cov", tol: float = 1e-8) -> t
     A non-PSD matrix is an error (a covariance can never be one); a singular PSD one is allowed here and
     handled where it is used (the ridge ``λC + KKᵀ`` or a warning).
     """
+    check.number("tol", tol, 0.0)
     if not isinstance(C, torch.Tensor) or C.ndim != 2 or C.shape[0] != C.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got {getattr(C, 'shape', type(C))}")
     C = C.double()

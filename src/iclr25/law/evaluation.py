@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import checks as check
 from .facts import Fact, check_facts
 from .memories import encode_for
 
@@ -22,6 +23,7 @@ def fact_known(model, tokenizer, facts: Sequence[Fact], batch_size: int = 512) -
     10 tokens and looks for the answer as a substring, which also counts answers that appear later.)
     """
     facts = check_facts(facts)
+    check.batch_size(batch_size)
     if not facts:
         return torch.zeros(0, dtype=torch.bool)
     was = model.training
@@ -57,10 +59,16 @@ def associative_recall_facts(
     A reasoning probe that needs no stored fact (the answer is in the context). ``keys``/``values`` are words
     of the model's vocabulary (single tokens for a clean probe).
     """
+    for name, words in (("keys", keys), ("values", values)):
+        if isinstance(words, str) or not all(isinstance(w, str) and w for w in words) or not len(words):
+            raise ValueError(f"{name} must be a non-empty sequence of non-empty words, got {words!r}")
+    check.int_at_least("n", n, 1)
+    check.int_at_least("n_pairs", n_pairs, 1)
+    check.seed(seed)
+    if not isinstance(sep, str) or not sep:
+        raise ValueError(f"sep must be a non-empty str (it separates the words), got {sep!r}")
     if n_pairs > len(keys):
         raise ValueError(f"n_pairs ({n_pairs}) must be <= len(keys) ({len(keys)})")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
     rng = np.random.default_rng(seed)
     kidx = np.argsort(rng.random((n, len(keys))), axis=1)[:, :n_pairs]  # distinct keys per row
     vidx = rng.integers(0, len(values), (n, n_pairs))
@@ -80,6 +88,19 @@ def generic_loss(
     """Mean next-token NLL (nats/token) over ``texts`` (strings with ``tokenizer``, or a (n, L) id tensor)."""
     if texts is None:
         raise ValueError("texts must be given")
+    check.batch_size(batch_size)
+    if isinstance(texts, torch.Tensor):
+        emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        check.token_ids("texts", texts, None if emb is None else int(emb.weight.shape[0]))
+        if texts.shape[0] == 0 or texts.shape[1] < 2:
+            raise ValueError(
+                f"texts must hold at least one sequence of >= 2 tokens, got shape {tuple(texts.shape)}"
+            )
+    else:
+        if isinstance(texts, str) or not len(texts) or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a non-empty sequence of strings or an (n, L) tensor of token ids")
+        if tokenizer is None or not callable(tokenizer):
+            raise ValueError("tokenizer is required when texts are strings")
     dev = next(model.parameters()).device
     was = model.training
     model.eval()

@@ -54,8 +54,16 @@ def facts_from_triplets(
     CounterFact / zsRE); otherwise ``template`` (formatted with ``subject`` and ``relation``) is used.
     ``target_prefix`` (default a space) is put before the object.
     """
+    if not isinstance(template, str):
+        raise ValueError(f"template must be a str with {{subject}} and {{relation}} fields, got {template!r}")
+    if not isinstance(target_prefix, str):
+        raise ValueError(f"target_prefix must be a str, got {target_prefix!r}")
     out = []
     for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValueError(
+                f"rows[{i}] must be a dict with subject, relation, object, got {type(row).__name__}"
+            )
         missing = [k for k in ("subject", "object") if not str(row.get(k, "")).strip()]
         if missing:
             raise ValueError(f"row {i} lacks {missing} (expected subject, relation, object): {row!r}")
@@ -63,11 +71,21 @@ def facts_from_triplets(
         rel = str(row.get("relation", "")).strip()
         tpl = row.get("prompt") or row.get("template")
         if tpl:
-            prompt = str(tpl).replace("{subject}", "{}").format(s)
+            tpl = str(tpl).replace("{subject}", "{}")
+            if tpl.count("{}") != 1:
+                raise ValueError(
+                    f"row {i}: its prompt template must hold the subject once as {{}}, got {tpl!r}"
+                )
+            prompt = tpl.format(s)
         else:
             if not rel:
                 raise ValueError(f"row {i} has neither a relation nor a prompt template: {row!r}")
-            prompt = template.format(subject=s, relation=rel)
+            try:
+                prompt = template.format(subject=s, relation=rel)
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(
+                    f"template {template!r} may only use the fields {{subject}} and {{relation}} ({e!r})"
+                ) from None
         out.append(Fact(prompt=prompt, target=target_prefix + str(row["object"]).strip(), subject=s))
     return out
 
@@ -101,6 +119,8 @@ def load_facts(
 
 
 def check_facts(facts: Sequence[Fact], name: str = "facts") -> list[Fact]:
+    if isinstance(facts, (str, bytes, Fact)) or not hasattr(facts, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of Fact, got {type(facts).__name__}")
     facts = list(facts)
     for i, f in enumerate(facts):
         if not isinstance(f, Fact):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from . import checks as check
 from .covariance import check_covariance
 from .facts import Fact, check_facts
 from .memories import (
@@ -27,6 +28,20 @@ def _check_lam(lam: float) -> float:
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
     return float(lam)
+
+
+def _check_z_templates(z, templates) -> None:
+    if not isinstance(z, ZConfig):
+        raise ValueError(f"z must be a ZConfig, got {type(z).__name__}")
+    if isinstance(templates, str) or not templates:
+        raise ValueError(
+            f"templates must be a non-empty sequence of context strings with one '{{}}', got {templates!r}"
+        )
+    for t in templates:
+        if not isinstance(t, str) or t.count("{}") != 1:
+            raise ValueError(
+                f"templates must each contain exactly one '{{}}' (the prompt's place), got {t!r}"
+            )
 
 
 def memit_closed_form(R: torch.Tensor, K: torch.Tensor, C: torch.Tensor, lam: float) -> torch.Tensor:
@@ -81,12 +96,15 @@ class ZConfig:
     early_stop: float = 0.05  # a fact stops once its NLL < early_stop
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, int) or self.steps < 0:
-            raise ValueError(f"steps must be an int >= 0, got {self.steps!r}")
+        check.int_at_least("steps", self.steps, 0)
         for n in ("lr", "clamp", "weight_decay", "kl_factor", "early_stop"):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
+            check.number(n, getattr(self, n), 0.0)
+        if self.kl_template is not None and (
+            not isinstance(self.kl_template, str) or self.kl_template.count("{}") != 1
+        ):
+            raise ValueError(
+                f"kl_template must be None or a str with exactly one '{{}}', got {self.kl_template!r}"
+            )
 
 
 def _target_ids(tokenizer, edit_target) -> list[int]:
@@ -99,7 +117,12 @@ def _target_ids(tokenizer, edit_target) -> list[int]:
         if not ids:
             raise ValueError(f"edit_target {edit_target!r} tokenises to no tokens")
         return list(ids)
-    return [int(i) for i in edit_target]
+    ids = [int(i) for i in edit_target]
+    if not ids:
+        raise ValueError(
+            "edit_target must be None (EOS), a string or a non-empty sequence of token ids, got []"
+        )
+    return ids
 
 
 def _seq_nll(logits: torch.Tensor, ids: torch.Tensor, tmask: torch.Tensor) -> torch.Tensor:
@@ -125,6 +148,9 @@ def compute_z(
     Z, H0: (N, d) float64 and the final per-fact NLL of the edit target.
     """
     facts = check_facts(facts)
+    if not isinstance(layer, MemoryLayer):
+        raise ValueError(f"layer must be a MemoryLayer (see resolve_layers), got {type(layer).__name__}")
+    _check_z_templates(z, templates)
     tids = _target_ids(tokenizer, edit_target)
     batch = encode_for(model, tokenizer, facts, templates, target=tids)
     T = batch.n_templates
@@ -195,6 +221,19 @@ class LamSearch:
     step: float = 100_000.0
     decay: float = 0.75
     max_iter: int = 200
+
+    def __post_init__(self) -> None:
+        check.number("low", self.low, 0.0, open_lo=True)
+        check.number("high", self.high, 0.0, open_lo=True)
+        if not self.low < self.high:
+            raise ValueError(
+                f"low must be < high (a band around ||W||_F), got low={self.low!r}, high={self.high!r}"
+            )
+        check.number("step", self.step, 0.0, open_lo=True)
+        check.number("decay", self.decay, 0.0, open_lo=True)
+        if not self.decay < 1:
+            raise ValueError(f"decay must be in (0, 1) (λ shrinks by it), got {self.decay!r}")
+        check.int_at_least("max_iter", self.max_iter, 1)
 
 
 @dataclass
@@ -285,6 +324,9 @@ def memit_to_eos(
     if not facts:
         raise ValueError("facts must hold at least one Fact, got an empty list")
     _check_lam(lam)
+    _check_z_templates(z, templates)
+    if lam_search is not None and not isinstance(lam_search, LamSearch):
+        raise ValueError(f"lam_search must be a LamSearch or None, got {type(lam_search).__name__}")
     mls = resolve_layers(model, layers)
     cov = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
     return _memit(model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, apply)

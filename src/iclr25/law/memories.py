@@ -190,7 +190,7 @@ def encode_facts(
         raise ValueError("facts must hold at least one Fact, got an empty list")
     for t in templates:
         if t.count("{}") != 1:
-            raise ValueError(f"context template must contain exactly one '{{}}', got {t!r}")
+            raise ValueError(f"templates: a context template must contain exactly one '{{}}', got {t!r}")
     texts, prefixes = [], []
     for f in facts:
         for t in templates:

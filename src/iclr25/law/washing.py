@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from . import checks as check
 from .covariance import check_covariance
 from .evaluation import fact_known
 from .facts import Fact, check_facts
@@ -30,13 +31,13 @@ INITS = ("memit", "random", "zero")
 
 
 def _check_delta(delta: torch.Tensor, other: torch.Tensor, other_name: str, square: bool) -> None:
-    if delta.ndim != 2:
-        raise ValueError(f"delta must be a (d, d_k) update matrix, got shape {tuple(delta.shape)}")
-    if other.ndim != 2 or other.shape[0] != delta.shape[1] or (square and other.shape[1] != other.shape[0]):
+    check.matrix("delta", delta)  # a (d, d_k) update, finite
+    want_cols = delta.shape[1] if square else None
+    try:
+        check.matrix(other_name, other, rows=delta.shape[1], cols=want_cols)
+    except ValueError as e:
         want = f"({delta.shape[1]}, {delta.shape[1]})" if square else f"({delta.shape[1]}, n)"
-        raise ValueError(
-            f"{other_name} must have shape {want} to match delta {tuple(delta.shape)}, got {tuple(other.shape)}"
-        )
+        raise ValueError(f"{e} (to match delta {tuple(delta.shape)}: {other_name} {want})") from None
 
 
 def c_ratio(delta: torch.Tensor, C: torch.Tensor) -> float:
@@ -57,6 +58,10 @@ def wash_objective(delta: torch.Tensor, K: torch.Tensor) -> float:
 def objective_upper_bound(K: torch.Tensor, C: torch.Tensor, beta: float) -> float:
     """``β·tr(C)·λ_max(C^{-1/2} K Kᵀ C^{-1/2})`` — the constrained maximum of ‖ΔK‖² (paper §5); C must be
     positive definite."""
+    check.number("beta", beta, 0.0, open_lo=True)
+    check.matrix("C", C)
+    check.matrix("C", C, rows=C.shape[1])
+    check.matrix("K", K, rows=C.shape[0])
     C = C.double()
     ev, U = torch.linalg.eigh(C)
     if ev[0] <= 0:
@@ -114,12 +119,16 @@ def constrained_ascent(
     """
     if best_iterate not in BEST_ITERATE:
         raise ValueError(f"best_iterate must be one of {BEST_ITERATE}, got {best_iterate!r}")
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    if not (math.isfinite(lr) and lr >= 0):
-        raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
+    check.number("beta", beta, 0.0, open_lo=True)
+    check.int_at_least("steps", steps, 0)
+    check.number("lr", lr, 0.0)
+    if lr_after_boundary is not None:
+        check.number("lr_after_boundary", lr_after_boundary, 0.0)
+    check.matrix("delta0", delta0)
+    check.matrix("K", K, rows=delta0.shape[1])
+    check.matrix("C", C, rows=delta0.shape[1], cols=delta0.shape[1])
+    if not torch.allclose(C, C.t(), rtol=1e-5, atol=1e-8 * float(C.abs().max().clamp_min(1e-30))):
+        raise ValueError("C must be a symmetric covariance matrix (C != C^T)")
     K, C = K.double(), C.double()
     trC = float(torch.trace(C))
     if not trC > 0:
@@ -228,7 +237,17 @@ def apply_delta(model, path_or_deltas, sign: float = 1.0) -> list[str]:
         deltas = load_file(str(path_or_deltas))
     else:
         deltas = dict(path_or_deltas)
+    check.number("sign", sign)
     mls = resolve_layers(model, list(deltas))
+    for ml in mls:  # every edit checked before any is applied: a bad file leaves the model untouched
+        d = deltas[ml.name]
+        if not isinstance(d, torch.Tensor) or tuple(d.shape) != tuple(ml.W.shape):
+            got = tuple(d.shape) if isinstance(d, torch.Tensor) else type(d).__name__
+            raise ValueError(
+                f"path_or_deltas[{ml.name!r}] must have the layer's shape {tuple(ml.W.shape)}, got {got}"
+            )
+        if not bool(torch.isfinite(d).all()):
+            raise ValueError(f"path_or_deltas[{ml.name!r}] must be finite (got NaN or inf)")
     for ml in mls:
         ml.add_(sign * deltas[ml.name])
     return [ml.name for ml in mls]
@@ -280,6 +299,21 @@ def wash(
     facts = check_facts(facts)
     if init not in INITS:
         raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    if (
+        best_iterate not in BEST_ITERATE
+    ):  # checked up front: the known-facts filter may return before the ascent
+        raise ValueError(f"best_iterate must be one of {BEST_ITERATE}, got {best_iterate!r}")
+    check.int_at_least("steps", steps, 0)
+    check.number("lr", lr, 0.0)
+    if lr_after_boundary is not None:
+        check.number("lr_after_boundary", lr_after_boundary, 0.0)
+    check.number("lam", lam, 0.0)
+    check.number("random_init_std", random_init_std, 0.0, open_lo=True)
+    check.seed(seed)
+    if z is not None and not isinstance(z, ZConfig):
+        raise ValueError(f"z must be a ZConfig or None, got {type(z).__name__}")
+    if lam_search is not None and not isinstance(lam_search, LamSearch):
+        raise ValueError(f"lam_search must be a LamSearch or None, got {type(lam_search).__name__}")
     if not (isinstance(beta_ratio, (int, float)) and math.isfinite(beta_ratio) and beta_ratio >= 1):
         raise ValueError(f"beta_ratio must be a finite number >= 1, got {beta_ratio!r}")
 

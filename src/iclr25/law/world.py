@@ -37,8 +37,8 @@ class WorldConfig:
             if n == "relation_first":
                 if not isinstance(v, bool):
                     raise ValueError(f"relation_first must be a bool, got {v!r}")
-            elif n != "seed" and (not isinstance(v, int) or v < 1):
-                raise ValueError(f"{n} must be a positive int, got {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if n == "seed" else 1):
+                raise ValueError(f"{n} must be an int >= {0 if n == 'seed' else 1}, got {v!r}")
         if self.recall_pairs > self.recall_keys:
             raise ValueError(
                 f"recall_pairs ({self.recall_pairs}) must be <= recall_keys ({self.recall_keys})"
@@ -47,6 +47,8 @@ class WorldConfig:
 
 class World:
     def __init__(self, cfg: WorldConfig):
+        if not isinstance(cfg, WorldConfig):
+            raise ValueError(f"cfg must be a WorldConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         rng = np.random.default_rng(cfg.seed)
         self.first = [f"f{i}" for i in range(cfg.first_names)]
@@ -83,7 +85,11 @@ class World:
         return len(self.vocab)
 
     def facts(self, subjects=None) -> list[Fact]:
-        subjects = range(self.cfg.subjects) if subjects is None else subjects
+        subjects = range(self.cfg.subjects) if subjects is None else list(subjects)
+        bad = [s for s in subjects if isinstance(s, bool) or not isinstance(s, (int, np.integer))
+               or not 0 <= s < self.cfg.subjects]  # fmt: skip
+        if bad:
+            raise ValueError(f"subjects must be indices in [0, {self.cfg.subjects}), got {bad[:5]}")
         return [
             Fact(
                 self._prompt(self.subject_names[s], self.rel[r]),
@@ -101,6 +107,8 @@ class World:
         return associative_recall_facts(self.rk, self.rv, n, self.cfg.recall_pairs, seed=seed)
 
     def generic(self, n: int, seed: int) -> list[str]:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, got {n!r}")
         rng = np.random.default_rng(seed)
         G, L = self.cfg.generic_states, self.cfg.generic_len
         seq = np.zeros((n, L), dtype=int)
