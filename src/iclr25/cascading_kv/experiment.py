@@ -395,10 +395,13 @@ def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    inside, beyond, outside = _split_distances(cfg)
+    required = tuple(f"{n}/acc_d{d}" for d in (*inside, *beyond, *outside) for n in ("cascade", "streaming"))
+    rd = RunDir(
+        out, cfg, required=(*required, "timing/cascade_ratio", "timing/full_ratio")
+    )  # what the claims read
     fn = one_seed_recall if cfg.mode == "recall" else one_seed_pretrained
     per_seed = rd.map_seeds(lambda s: fn(cfg, s), cfg.seed_list)
-    inside, beyond, outside = _split_distances(cfg)
     N, span = cfg.cache_size, cfg.span_limit
 
     def v(key: str) -> list[float]:
