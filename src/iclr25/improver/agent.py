@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from .chain_of_states import render_chain_of_states, strip_chain_of_states
 from .checker import CheckResult, ProofChecker, check_many
+from .checks import need_bool, need_int, need_str, need_type
 from .metrics import Metric, get_metric
 from .retrieval import ExampleRetriever
 
@@ -85,13 +86,11 @@ class ImProverConfig:
 
     def __post_init__(self) -> None:
         for name in ("n", "m"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+            need_int(name, getattr(self, name), 1)
         for name in ("prev_k", "examples"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+            need_int(name, getattr(self, name), 0)
+        for name in ("keep_best", "chain_of_states", "error_history", "lock_refinement_state"):
+            need_bool(name, getattr(self, name))
         if self.on_none not in ON_NONE:
             raise ValueError(f"on_none must be one of {ON_NONE}, got {self.on_none!r}")
 
@@ -168,6 +167,11 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*\n(.*?)```", re.S)
 _DECL_HEAD = re.compile(r"^\s*(theorem|lemma|example)\b")
 
 
+def _need_metric(metric) -> None:
+    if not isinstance(metric, Metric):
+        raise ValueError(f"metric must be a Metric (see get_metric), got {metric!r:.80}")
+
+
 def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
@@ -180,6 +184,7 @@ def clean_candidate(text: str, decl: str) -> str:
     """
     if not isinstance(text, str):
         raise ValueError(f"generator output must be a str, got {type(text).__name__}")
+    need_str("decl", decl)
     m = _FENCE.search(text)
     if m:
         text = m.group(1)
@@ -211,8 +216,11 @@ def clean_candidate(text: str, decl: str) -> str:
 def best_of_n(cands: Sequence[Candidate], metric: Metric, on_none: str = "first") -> Candidate:
     """The metric-best correct candidate (the earliest among ties); if none is correct, the first one
     (``on_none="first"``, official code) or the one with the fewest errors (``"fewest_errors"``)."""
-    if not cands:
-        raise ValueError("cands must hold at least one candidate")
+    _need_metric(metric)
+    if isinstance(cands, (str, bytes)) or not isinstance(cands, Sequence) or not cands:
+        raise ValueError(f"cands must be a non-empty sequence of Candidate, got {cands!r:.80}")
+    for i, c in enumerate(cands):
+        need_type(f"cands[{i}]", c, Candidate)
     if on_none not in ON_NONE:
         raise ValueError(f"on_none must be one of {ON_NONE}, got {on_none!r}")
     best = None
@@ -229,6 +237,10 @@ def best_of_n(cands: Sequence[Candidate], metric: Metric, on_none: str = "first"
 def keep_best_update(state: Candidate, cand: Candidate, metric: Metric, keep_best: bool = True) -> Candidate:
     """Refinement's state update (§3.3): without keep-best the new candidate always replaces the state;
     with it a correct state is only replaced by a strictly better correct candidate."""
+    need_type("state", state, Candidate)
+    need_type("cand", cand, Candidate)
+    _need_metric(metric)
+    need_bool("keep_best", keep_best)
     if not keep_best:
         return cand
     if state.correct and cand.correct:  # metric.cmp(state, cand): ties keep the state
@@ -239,6 +251,9 @@ def keep_best_update(state: Candidate, cand: Candidate, metric: Metric, keep_bes
 
 
 def attempt_record(inp: Candidate, out: Candidate, metric: Metric) -> Attempt:
+    need_type("inp", inp, Candidate)
+    need_type("out", out, Candidate)
+    _need_metric(metric)
     src = out.proof.split("\n")
     msgs = tuple(
         (m.line, src[m.line - 1] if 1 <= m.line <= len(src) else "", m.text) for m in out.result.errors
@@ -270,6 +285,15 @@ def build_prompt(
     examples: Sequence[tuple[str, str]] = (),
 ) -> list[dict]:
     """The chat messages of one generation call (§3.2–3.3)."""
+    need_type("theorem", theorem, Theorem)
+    need_type("current", current, Candidate)
+    _need_metric(metric)
+    need_type("cfg", cfg, ImProverConfig)
+    for i, a in enumerate(history):
+        need_type(f"history[{i}]", a, Attempt)
+    for i, p in enumerate(examples):
+        if not (isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(x, str) for x in p)):
+            raise ValueError(f"examples[{i}] must be an (input, output) pair of str, got {p!r:.80}")
     system = [metric.system_prompt, INSTRUCTION] + ([COS_INSTRUCTION] if cfg.chain_of_states else [])
     msgs = [{"role": "system", "content": "\n".join(s for s in system if s)}]
     for a, b in examples:
@@ -287,6 +311,15 @@ def build_prompt(
 
 def current_block(messages: Sequence[dict]) -> tuple[str, str]:
     """(declaration, proof text) inside the last ``<CURRENT>`` block of a prompt (for local generators)."""
+    if (
+        isinstance(messages, (str, bytes))
+        or not isinstance(messages, Sequence)
+        or not messages
+        or not all(isinstance(x, dict) and isinstance(x.get("content"), str) for x in messages)
+    ):
+        raise ValueError(
+            f"messages must be a non-empty list of chat dicts with 'content', got {messages!r:.80}"
+        )
     text = messages[-1]["content"]
     m = re.search(r"<CURRENT>\n(.*?) := by\n(.*?)\n</CURRENT>", text, re.S)
     if m is None:
@@ -315,6 +348,10 @@ class ImProver:
             raise ValueError(f"checker must implement check(context, decl, proof), got {checker!r}")
         if not isinstance(generator, ProofGenerator):
             raise ValueError(f"generator must implement generate(messages, n), got {generator!r}")
+        if config is not None:
+            need_type("config", config, ImProverConfig)
+        if retriever is not None and not callable(getattr(retriever, "retrieve", None)):
+            raise ValueError(f"retriever must implement retrieve(query, k) or be None, got {retriever!r:.80}")
         self.checker, self.generator = checker, generator
         self.metric = get_metric(metric)
         self.config = config or ImProverConfig()
@@ -323,6 +360,9 @@ class ImProver:
         self.retriever = retriever
 
     def with_config(self, **changes) -> ImProver:
+        unknown = sorted(set(changes) - set(ImProverConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"changes must name ImProverConfig fields, got unknown {unknown}")
         return ImProver(
             self.checker, self.generator, self.metric, replace(self.config, **changes), self.retriever
         )
@@ -355,9 +395,12 @@ class ImProver:
         return out
 
     def improve(self, theorem: Theorem) -> Improvement:
+        need_type("theorem", theorem, Theorem)
         return self.improve_all([theorem])[0]
 
     def improve_all(self, theorems: Sequence[Theorem]) -> list[Improvement]:
+        if isinstance(theorems, (str, bytes)) or not isinstance(theorems, Sequence):
+            raise ValueError(f"theorems must be a sequence of Theorem objects, got {type(theorems).__name__}")
         cfg, metric = self.config, self.metric
         theorems = list(theorems)
         for t in theorems:

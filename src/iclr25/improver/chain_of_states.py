@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 
 from .checker import CheckResult
+from .checks import need_str, need_type
 
 _COS_BLOCK = re.compile(r"[ \t]*/-.*?-/[ \t]*\n", re.S)
 
 
 def render_chain_of_states(proof: str, result: CheckResult) -> str:
     """``proof`` with a ``/- goals -/`` comment after the last line of every step of ``result``."""
+    need_str("proof", proof)
+    need_type("result", result, CheckResult)
     lines = proof.split("\n")
     by_line: dict[int, tuple] = {}
     for s in result.steps:  # outermost = earliest start among the steps ending last on that line
@@ -43,6 +46,7 @@ def render_chain_of_states(proof: str, result: CheckResult) -> str:
 
 def strip_chain_of_states(text: str) -> str:
     """Remove block comments that stand on their own lines (the inverse of :func:`render_chain_of_states`)."""
+    need_str("text", text)
     if not text.endswith("\n"):
         return _COS_BLOCK.sub("", text + "\n")[:-1]
     return _COS_BLOCK.sub("", text)

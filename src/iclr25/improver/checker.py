@@ -36,6 +36,16 @@ class Step:
     start: tuple[int, int]
     end: tuple[int, int]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise ValueError(f"text must be a str, got {type(self.text).__name__}")
+        if not (isinstance(self.goals_after, tuple) and all(isinstance(g, str) for g in self.goals_after)):
+            raise ValueError(f"goals_after must be a tuple of str, got {self.goals_after!r:.80}")
+        for name in ("start", "end"):
+            v = getattr(self, name)
+            if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) for x in v)):
+                raise ValueError(f"{name} must be a (line, column) pair of ints, got {v!r}")
+
 
 @dataclass(frozen=True)
 class Message:
@@ -48,6 +58,10 @@ class Message:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+        if isinstance(self.line, bool) or not isinstance(self.line, int) or self.line < 0:
+            raise ValueError(f"line must be an int >= 0 (0 = the declaration), got {self.line!r}")
+        if not isinstance(self.text, str):
+            raise ValueError(f"text must be a str, got {type(self.text).__name__}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,12 @@ class CheckResult:
 
     steps: tuple[Step, ...] = field(default_factory=tuple)
     messages: tuple[Message, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name, cls in (("steps", Step), ("messages", Message)):
+            v = getattr(self, name)
+            if not (isinstance(v, tuple) and all(isinstance(x, cls) for x in v)):
+                raise ValueError(f"{name} must be a tuple of {cls.__name__}, got {v!r:.80}")
 
     @property
     def correct(self) -> bool:
@@ -92,6 +112,10 @@ class ProofChecker(Protocol):
 
 def check_many(checker: ProofChecker, context: str, decl: str, proofs: list[str]) -> list[CheckResult]:
     """Check several candidates of one theorem; uses the backend's batched ``check_batch`` when it has one."""
+    if not callable(getattr(checker, "check", None)):
+        raise ValueError(f"checker must implement check(context, decl, proof), got {checker!r}")
+    if isinstance(proofs, (str, bytes)) or not isinstance(proofs, (list, tuple)):
+        raise ValueError(f"proofs must be a list of proof texts, got {type(proofs).__name__}")
     batch = getattr(checker, "check_batch", None)
     if callable(batch):
         return list(batch(context, decl, proofs))
@@ -142,7 +166,9 @@ class LeanReplChecker:
         timeout_s: float = 300.0,
         allow_unsafe_commands: bool = False,
     ):
-        if not os.path.isdir(project):
+        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        if not isinstance(project, (str, os.PathLike)) or not os.path.isdir(project):
             raise ValueError(f"project must be an existing Lake project folder, got {str(project)!r}")
         if shutil.which(repl_cmd[0]) is None:
             raise ValueError(

@@ -21,6 +21,7 @@ import torch
 
 from .agent import current_block, last_errors
 from .chain_of_states import strip_chain_of_states
+from .checks import need_int, need_pairs, need_real, need_seed, need_str
 
 
 def _cache_kw(model, cache) -> dict:
@@ -59,11 +60,15 @@ class OpenAICompatibleGenerator:
                 "OpenAICompatibleGenerator needs the openai SDK: pip install 'iclr25[agents]'"
             ) from e
         model = model or os.environ.get("OPENAI_MODEL")
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"model must be a str naming the served model, got {model!r}")
         if not model:
             raise ValueError("model must name the served model (or set OPENAI_MODEL), got None")
-        if not (isinstance(temperature, (int, float)) and 0 <= temperature <= 2):
+        if isinstance(temperature, bool) or not (
+            isinstance(temperature, (int, float)) and 0 <= temperature <= 2
+        ):
             raise ValueError(f"temperature must be in [0, 2], got {temperature!r}")
-        if not isinstance(max_tokens, int) or max_tokens < 1:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         self.model, self.temperature, self.max_tokens = model, float(temperature), max_tokens
         self.client = openai.OpenAI(
@@ -125,6 +130,7 @@ def _block_last(lines: list[str], i: int) -> bool:
 
 def scripted_edits(proof: str) -> list[tuple[str, str]]:
     """Every single simplification the double knows, as (edit name, new proof); correct by design."""
+    need_str("proof", proof)
     lines = proof.split("\n")
     out = []
     for i, ln in enumerate(lines):
@@ -187,15 +193,15 @@ class ScriptedRewriter:
         history_factor: float = 0.7,
     ):
         for name, v in (("p_error", p_error), ("cos_factor", cos_factor), ("history_factor", history_factor)):
-            if not 0 <= v <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        if not isinstance(max_edits, int) or max_edits < 0:
-            raise ValueError(f"max_edits must be an int >= 0, got {max_edits!r}")
+            need_real(name, v, 0.0, 1.0)
+        need_int("max_edits", max_edits, 0)
+        need_seed("seed", seed)
         self.rng = np.random.default_rng(seed)
         self.p_error, self.max_edits = p_error, max_edits
         self.cos_factor, self.history_factor = cos_factor, history_factor
 
     def generate(self, messages: list[dict], n: int) -> list[str]:
+        need_int("n", n, 1)
         _, shown = current_block(messages)
         cos = "/-" in shown
         proof = strip_chain_of_states(shown)
@@ -262,8 +268,14 @@ class TinyLMGenerator:
         seed: int = 0,
         max_prompt_tokens: int = 384,
     ):
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        need_real("temperature", temperature, 0.0, lo_open=True)
+        need_int("max_new_tokens", max_new_tokens, 1)
+        need_int("max_prompt_tokens", max_prompt_tokens, 1)
+        need_seed("seed", seed)
+        if not callable(getattr(model, "eval", None)):
+            raise ValueError(f"model must be a torch causal LM (with .eval()), got {type(model).__name__}")
+        if not callable(tokenizer):
+            raise ValueError(f"tokenizer must be a callable tokenizer, got {type(tokenizer).__name__}")
         self.model, self.tok = model.eval(), tokenizer
         self.temperature, self.max_new_tokens = float(temperature), int(max_new_tokens)
         self.max_prompt_tokens = int(max_prompt_tokens)
@@ -362,11 +374,20 @@ class TinyLMGenerator:
         """
         from iclr25.common.lm import tiny_causal_lm, train_bpe
 
+        need_pairs("pairs", pairs)
         if not pairs:
             raise ValueError("pairs must hold at least one (prompt, target) pair")
         for name, v in (("steps", steps), ("batch_size", batch_size)):
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
+        need_real("lr", lr, 0.0, lo_open=True)
+        need_real("temperature", temperature, 0.0, lo_open=True)
+        for name, v in (("hidden", hidden), ("layers", layers), ("heads", heads), ("vocab_size", vocab_size)):
+            need_int(name, v, 1)
+        need_int("max_new_tokens", max_new_tokens, 1)
+        need_seed("seed", seed)
+        if hidden % heads:
+            raise ValueError(f"hidden must be divisible by heads, got hidden={hidden}, heads={heads}")
         tok = train_bpe([p + t for p, t in pairs], vocab_size=vocab_size)
         P = tok([p for p, _ in pairs], add_special_tokens=False)["input_ids"]
         T = tok([t for _, t in pairs], add_special_tokens=False)["input_ids"]

@@ -21,17 +21,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .checker import CheckResult
+from .checks import need_pairs, need_real, need_str, need_type
 
 DIRECTIONS = ("min", "max")
 
 
 def length(result: CheckResult) -> float:
+    need_type("result", result, CheckResult)
     """Number of tactic steps (plus ``;`` inside one step's text, the official rule)."""
     extra = sum(s.text.replace("<;>", "")[:-1].count(";") for s in result.steps)
     return float(len(result.steps) + extra)
 
 
 def declarativity(result: CheckResult) -> float:
+    need_type("result", result, CheckResult)
     """Share of steps that are ``have`` statements (0 for a proof without steps)."""
     n = len(result.steps)
     if n == 0:
@@ -54,6 +57,8 @@ class Metric:
     examples: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        need_str("name", self.name)
+        need_pairs("examples", self.examples)
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if not callable(self.score_fn):
@@ -64,17 +69,21 @@ class Metric:
         return 1 if self.direction == "max" else -1
 
     def score(self, result: CheckResult) -> float:
-        v = float(self.score_fn(result))
-        if math.isnan(v):
-            raise ValueError(f"metric {self.name!r} returned NaN")
-        return v
+        raw = self.score_fn(result)
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+            raise ValueError(f"score_fn of metric {self.name!r} must return a finite number, got {raw!r}")
+        return float(raw)
 
     def delta(self, old: float, new: float) -> float | None:
         """Relative change (new − old) / old; ``None`` when old = 0."""
+        need_real("old", old)
+        need_real("new", new)
         return None if old == 0 else (new - old) / old
 
     def better(self, a: float, b: float) -> bool:
         """Is score ``a`` strictly better than ``b``?"""
+        need_real("a", a)
+        need_real("b", b)
         return a > b if self.direction == "max" else a < b
 
 
@@ -107,7 +116,7 @@ def get_metric(metric: str | Metric) -> Metric:
     """A metric by name (``length``, ``declarativity``) or a user-defined :class:`Metric` as is."""
     if isinstance(metric, Metric):
         return metric
-    if metric not in METRICS:
+    if not isinstance(metric, str) or metric not in METRICS:
         raise ValueError(f"metric must be one of {sorted(METRICS)} or a Metric, got {metric!r}")
     return METRICS[metric]
 
@@ -119,6 +128,8 @@ def _num(x) -> float | None:
         v = float(x)
     except (TypeError, ValueError):
         return None
+    if math.isinf(v):
+        raise ValueError(f"a row's score/delta must be finite or missing, got {x!r}")
     return None if math.isnan(v) else v
 
 
@@ -148,9 +159,17 @@ def aggregate(rows: Iterable[Mapping], metric: Metric | str = "length") -> dict[
     theorem has a defined δ), ``accuracy``, ``improved_accuracy`` and ``n``.
     """
     m = get_metric(metric)
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise ValueError(f"rows must be an iterable of result rows (mappings), got {type(rows).__name__}")
     rows = list(rows)
     if not rows:
         raise ValueError("rows must hold at least one result row, got none")
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise ValueError(f"rows[{i}] must be a mapping (a result row), got {type(r).__name__}")
+        missing = {"og_correct", "new_correct"} - set(r)
+        if missing:
+            raise ValueError(f"rows[{i}] lacks columns {sorted(missing)}")
     deltas = [row_delta(r, m) for r in rows]
     defined = [d for d in deltas if d is not None]
     n = len(rows)
@@ -168,7 +187,12 @@ def aggregate_csv(
 ) -> dict[str, float]:
     """:func:`aggregate` over a result CSV in the official layout (``where(row)`` keeps a subset of rows)."""
     import csv
+    import os
 
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise ValueError(f"path must name an existing CSV file, got {path!r}")
+    if where is not None and not callable(where):
+        raise ValueError(f"where must be a callable row -> bool or None, got {where!r}")
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = {"og_correct", "new_correct"} - set(reader.fieldnames or [])

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .checks import need_int, need_real, need_str
+
 
 def mmr(
     query: np.ndarray, docs: np.ndarray, k: int = 4, lambda_mult: float = 0.5, fetch_k: int = 20
@@ -22,12 +24,17 @@ def mmr(
 
     ``query``: (dim,), ``docs``: (n_docs, dim). ``lambda_mult = 1`` is plain top-k cosine similarity.
     """
-    if not 0.0 <= lambda_mult <= 1.0:
-        raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
-    if not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be an int >= 0, got {k!r}")
-    docs = np.asarray(docs, dtype=float)
-    q = np.asarray(query, dtype=float)
+    need_real("lambda_mult", lambda_mult, 0.0, 1.0)
+    need_int("k", k, 0)
+    need_int("fetch_k", fetch_k, 1)
+    try:
+        docs = np.asarray(docs, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"docs must be a numeric (n, dim) array, got {type(docs).__name__}") from e
+    try:
+        q = np.asarray(query, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"query must be a numeric (dim,) array, got {type(query).__name__}") from e
     if docs.ndim != 2 or q.ndim != 1 or docs.shape[1] != q.shape[0]:
         raise ValueError(f"docs must be (n, dim) and query (dim,), got {docs.shape} and {q.shape}")
     if not (np.isfinite(docs).all() and np.isfinite(q).all()):
@@ -65,8 +72,17 @@ class ExampleRetriever:
         lambda_mult: float = 0.5,
         fetch_k: int = 20,
     ):
-        if not 0.0 <= lambda_mult <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
+        need_real("lambda_mult", lambda_mult, 0.0, 1.0)
+        need_int("fetch_k", fetch_k, 1)
+        if embed is not None and not callable(embed):
+            raise ValueError(f"embed must be a callable list[str] -> (n, dim) array or None, got {embed!r}")
+        if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence):
+            raise ValueError(
+                f"examples must be a sequence of (input, output) pairs, got {type(examples).__name__}"
+            )
+        for i, p in enumerate(examples):
+            if not (isinstance(p, (tuple, list)) and len(p) == 2):
+                raise ValueError(f"examples[{i}] must be an (input, output) pair, got {p!r:.80}")
         self.examples = [(str(a), str(b)) for a, b in examples]
         self.lambda_mult, self.fetch_k = float(lambda_mult), int(fetch_k)
         self._embed = embed
@@ -78,6 +94,10 @@ class ExampleRetriever:
             self._docs = self._vec.fit_transform([a for a, _ in self.examples]).toarray()
         elif self.examples:
             self._docs = np.asarray(embed([a for a, _ in self.examples]), dtype=float)
+            if self._docs.ndim != 2 or len(self._docs) != len(self.examples):
+                raise ValueError(
+                    f"embed must return one row per example ({len(self.examples)}, dim), got {self._docs.shape}"
+                )
 
     def _q(self, text: str) -> np.ndarray:
         if self._vec is not None:
@@ -85,6 +105,8 @@ class ExampleRetriever:
         return np.asarray(self._embed([text]), dtype=float)[0]
 
     def retrieve(self, query: str, k: int) -> list[tuple[str, str]]:
+        need_str("query", query)
+        need_int("k", k, 0)
         if not self.examples or k == 0:
             return []
         idx = mmr(

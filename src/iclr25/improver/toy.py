@@ -86,6 +86,8 @@ class _Stream:
 
 def parse_formula(s: str) -> Formula:
     """Parse ``p ∧ q → ¬r`` (→ right-associative and weakest, then ∨, then ∧, then ¬)."""
+    if not isinstance(s, str):
+        raise ValueError(f"s must be a str (a formula), got {type(s).__name__}")
     st = _Stream(_tokens(s), "formula")
     f = _formula(st, 0)
     if st.peek() is not None:
@@ -862,6 +864,10 @@ class ToyTacticChecker:
     def check(self, context: str, decl: str, proof: str) -> CheckResult:
         if not isinstance(proof, str):
             raise ValueError(f"proof must be a str, got {type(proof).__name__}")
+        if not isinstance(context, str):
+            raise ValueError(f"context must be a str, got {type(context).__name__}")
+        if not isinstance(decl, str):
+            raise ValueError(f"decl must be a str (a theorem declaration), got {type(decl).__name__}")
         stmt = parse_decl(decl)
         run = _Run()
         try:
@@ -877,4 +883,6 @@ class ToyTacticChecker:
         return CheckResult(tuple(run.steps), tuple(run.messages))
 
     def check_batch(self, context: str, decl: str, proofs: list[str]) -> list[CheckResult]:
+        if isinstance(proofs, (str, bytes)) or not isinstance(proofs, (list, tuple)):
+            raise ValueError(f"proofs must be a list of proof texts, got {type(proofs).__name__}")
         return [self.check(context, decl, p) for p in proofs]

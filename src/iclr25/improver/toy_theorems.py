@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .agent import Theorem
+from .checks import need_int, need_real, need_seed
 from .toy import Formula, ToyTacticChecker, _show_term, show
 
 ATOMS = ("p", "q", "r", "s")
@@ -162,8 +163,8 @@ def _atom_set(f: Formula) -> set[str]:
 
 def make_benchmark(n: int, seed: int, p_have: float = 0.5) -> list[ToyTheorem]:
     """``n`` theorems from ``seed`` (same seed ⇒ same theorems)."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    need_int("n", n, 1)
+    need_seed("seed", seed)
     if isinstance(p_have, bool) or not isinstance(p_have, (int, float)) or not 0.0 <= p_have <= 1.0:
         raise ValueError(f"p_have must be a probability in [0, 1], got {p_have!r}")
     rng = np.random.default_rng(seed)
@@ -182,6 +183,11 @@ def rewrite_pairs(
     from .chain_of_states import render_chain_of_states
     from .generators import lm_prompt, scripted_edits
 
+    need_int("n_theorems", n_theorems, 1)
+    need_seed("seed", seed)
+    need_real("p_cos", p_cos, 0.0, 1.0)
+    need_real("p_error", p_error, 0.0, 1.0)
+    need_int("variants", variants, 1)
     rng = np.random.default_rng(seed)
     checker = ToyTacticChecker()
     pairs = []
