@@ -497,7 +497,19 @@ def _report(per_seed: dict, cfg: Config) -> str:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims and the validity check read (arms A, B and C are in every config's arms)
+    rd = RunDir(
+        out,
+        cfg,
+        required=(
+            "A/focal/cmAP",
+            "A/scape/cmAP",
+            "B/focal/cmAP",
+            "B/scape/cmAP",
+            "C/scape/cmAP",
+            "data/scape_classes_present",
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = _claims(per_seed)
     present = min(values(per_seed, "data/scape_classes_present"))

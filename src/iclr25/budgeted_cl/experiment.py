@@ -205,9 +205,18 @@ def _strides(cfg: Config) -> tuple[int, ...]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list, desc="budgeted_cl seeds")
     s0 = cfg.streams[0]
+    # the keys the claims read on the first stream (A_auc of the claimed arms, GFLOPs of SAR vs aL-SAR) and the
+    # per-sample Fisher share the notes and report quote; only arms this config runs
+    claimed = [a for a in ("vanilla", "sar", "al_sar", "er_equal") if a in cfg.arms]
+    rd = RunDir(
+        out,
+        cfg,
+        required=("per_sample_fisher_step_share", "total_bytes")
+        + tuple(f"{s0}/{a}/a_auc" for a in claimed)
+        + tuple(f"{s0}/{a}/gflops" for a in ("sar", "al_sar") if a in cfg.arms),
+    )
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list, desc="budgeted_cl seeds")
 
     def v(arm: str, key: str) -> list[float]:
         return values(per_seed, f"{s0}/{arm}/{key}")

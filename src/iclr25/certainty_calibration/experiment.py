@@ -232,7 +232,25 @@ def _figure(cfg: Config, seed: int, path: Path) -> None:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims read on data A and B (drops, Brier before/after, gECE vs HB→phrase, bin gap)
+    rd = RunDir(
+        out,
+        cfg,
+        required=(
+            "A/ot/drop",
+            "A/ot/brier",
+            "A/before/brier",
+            "A/ot/gece",
+            "A/hb_nearest_phrase/gece",
+            "A/platt/ece",
+            "A/hist_binning/ece",
+            "A/bin_gap",
+            "B/ot/drop",
+            "B/ot/brier",
+            "B/before/brier",
+            "B/n_test",
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     v = lambda k: values(per_seed, k)  # noqa: E731
     n = cfg.seeds

@@ -287,7 +287,14 @@ def _bound_note(d: np.ndarray, threshold: float, side: str) -> str:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims and the validity check read: clean, robust and noise-ladder accuracy of dense and of
+    # the pre-registered DST arm (Config checks that it is one of the arms run)
+    claim_arm = arm_name(cfg.claim_method, cfg.claim_sparsity)
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(f"{a}/{k}" for a in ("dense", claim_arm) for k in ("clean", "robust", "noise_ladder")),
+    )
     data = _data(cfg, rd.path / "cache")
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
     arms = [a for a, _ in cfg.arms()]

@@ -351,7 +351,24 @@ def _claims(per_seed: dict) -> list:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
+    rd = RunDir(
+        out,
+        cfg,
+        required=(
+            "fosp/base/cost",
+            "dreamerv3/base/cost",
+            "fosp/base/return",
+            "safedreamer/base/return",
+            "fosp/shifted/cost",
+            "fosp_noref/shifted/cost",
+            "fosp/shifted/return",
+            "pex/cum_cost",
+            "direct/cum_cost",
+            "scratch/cum_cost",
+            "pex/final/return",
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = _claims(per_seed)
     figs = [_figure(per_seed, rd.figures / "fosp_arms.png")]

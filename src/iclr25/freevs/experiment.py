@@ -530,7 +530,15 @@ def _report(cfg: Config, ps: dict) -> str:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims read: PSNR with / without the simulation at every offset (0 and 2 are in every
+    # config's offsets), hole PSNR, hole-filling PSNR and detection AP at Δy = 2 m
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(f"{arm}/dy{dy:g}/psnr" for arm in ("sim", "nosim") for dy in cfg.offsets)
+        + tuple(f"{arm}/dy2/{k}" for arm in ("sim", "nosim") for k in ("hole_psnr", "ap"))
+        + ("holefill/dy2/psnr",),
+    )
     data = load_data(cfg, rd.path)
     ps = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
     claims = _claims(cfg, ps)

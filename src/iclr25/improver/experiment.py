@@ -226,7 +226,21 @@ def _run_lean(cfg: Config) -> None:
 def run(cfg: Config, out: Path) -> RunResult:
     if cfg.backend == "lean":
         _run_lean(cfg)
-    rd = RunDir(out, cfg)
+    # the keys the claims and the validity check read: the trained LM's arms (always run) and its size
+    rd = RunDir(
+        out,
+        cfg,
+        required=(
+            "train/params",
+            "tinylm/baseline/accuracy",
+            "tinylm/baseline/improved_accuracy",
+            "tinylm/baseline/improvement",
+            "tinylm/improver/accuracy",
+            "tinylm/improver/improved_accuracy",
+            "tinylm/improver/improvement",
+            "tinylm/improver_no_cos/improvement",
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: run_seed(cfg, s), cfg.seed_list)
     seeds = sorted(per_seed)
 

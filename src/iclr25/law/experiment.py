@@ -423,7 +423,14 @@ class Setting:
         grid = list(self.cfg.lam_grid)
 
         def run_grid(fn, n, part):
-            return rd.map_seeds(fn, list(range(n)), desc=part, part=part)
+            # the keys the choice rule reads from each grid point (washed, retained; FT's reached flag)
+            return rd.map_seeds(
+                fn,
+                list(range(n)),
+                desc=part,
+                part=part,
+                required=("washed", "retained") + (("reached",) if part == "tune_ft" else ()),
+            )
 
         res = run_grid(lambda i: self.metrics(self.law(subj, grid[i])[0], subj), len(grid), "tune_lam")
         table = {lam: res[i] for i, lam in enumerate(grid)}

@@ -333,7 +333,17 @@ def make_claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims read: match rates overall and per size (4 and 16 are in every test_sizes), the
+    # per-size CPU budget and diagnosis, and the sampling speed
+    per_size = ("mofflow/match_rate", "atom/match_rate", "train/mofflow_cpu_s", "train/atom_cpu_s")
+    per_size += ("diag/true_lattice_match_rate", "diag/true_poses_match_rate")
+    rd = RunDir(
+        out,
+        cfg,
+        required=("mofflow/match_rate", "atom/match_rate")
+        + tuple(f"{k}_M{M}" for k in per_size for M in cfg.test_sizes)
+        + ("speed/mofflow_structures_per_s", "speed/atom_structures_per_s"),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = make_claims(cfg, per_seed)
     figs = []

@@ -464,7 +464,20 @@ def ablation_claims(per_seed: dict, tag: str) -> list:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys build_claims reads; with the inverse ablation, also its numerical arms under every variant
+    claim_keys = ("reacher/ohio_numerical", "reacher/e2e_bc", "reacher/hr_observed_state")
+    claim_keys += ("reacher/hr_ohio_numerical", "reacher/me_ohio_numerical", "reacher/me_ohio_analytic")
+    claim_keys += ("network/ohio_loss", "network/e2e_loss")
+    rd = RunDir(
+        out,
+        cfg,
+        required=claim_keys
+        + tuple(
+            f"reacher/ablation/{tag}/{name}"
+            for tag in (ABLATION if cfg.inverse_ablation else ())
+            for name in NUMERICAL_ARMS
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     claims = build_claims(lambda k: values(per_seed, k))
     ablation = {tag: ablation_claims(per_seed, tag) for tag in ABLATION} if cfg.inverse_ablation else {}

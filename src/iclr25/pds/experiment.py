@@ -452,7 +452,14 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims read: mean PMP score per source, the scorer's Spearman, PDS vs random final loss
+    # and PDS's steps to reach random's final loss
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(f"pmp/mean_z/{name}" for name in SOURCES)
+        + ("scorer/spearman", "pds/final_loss", "random/final_loss", "pds/steps_frac_to_random_final"),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     mz = lambda name: values(per_seed, f"pmp/mean_z/{name}")  # noqa: E731
     best_other = [max(o) for o in zip(*(mz(n) for n in SOURCES[1:]))]

@@ -397,7 +397,17 @@ def _scaling_rows(cfg: Config) -> list[dict]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims and the validity check read, at every width: the source accuracy and the target
+    # accuracy of head-only, LoRA-r1 and Quantum-PEFT
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(
+            f"d{w}/{k}"
+            for w in cfg.widths
+            for k in ("source_acc", "head_only/acc", "lora_r1/acc", "qpeft/acc")
+        ),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     counts = {w: adapter_param_counts(cfg, w) for w in cfg.param_widths}
     rows = _scaling_rows(cfg)

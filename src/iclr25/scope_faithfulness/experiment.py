@@ -405,7 +405,20 @@ def run(cfg: Config, out: Path) -> RunResult:
         pass
     world = World()
     tok = load_tokenizer(cfg, world)
-    rd = RunDir(out, cfg)
+    # the keys the claims and their notes read: SFT / continued SFT, the α = 0 control, and SCOPE at α = 0.1,
+    # the claimed α and the largest α (Config checks that 0.1 and alpha are in alphas)
+    scope_arms = [f"scope@{x:g}" for x in sorted({0.1, cfg.alpha, max(cfg.alphas)})]
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(f"{arm}/{k}" for arm in ("sft", "cont_sft", *scope_arms) for k in ("halluc", "recall"))
+        + ("neg_halluc_alpha0", f"scope@{cfg.alpha:g}/neg_halluc")
+        + tuple(
+            f"scope@{x:g}/{k}"
+            for x in sorted({0.1, cfg.alpha})
+            for k in ("halluc_sampled", "rejected_differs", "dpo_last_reward_acc")
+        ),
+    )
     p_lm = pretrain_lm(cfg, out, world, tok, device)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, p_lm, world, tok, device), cfg.seed_list)
     a = f"scope@{cfg.alpha:g}"

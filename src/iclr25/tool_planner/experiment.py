@@ -476,8 +476,23 @@ def _report(cfg: Config, ps: dict, tuned: dict) -> str:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-    tuned = rd.map_seeds(lambda s: tune(cfg), [0], desc="tuning", part="tuning")[0]
+    # the keys the claims always read (k = 1 and k = N are in every k grid); BFCL ones only when it runs
+    bfcl = ("react", "tool_planner") if cfg.n_bfcl_tasks else ()
+    rd = RunDir(
+        out,
+        cfg,
+        required=tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
+        + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
+        + tuple(f"bfcl/{m}/pass" for m in bfcl),
+    )
+    tuned = rd.map_seeds(
+        lambda s: tune(cfg),
+        [0],
+        desc="tuning",
+        part="tuning",
+        required=tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt"))
+        + tuple(f"bfcl/{m}/best" for m in bfcl),
+    )[0]
     ps = rd.map_seeds(lambda s: one_seed(cfg, s, tuned, rd.path), cfg.seed_list)
     claims = _claims(cfg, ps, tuned)
     fig = _figure(ps, rd.figures / "k_curve.png")

@@ -266,7 +266,15 @@ def real_text_smoke() -> dict:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    # the keys the claims and their notes read: the Newton/nothing ratio, the time ratios, the deletion
+    # capacities (fixed-anchor and from-scratch) and the base recovery error
+    caps = ("newton", "noise_only", "head", "base")
+    rd = RunDir(
+        out,
+        cfg,
+        required=("min_ratio_nothing_over_newton", "unlearn_time_ratio", "retrain_time_ratio", "base_error")
+        + tuple(f"capacity/{c}{sfx}" for c in caps for sfx in ("", "_scratch")),
+    )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     v = lambda k: values(per_seed, k)  # noqa: E731
     capn, capb = v("capacity/newton"), v("capacity/noise_only")

@@ -797,7 +797,18 @@ def run(cfg: Config, out: Path) -> RunResult:
         log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
         return r
 
-    ps = rd.map_seeds(fn, cfg.seed_list)
+    # the keys the claims and their notes read: task-A experts and LoRA, counts of the expert diagnostics,
+    # the dispatch routing (per prompt wording) and the CEM adaptation on every shifted task
+    required = ("base/A", "expert/A", "lora/rl_A", "lora/sft_A", "params/lora", "params/svf", "specificity_A")
+    required += ("n_tasks_gain_3pt", "diag_dominant_cells", "shuffle_hurts_cases")
+    required += ("cem_minus_best_single", "cem_minus_base_min", "cem_argmax_matching")
+    required += ("dispatch/prompt_routing_acc", "dispatch/expert_routing_acc")
+    required += tuple(f"dispatch/two_pass_gain_{k}" for k in ("prompt", "expert", "oracle"))
+    required += tuple(f"dispatch/{k}_routing_acc_w{w}" for k in ("prompt", "expert") for w in S.WORDINGS)
+    required += tuple(
+        f"adapt/{t}/{k}" for t in cfg.shift_tasks for k in ("base", "cem", "best_single", "matching")
+    )
+    ps = rd.map_seeds(fn, cfg.seed_list, required=required)
     claims = _claims(cfg, ps)
     fig = rd.figures / "experts_and_adaptation.png"
     figure(cfg, ps, fig)
