@@ -173,12 +173,9 @@ def hallucination_and_recall(
     PARENT-recall analogue.
     """
     _check_world(world)
-    if (
-        isinstance(outputs, str)
-        or not hasattr(outputs, "__len__")
-        or not hasattr(outputs, "__iter__")
-        or not all(isinstance(o, str) for o in outputs)
-    ):
+    if not isinstance(outputs, (str, bytes)) and hasattr(outputs, "__iter__"):
+        outputs = list(outputs)  # a datasets Column, a tuple, a generator of texts
+    if isinstance(outputs, (str, bytes)) or not all(isinstance(o, str) for o in outputs):
         raise ValueError(
             f"outputs must be a list of strings (one generated text per record), got {outputs!r:.80}"
         )
