@@ -20,6 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .checks import need_array, need_int, need_real, need_rng, need_type
+
 STATE_IDX = (0, 1, 4, 5)  # obs indices of x = (q1, q2, q̇1, q̇2)
 
 
@@ -38,18 +40,24 @@ class ArmParams:
     def __post_init__(self) -> None:
         for name in ("m1", "m2", "l1", "l2", "dt", "max_torque"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")
-        if self.damping < 0:
-            raise ValueError(f"damping must be >= 0, got {self.damping!r}")
+        need_real("damping", self.damping, 0.0)
 
     def scaled_masses(self, factor: float) -> ArmParams:
         """The same arm with both link masses multiplied by ``factor`` (the reproduction's model error ×1.3)."""
+        need_real("factor", factor, 0.0, lo_open=True)
         return replace(self, m1=self.m1 * factor, m2=self.m2 * factor)
 
 
 def arm_step(x: Any, tau: Any, p: ArmParams, xp: Any = np) -> Any:
     """One semi-implicit Euler step. ``x`` (..., 4) = (q1, q2, q̇1, q̇2), ``tau`` (..., 2) (not clipped here)."""
+    if x.shape[-1:] != (4,):
+        raise ValueError(f"x must be (..., 4) = (q1, q2, dq1, dq2), got shape {tuple(x.shape)}")
+    if tau.shape[-1:] != (2,) or tau.shape[:-1] != x.shape[:-1]:
+        raise ValueError(
+            f"tau must be (..., 2) with x's leading shape {tuple(x.shape[:-1])}, got {tuple(tau.shape)}"
+        )
     q1, q2, dq1, dq2 = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
     t1, t2 = tau[..., 0], tau[..., 1]
     lc1, lc2 = p.l1 / 2, p.l2 / 2
@@ -104,16 +112,17 @@ class ArmBatch:
     def __init__(
         self, n: int, params: ArmParams = ArmParams(), horizon: int = 200, target_radius: float = 0.05
     ):
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n!r}")
-        if horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {horizon!r}")
+        need_int("n", n, 1)
+        need_int("horizon", horizon, 1)
+        need_real("target_radius", target_radius, 0.0, lo_open=True)
+        need_type("params", params, ArmParams)
         self.n, self.p, self.horizon, self.target_radius = n, params, horizon, target_radius
         self.x = np.zeros((n, 4))
         self.target = np.zeros((n, 2))
         self.t = 0
 
     def reset(self, rng: np.random.Generator) -> np.ndarray:
+        need_rng("rng", rng)
         p = self.p
         r_lo, r_hi = abs(p.l1 - p.l2) + 0.1 * (p.l1 + p.l2), 0.9 * (p.l1 + p.l2)
         r = np.sqrt(rng.uniform(r_lo**2, r_hi**2, self.n))
@@ -132,7 +141,12 @@ class ArmBatch:
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         """Apply torques (clipped to ±max_torque); returns (obs, reward, truncated)."""
-        a = np.clip(np.asarray(action, dtype=float), -self.p.max_torque, self.p.max_torque)
+        a = np.asarray(action, dtype=float)
+        if a.shape != (self.n, 2):
+            raise ValueError(f"action must be ({self.n}, 2) torques, got shape {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError("action must be finite, got NaN/inf torques")
+        a = np.clip(a, -self.p.max_torque, self.p.max_torque)
         self.x = arm_step(self.x, a, self.p)
         d = self.distance()
         reward = (d < self.target_radius).astype(float) - 0.1 * d
@@ -146,6 +160,7 @@ class TwoLinkArmEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, params: ArmParams = ArmParams(), horizon: int = 200, target_radius: float = 0.05):
+        need_type("params", params, ArmParams)
         self._arm = ArmBatch(1, params, horizon, target_radius)
         self.params = params
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (6,), np.float64)
@@ -182,6 +197,10 @@ def flat_expert_action(
 
     τ = M(q) (kp (q* − q) − kd q̇) + C(q, q̇) q̇ + b q̇, clipped to ±max_torque. Gains differ from the LQR's.
     """
+    obs = need_array("obs", obs, ndim=2, last=6)
+    need_real("kp", kp)
+    need_real("kd", kd)
+    need_real("noise_std", noise_std, 0.0)
     q, dq = obs[:, :2], obs[:, 4:]
     tip = fingertip(q, p)
     q_star = inverse_kinematics(tip + obs[:, 2:4], q, p)

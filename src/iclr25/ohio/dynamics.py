@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .arm import ArmParams, arm_step
+from .checks import need_array, need_int, need_real, need_seed
 
 
 class DynamicsModel(Protocol):
@@ -34,6 +35,8 @@ class ArmModel:
     state_dim, action_dim = 4, 2
 
     def __init__(self, params: ArmParams | None = None):
+        if params is not None and not isinstance(params, ArmParams):
+            raise ValueError(f"params must be ArmParams or None, got {params!r:.80}")
         self.params = ArmParams() if params is None else params
 
     def step(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -45,13 +48,23 @@ class LinearModel:
 
     def __init__(self, A: torch.Tensor, B: torch.Tensor, d: torch.Tensor | None = None):
         self.A, self.B = torch.as_tensor(A, dtype=torch.float64), torch.as_tensor(B, dtype=torch.float64)
-        if self.A.shape[-1] != self.A.shape[-2] or self.B.shape[-2] != self.A.shape[-1]:
+        if (
+            self.A.ndim < 2
+            or self.B.ndim < 2
+            or self.A.shape[-1] != self.A.shape[-2]
+            or self.B.shape[-2] != self.A.shape[-1]
+        ):
             raise ValueError(
                 f"A must be (n, n) and B (n, m), got A {tuple(self.A.shape)}, B {tuple(self.B.shape)}"
             )
         self.d = (
             torch.zeros(self.A.shape[:-1], dtype=torch.float64) if d is None else torch.as_tensor(d).double()
         )
+        if self.d.shape[-1:] != self.A.shape[-1:]:
+            raise ValueError(f"d must be ({self.A.shape[-1]},), got {tuple(self.d.shape)}")
+        for name, t in (("A", self.A), ("B", self.B), ("d", self.d)):
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} must be finite, got NaN/inf entries")
         self.state_dim, self.action_dim = self.A.shape[-1], self.B.shape[-1]
 
     def step(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -71,6 +84,8 @@ class LearnedLinearModel(nn.Module):
 
     def __init__(self, state_dim: int = 4, action_dim: int = 2, hidden: int = 128):
         super().__init__()
+        for name, v in (("state_dim", state_dim), ("action_dim", action_dim), ("hidden", hidden)):
+            need_int(name, v, 1)
         self.state_dim, self.action_dim = state_dim, action_dim
         n, m = state_dim, action_dim
         self.net = nn.Sequential(
@@ -107,6 +122,21 @@ class LearnedLinearModel(nn.Module):
         seed: int = 0,
     ) -> dict[str, float]:
         """Train on (x, a, x') by MSE with Adam(lr) and StepLR(10, 0.1); returns train/validation MSE."""
+        n, m = self.state_dim, self.action_dim
+        x = need_array("x", x, ndim=2, last=n)
+        a = need_array("a", a, ndim=2, last=m)
+        x_next = need_array("x_next", x_next, ndim=2, last=n)
+        if not len(x) == len(a) == len(x_next):
+            raise ValueError(
+                f"x, a and x_next must have the same rows, got {len(x)}, {len(a)}, {len(x_next)}"
+            )
+        need_int("epochs", epochs, 1)
+        need_int("batch_size", batch_size, 1)
+        need_real("lr", lr, 0.0, lo_open=True)
+        need_real("val_frac", val_frac, 0.0)
+        if val_frac >= 1:
+            raise ValueError(f"val_frac must be in [0, 1), got {val_frac!r}")
+        need_seed("seed", seed)
         g = torch.Generator().manual_seed(seed)
         X, U, Y = (torch.as_tensor(v, dtype=torch.float64) for v in (x, a, x_next))
         perm = torch.randperm(len(X), generator=g)
@@ -138,7 +168,10 @@ def linearize(
     Uses ``model.linear_terms`` when the model has them (the learned A(s), B(s)); otherwise centred finite
     differences with step ``eps`` (as ``mujoco.mjd_transitionFD`` in the official code), batched.
     """
+    need_real("eps", eps, 0.0, lo_open=True)
     x = torch.as_tensor(x, dtype=torch.float64)
+    if x.ndim != 2 or x.shape[-1] != model.state_dim:
+        raise ValueError(f"x must be (n, state_dim={model.state_dim}), got shape {tuple(x.shape)}")
     if hasattr(model, "linear_terms"):
         with torch.no_grad():
             return model.linear_terms(x)

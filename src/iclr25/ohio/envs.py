@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from .checks import need_array
 from .lqr import LQRLowLevel
 from .relabel import OfflineDataset
 
@@ -34,6 +35,8 @@ def _check_common(n_episodes: int, seed: int, max_steps: int | None) -> None:
 
 
 def _as_env(env: gym.Env | str, **make_kw: Any) -> gym.Env:
+    if not isinstance(env, (str, gym.Env)):
+        raise ValueError(f"env must be a gymnasium Env or an env id, got {type(env).__name__}")
     return gym.make(env, **make_kw) if isinstance(env, str) else env
 
 
@@ -53,6 +56,8 @@ def collect_offline_dataset(
     same arguments give the same data.
     """
     _check_common(n_episodes, seed, max_steps)
+    if policy is not None and not callable(policy):
+        raise ValueError(f"policy must be a callable obs -> action or None, got {policy!r:.80}")
     env = _as_env(env)
     env.action_space.seed(int(seed))
     cols: dict[str, list] = {k: [] for k in ("o", "a", "r", "o2", "term", "trunc")}
@@ -163,7 +168,7 @@ class PendulumModel:
         max_torque: float = 2.0,
     ):
         for name, v in (("g", g), ("m", m), ("length", length), ("dt", dt), ("max_speed", max_speed)):
-            if not (np.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         self.g, self.m, self.length, self.dt = g, m, length, dt
         self.max_speed, self.max_torque = max_speed, max_torque
@@ -180,5 +185,5 @@ class PendulumModel:
 
 def pendulum_state(obs: np.ndarray) -> np.ndarray:
     """``Pendulum-v1`` observation (cos θ, sin θ, θ̇) → state (θ, θ̇), θ = atan2(sin θ, cos θ) ∈ (−π, π]."""
-    obs = np.asarray(obs, dtype=float)
+    obs = need_array("obs", obs, last=3, finite=False)
     return np.stack([np.arctan2(obs[..., 1], obs[..., 0]), obs[..., 2]], -1)

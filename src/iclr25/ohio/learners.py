@@ -28,10 +28,27 @@ import torch
 from torch import nn
 from torch.distributions import Dirichlet, Normal
 
+from .checks import need_bool, need_int, need_real, need_seed, need_type
 from .relabel import OfflineDataset
 
 
+def _check_obs_act(obs, act) -> None:
+    for name, v in (("obs", obs), ("act", act)):
+        if np.ndim(v) != 2 or len(v) == 0:
+            raise ValueError(f"{name} must be a non-empty (n, dim) array, got shape {np.shape(v)}")
+    if len(obs) != len(act):
+        raise ValueError(f"obs and act must have the same rows, got {len(obs)} and {len(act)}")
+
+
+def _check_finite_ds(ds: OfflineDataset) -> None:
+    for name in ("observations", "actions", "rewards", "next_observations"):
+        if not np.isfinite(np.asarray(getattr(ds, name), dtype=float)).all():
+            raise ValueError(f"ds.{name} must be finite, got NaN/inf entries (relabel masks such windows)")
+
+
 def mlp(inp: int, out: int, hidden: int = 256, layers: int = 2) -> nn.Sequential:
+    for name, v, lo in (("inp", inp, 1), ("out", out, 1), ("hidden", hidden, 1), ("layers", layers, 0)):
+        need_int(name, v, lo)
     mods: list[nn.Module] = []
     d = inp
     for _ in range(layers):
@@ -57,6 +74,7 @@ class GaussianPolicy(nn.Module):
 
     def __init__(self, obs: np.ndarray, act: np.ndarray, hidden: int = 256, layers: int = 2):
         super().__init__()
+        _check_obs_act(obs, act)
         self.obs_norm, self.act_norm = _Standardise(obs), _Standardise(act)
         self.mu = mlp(obs.shape[1], act.shape[1], hidden, layers)
         self.log_std = nn.Parameter(torch.zeros(act.shape[1]))
@@ -69,6 +87,9 @@ class GaussianPolicy(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: np.ndarray | torch.Tensor) -> np.ndarray:
+        d = self.obs_norm.mean.shape[-1]
+        if np.shape(obs)[-1:] != (d,):
+            raise ValueError(f"obs must be (..., {d}) observations, got shape {tuple(np.shape(obs))}")
         o = torch.as_tensor(np.asarray(obs), dtype=torch.float32)
         a = self.mu(self.obs_norm(o)) * self.act_norm.std + self.act_norm.mean
         return torch.maximum(torch.minimum(a, self.high), self.low).double().numpy()
@@ -79,6 +100,9 @@ class DirichletPolicy(nn.Module):
 
     def __init__(self, obs: np.ndarray, act: np.ndarray, hidden: int = 256, layers: int = 2):
         super().__init__()
+        _check_obs_act(obs, act)
+        if (np.asarray(act) < 0).any():
+            raise ValueError("act must be distributions on the simplex (entries >= 0) for a Dirichlet policy")
         self.obs_norm = _Standardise(obs)
         self.net = mlp(obs.shape[1], act.shape[1], hidden, layers)
 
@@ -123,8 +147,17 @@ def train_bc(
     decayed to 0 over ``steps`` by a cosine schedule (``cosine=False``: constant)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {policy!r}")
+    need_type("ds", ds, OfflineDataset)
     if len(ds) == 0:
         raise ValueError("ds must hold at least one transition, got an empty dataset")
+    need_int("steps", steps, 1)
+    need_int("batch_size", batch_size, 1)
+    need_real("lr", lr, 0.0, lo_open=True)
+    need_int("hidden", hidden, 1)
+    need_int("layers", layers, 0)
+    need_seed("seed", seed)
+    need_bool("cosine", cosine)
+    _check_finite_ds(ds)
     torch.manual_seed(seed)
     pi = POLICIES[policy](ds.observations, ds.actions, hidden, layers)
     t = _tensors(ds)
@@ -158,6 +191,18 @@ class IQLConfig:
     value_target: str = "standard"  # "standard": Q̂(s, a);  "official": the repo's Q̂(s', a)
 
     def __post_init__(self) -> None:
+        for name in ("expectile", "beta", "gamma", "polyak", "lr", "weight_clip"):
+            need_real(name, getattr(self, name))
+        for name, lo in (("batch_size", 1), ("steps", 0), ("hidden", 1)):
+            need_int(name, getattr(self, name), lo)
+        if self.beta < 0:
+            raise ValueError(f"beta must be >= 0, got {self.beta!r}")
+        if not 0 <= self.polyak <= 1:
+            raise ValueError(f"polyak must be in [0, 1], got {self.polyak!r}")
+        if self.lr <= 0 or self.weight_clip <= 0:
+            raise ValueError(
+                f"lr and weight_clip must be > 0, got lr={self.lr!r}, weight_clip={self.weight_clip!r}"
+            )
         if not 0 < self.expectile < 1:
             raise ValueError(f"expectile must be in (0, 1), got {self.expectile!r}")
         if not 0 <= self.gamma <= 1:
@@ -172,12 +217,19 @@ class IQLConfig:
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """E[|τ − 1(u < 0)| u²] with u = Q̂ − V (weight τ if u > 0 else 1 − τ)."""
+    need_real("expectile", expectile, 0.0, 1.0, lo_open=True)
+    if expectile >= 1:
+        raise ValueError(f"expectile must be in (0, 1), got {expectile!r}")
+    if diff.numel() == 0:
+        raise ValueError("diff must hold at least one element, got an empty tensor")
     w = torch.where(diff > 0, torch.full_like(diff, expectile), torch.full_like(diff, 1 - expectile))
     return (w * diff**2).mean()
 
 
 def awr_weights(adv: torch.Tensor, beta: float, clip: float = 100.0) -> torch.Tensor:
     """min(exp(β A), clip)."""
+    need_real("beta", beta, 0.0)
+    need_real("clip", clip, 0.0, lo_open=True)
     return torch.exp(beta * adv).clamp(max=clip)
 
 
@@ -253,6 +305,11 @@ def train_iql(
     ds: OfflineDataset, cfg: IQLConfig = IQLConfig(), *, policy: str = "gaussian", seed: int = 0
 ) -> tuple[nn.Module, IQL]:
     """Train IQL for ``cfg.steps`` steps; returns (policy, agent)."""
+    need_type("ds", ds, OfflineDataset)
+    need_type("cfg", cfg, IQLConfig)
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {policy!r}")
+    need_seed("seed", seed)
     if len(ds) == 0:
         raise ValueError("ds must hold at least one transition, got an empty dataset")
     agent = IQL(ds, cfg, policy, seed)

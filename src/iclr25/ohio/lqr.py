@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from .arm import STATE_IDX
+from .checks import need_int, need_real
 from .dynamics import DynamicsModel, linearize
 
 INVERSE_METHODS = ("analytic", "numerical", "observed_state")
@@ -51,8 +52,19 @@ def finite_horizon_lqr(
 
     Optimal control a_l = K_l x_l. ``A`` (…, n, n) and ``B`` (…, n, m) may carry a batch dimension.
     """
-    if N < 1:
-        raise ValueError(f"N must be >= 1, got {N!r}")
+    need_int("N", N, 1)
+    for name, t in (("A", A), ("B", B), ("Q", Q), ("R", R)) + ((("P_N", P_N),) if P_N is not None else ()):
+        if not isinstance(t, torch.Tensor) or t.ndim < 2:
+            raise ValueError(f"{name} must be a torch tensor (..., rows, cols), got {type(t).__name__}")
+    n, m = A.shape[-1], B.shape[-1]
+    if A.shape[-2] != n or B.shape[-2] != n:
+        raise ValueError(
+            f"A must be (..., n, n) and B (..., n, m), got A {tuple(A.shape)}, B {tuple(B.shape)}"
+        )
+    if Q.shape[-2:] != (n, n) or (P_N is not None and P_N.shape[-2:] != (n, n)):
+        raise ValueError(f"Q and P_N must be ({n}, {n}), got Q {tuple(Q.shape)}")
+    if R.shape[-2:] != (m, m):
+        raise ValueError(f"R must be ({m}, {m}), got {tuple(R.shape)}")
     P = (Q if P_N is None else P_N).expand(*A.shape[:-2], *Q.shape).clone()
     At, Bt = A.transpose(-1, -2), B.transpose(-1, -2)
     gains = []
@@ -96,10 +108,22 @@ class LQRLowLevel:
     ):
         if state_map is not None and not callable(state_map):
             raise ValueError(f"state_map must be a callable obs -> state, got {type(state_map).__name__}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k!r}")
-        if max_ctrl <= 0:
-            raise ValueError(f"max_ctrl must be > 0, got {max_ctrl!r}")
+        need_int("k", k, 1)
+        need_real("max_ctrl", max_ctrl, 0.0, lo_open=True)
+        if not (
+            isinstance(getattr(model, "state_dim", None), int) and callable(getattr(model, "step", None))
+        ):
+            raise ValueError(
+                f"model must be a dynamics model (state_dim, action_dim, step), got {model!r:.80}"
+            )
+        for name, v in (("Q", Q), ("R", R)):
+            arr = np.asarray(v, dtype=float)
+            if not (np.isfinite(arr).all() and (arr >= 0).all()):
+                raise ValueError(f"{name} must hold finite weights >= 0, got {v!r}")
+        if not np.all(np.asarray(R, dtype=float) > 0):
+            raise ValueError(f"R must be > 0 (positive definite control cost), got {R!r}")
+        if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0 for i in state_idx):
+            raise ValueError(f"state_idx must list non-negative observation indices, got {list(state_idx)!r}")
         self.model, self.inverse_model = model, inverse_model if inverse_model is not None else model
         n, m = model.state_dim, model.action_dim
         self.Q = torch.diag(torch.as_tensor(Q, dtype=torch.float64))
@@ -119,7 +143,12 @@ class LQRLowLevel:
     def state(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
         """The LQR state x of observations (..., obs_dim): ``state_map(obs)`` or ``obs[..., state_idx]``."""
         if self.state_map is None:
-            return torch.as_tensor(np.asarray(obs)[..., self.state_idx], dtype=torch.float64)
+            o = np.asarray(obs)
+            if o.ndim == 0 or o.shape[-1] <= max(self.state_idx):
+                raise ValueError(
+                    f"obs must have > {max(self.state_idx)} entries on its last axis (state_idx), got {o.shape}"
+                )
+            return torch.as_tensor(o[..., self.state_idx], dtype=torch.float64)
         x = np.asarray(self.state_map(np.asarray(obs, dtype=float)), dtype=float)
         if x.shape != (*np.shape(obs)[:-1], self.model.state_dim):
             raise ValueError(
@@ -183,6 +212,8 @@ class LQRLowLevel:
         obs_windows = np.asarray(obs_windows, dtype=float)
         if obs_windows.ndim != 3 or obs_windows.shape[1] != self.k + 1:
             raise ValueError(f"obs_windows must be (n, k+1={self.k + 1}, obs_dim), got {obs_windows.shape}")
+        if not np.isfinite(obs_windows).all():
+            raise ValueError("obs_windows must be finite, got NaN/inf entries (relabel masks such windows)")
         xs = self.state(obs_windows)  # (n, k+1, d)
         if self.periodic_dims:  # continuous angles inside each window
             xs = xs.clone()

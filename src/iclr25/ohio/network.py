@@ -23,16 +23,23 @@ import gymnasium as gym
 import numpy as np
 from scipy.optimize import linprog
 
+from .checks import need_callable, need_int, need_real, need_seed, need_type
 from .relabel import OfflineDataset
 
 EPS_SIMPLEX = 1e-3
 
 
+def _check_cost(cost: np.ndarray, n: int) -> None:
+    if cost.shape != (n, n) or n < 1 or not np.isfinite(cost).all() or (cost < 0).any():
+        raise ValueError(f"cost must be a finite non-negative ({n}, {n}) matrix, got shape {cost.shape}")
+
+
 def largest_remainder_counts(u: np.ndarray, total: int) -> np.ndarray:
     """Integer counts ≈ u · total summing exactly to ``total`` (Hamilton rounding)."""
     u = np.asarray(u, dtype=float)
-    if u.ndim != 1 or np.any(u < -1e-12):
-        raise ValueError(f"u must be a 1-d non-negative vector, got {u!r}")
+    if u.ndim != 1 or len(u) == 0 or not np.isfinite(u).all() or np.any(u < -1e-12):
+        raise ValueError(f"u must be a non-empty 1-d finite non-negative vector, got {u!r}")
+    need_int("total", total, 0)
     s = u.sum()
     if s <= 0:
         u, s = np.ones_like(u), float(len(u))
@@ -48,6 +55,11 @@ def largest_remainder_counts(u: np.ndarray, total: int) -> np.ndarray:
 def solve_rebalancing_lp(acc: np.ndarray, desired: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Min-cost flows x (N, N) (zero diagonal) reaching at least ``desired`` vehicles per node (HiGHS)."""
     acc, desired, cost = np.asarray(acc, float), np.asarray(desired, float), np.asarray(cost, float)
+    if acc.ndim != 1 or not np.isfinite(acc).all() or (acc < 0).any():
+        raise ValueError(f"acc must be a 1-d finite vector of vehicle counts >= 0, got {acc!r:.80}")
+    for name, v in (("desired", desired), ("cost", cost)):
+        if not np.isfinite(v).all() or (v < 0).any():
+            raise ValueError(f"{name} must be finite and >= 0, got {v!r:.80}")
     n = len(acc)
     if desired.shape != (n,) or cost.shape != (n, n):
         raise ValueError(f"desired must be ({n},) and cost ({n}, {n}), got {desired.shape} and {cost.shape}")
@@ -79,6 +91,13 @@ def solve_rebalancing_lp(acc: np.ndarray, desired: np.ndarray, cost: np.ndarray)
 def flows_to_distribution(acc: np.ndarray, flows: np.ndarray, eps: float = EPS_SIMPLEX) -> np.ndarray:
     """The exact LP inverse: û ∝ acc − out + in (batched over leading dims), ε-smoothed on the simplex."""
     acc, flows = np.asarray(acc, float), np.asarray(flows, float)
+    need_real("eps", eps, 0.0, lo_open=True)
+    if acc.ndim == 0 or eps * acc.shape[-1] >= 1:
+        raise ValueError(f"eps must be < 1/N (N = {acc.shape[-1] if acc.ndim else '?'} nodes), got {eps!r}")
+    if flows.shape != (*acc.shape, acc.shape[-1]):
+        raise ValueError(f"flows must be (..., N, N) matching acc {acc.shape}, got {flows.shape}")
+    if not (np.isfinite(acc).all() and np.isfinite(flows).all()):
+        raise ValueError("acc and flows must be finite, got NaN/inf entries")
     desired = acc - flows.sum(-1) + flows.sum(-2)  # acc_i − Σ_j x_ij + Σ_j x_ji
     tot = acc.sum(-1, keepdims=True)
     u = np.where(tot > 0, desired / np.where(tot > 0, tot, 1.0), 1.0 / acc.shape[-1])
@@ -109,8 +128,10 @@ class NetworkParams:
     def __post_init__(self) -> None:
         if self.n_nodes != 6:
             raise ValueError(f"n_nodes must be 6 for the built-in city, got {self.n_nodes!r}")
-        if self.fleet < 1 or self.horizon < 1:
-            raise ValueError(f"fleet and horizon must be >= 1, got {self.fleet!r}, {self.horizon!r}")
+        need_int("fleet", self.fleet, 1)
+        need_int("horizon", self.horizon, 1)
+        for name in ("price", "cheap", "expensive", "within", "rate_in", "rate_out", "rate_within"):
+            need_real(name, getattr(self, name), 0.0)
 
     def demand_rates(self) -> np.ndarray:
         n, h = self.n_nodes, self.n_nodes // 2
@@ -122,6 +143,8 @@ class NetworkParams:
 
     def cost(self, shift: int = 0) -> np.ndarray:
         """Edge costs; downtown node k's cheap corridor goes to residential node 3 + (k + shift) mod 3."""
+        if isinstance(shift, bool) or not isinstance(shift, int):
+            raise ValueError(f"shift must be an int, got {shift!r}")
         n, h = self.n_nodes, self.n_nodes // 2
         c = np.full((n, n), self.within)
         c[:h, h:] = self.expensive
@@ -142,9 +165,11 @@ class RebalancingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, params: NetworkParams = NetworkParams(), cost: np.ndarray | None = None):
+        need_type("params", params, NetworkParams)
         self.p = params
         self.cost = params.cost() if cost is None else np.asarray(cost, float)
         n = params.n_nodes
+        _check_cost(self.cost, n)
         self.lam = params.demand_rates()
         self.observation_space = gym.spaces.Box(0, params.fleet, (n,), np.float64)
         self.action_space = gym.spaces.Box(0, params.fleet, (n * n,), np.float64)
@@ -161,6 +186,8 @@ class RebalancingEnv(gym.Env):
     def feasible_flows(self, flows: np.ndarray) -> np.ndarray:
         """Integer, non-negative, zero-diagonal flows with Σ_j x_ij ≤ acc_i (rows scaled down, then floored)."""
         n = self.p.n_nodes
+        if np.size(flows) != n * n:
+            raise ValueError(f"flows must hold {n * n} entries ({n}x{n}), got shape {np.shape(flows)}")
         x = np.maximum(np.asarray(flows, float).reshape(n, n), 0.0)
         np.fill_diagonal(x, 0.0)
         out = x.sum(1)
@@ -198,9 +225,16 @@ class LPLowLevel:
 
     def __init__(self, cost: np.ndarray, eps: float = EPS_SIMPLEX):
         self.cost, self.eps = np.asarray(cost, float), eps
+        _check_cost(self.cost, len(self.cost) if self.cost.ndim else 0)
+        need_real("eps", eps, 0.0, lo_open=True)
+        if eps * len(self.cost) >= 1:
+            raise ValueError(f"eps must be < 1/N = {1 / len(self.cost):g}, got {eps!r}")
 
     def flows(self, acc: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Forward map: flows from the LP for desired distribution ``u``."""
+        u = np.asarray(u, dtype=float)
+        if u.shape != (len(self.cost),):
+            raise ValueError(f"u must be a ({len(self.cost)},) distribution, got shape {u.shape}")
         total = int(round(float(np.sum(acc))))
         return solve_rebalancing_lp(acc, largest_remainder_counts(u, total), self.cost)
 
@@ -246,7 +280,17 @@ def nearest_surplus_flows(
 ) -> np.ndarray:
     """The flat behaviour heuristic: desired counts from ``target_share`` (Dirichlet-perturbed when ``rng`` is
     given), then each deficit node is filled greedily from the surplus node with the cheapest edge."""
+    acc = np.asarray(acc, dtype=float)
+    if acc.ndim != 1 or not np.isfinite(acc).all() or (acc < 0).any():
+        raise ValueError(f"acc must be a 1-d finite vector of vehicle counts >= 0, got {acc!r:.80}")
     n = len(acc)
+    target_share = np.asarray(target_share, dtype=float)
+    if target_share.shape != (n,) or not np.isfinite(target_share).all() or (target_share < 0).any():
+        raise ValueError(
+            f"target_share must be a ({n},) finite non-negative vector, got {target_share!r:.80}"
+        )
+    _check_cost(np.asarray(cost, dtype=float), n)
+    need_real("concentration", concentration, 0.0, lo_open=True)
     share = rng.dirichlet(concentration * target_share) if rng is not None else target_share
     d = largest_remainder_counts(share, int(acc.sum()))
     surplus, deficit = acc - d, d - acc
@@ -269,6 +313,9 @@ def collect_network_dataset(
 ) -> OfflineDataset:
     """Flat data from :func:`nearest_surplus_flows` (target share ∝ outgoing demand), Minari field names;
     actions are the flattened N·N flows."""
+    need_int("n_episodes", n_episodes, 1)
+    need_seed("seed", seed)
+    need_real("concentration", concentration, 0.0, lo_open=True)
     env = RebalancingEnv(params, cost)
     rng = np.random.default_rng(seed)
     share = params.demand_rates().sum(1)
@@ -297,6 +344,9 @@ def evaluate_network(
     seed: int,
 ) -> np.ndarray:
     """Returns of a policy acc ↦ flows (N, N) on ``n_episodes`` episodes (demand and starts from ``seed``)."""
+    need_callable("flows_fn", flows_fn, "obs -> flows")
+    need_int("n_episodes", n_episodes, 1)
+    need_seed("seed", seed)
     env = RebalancingEnv(params, cost)
     rets = np.zeros(n_episodes)
     for ep in range(n_episodes):

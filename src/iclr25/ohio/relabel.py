@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .checks import need_int, need_real, need_type
+
 
 @dataclass
 class OfflineDataset:
@@ -35,11 +37,24 @@ class OfflineDataset:
     )  # dataset-level facts (e.g. relabel's masked-window count)
 
     def __post_init__(self) -> None:
+        for name in ("observations", "actions", "next_observations"):
+            if np.ndim(getattr(self, name)) != 2:
+                raise ValueError(f"{name} must be (n, dim), got shape {np.shape(getattr(self, name))}")
+        if np.ndim(self.rewards) != 1:
+            raise ValueError(f"rewards must be (n,), got shape {np.shape(self.rewards)}")
+        if np.shape(self.next_observations)[1] != np.shape(self.observations)[1]:
+            raise ValueError(
+                f"next_observations must have observations' dim {np.shape(self.observations)[1]}, "
+                f"got shape {np.shape(self.next_observations)}"
+            )
         n = len(self.observations)
         for name in ("actions", "rewards", "next_observations", "terminations", "truncations"):
             v = getattr(self, name)
             if len(v) != n:
                 raise ValueError(f"{name} must have {n} rows like observations, got {len(v)}")
+        for key, v in self.infos.items():
+            if len(v) != n:
+                raise ValueError(f"infos[{key!r}] must have {n} rows like observations, got {len(v)}")
         self.terminations = np.asarray(self.terminations, dtype=bool)
         self.truncations = np.asarray(self.truncations, dtype=bool)
 
@@ -47,6 +62,9 @@ class OfflineDataset:
         return len(self.observations)
 
     def subset(self, mask: np.ndarray) -> OfflineDataset:
+        m = np.asarray(mask)
+        if m.dtype == bool and m.shape != (len(self),):
+            raise ValueError(f"mask must be a bool ({len(self)},) array or row indices, got shape {m.shape}")
         return OfflineDataset(
             self.observations[mask],
             self.actions[mask],
@@ -73,6 +91,12 @@ class OfflineDataset:
     ) -> OfflineDataset:
         """From stacked equal-length episodes: observations (E, T+1, o), actions (E, T, a), rewards (E, T).
         The last step of each episode is a truncation unless ``terminations`` (E, T) says otherwise."""
+        observations, actions, rewards = np.asarray(observations), np.asarray(actions), np.asarray(rewards)
+        if rewards.ndim != 2 or observations.ndim != 3 or actions.ndim != 3:
+            raise ValueError(
+                f"observations must be (E, T+1, o), actions (E, T, a) and rewards (E, T), got shapes "
+                f"{observations.shape}, {actions.shape} and {rewards.shape}"
+            )
         E, T = rewards.shape
         if observations.shape[:2] != (E, T + 1) or actions.shape[:2] != (E, T):
             raise ValueError(
@@ -104,8 +128,8 @@ class LowLevel(Protocol):
 
 def windows(ds: OfflineDataset, k: int) -> np.ndarray:
     """Row indices (n_windows, k) of the whole k-step windows t = 0, k, 2k, … inside each episode."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k!r}")
+    need_type("ds", ds, OfflineDataset)
+    need_int("k", k, 1)
     ep = ds.episode_ids()
     starts = np.flatnonzero(np.r_[True, ep[1:] != ep[:-1]])
     lengths = np.diff(np.r_[starts, len(ds)])
@@ -131,8 +155,13 @@ def relabel(
     result's ``meta["n_nonfinite"]`` and reported by a ``RuntimeWarning``; the other windows are unaffected.
     The result's ``infos`` hold ``residual`` and ``start_index`` (row of s_t in ``ds``).
     """
-    if threshold is not None and not threshold >= 0:
-        raise ValueError(f"threshold must be >= 0 or None, got {threshold!r}")
+    if threshold is not None:
+        need_real("threshold", threshold, 0.0)
+    need_type("ds", ds, OfflineDataset)
+    if not (isinstance(getattr(low_level, "k", None), int) and callable(getattr(low_level, "invert", None))):
+        raise ValueError(
+            f"low_level must have an int k and invert(obs_windows, act_windows, method), got {low_level!r:.80}"
+        )
     idx = windows(ds, low_level.k)  # (n, k)
     if len(idx) == 0:
         raise ValueError(f"ds has no whole window of k={low_level.k} steps")
@@ -188,6 +217,7 @@ def to_d3rlpy(ds: OfflineDataset) -> Any:
     Lets any d3rlpy learner (IQL, CQL, TD3+BC, Cal-QL …) train on relabelled data: OHIO's "off-the-shelf" step.
     Relabelled windows are independent transitions, so each row is its own episode end when needed.
     """
+    need_type("ds", ds, OfflineDataset)
     try:
         from d3rlpy.dataset import MDPDataset
     except ImportError as e:  # pragma: no cover - optional

@@ -15,8 +15,16 @@ import numpy as np
 import torch
 
 from .arm import ArmBatch, ArmParams, fingertip, flat_expert_action, inverse_kinematics
+from .checks import need_array, need_callable, need_int, need_real, need_rng, need_seed, need_type
 from .lqr import LQRLowLevel
 from .relabel import OfflineDataset
+
+
+def _check_counts(n_expert, n_noisy) -> None:
+    need_int("n_expert", n_expert, 0)
+    need_int("n_noisy", n_noisy, 0)
+    if n_expert + n_noisy < 1:
+        raise ValueError(f"n_expert + n_noisy must be >= 1, got n_expert={n_expert}, n_noisy={n_noisy}")
 
 
 def collect_flat_dataset(
@@ -31,6 +39,10 @@ def collect_flat_dataset(
 ) -> OfflineDataset:
     """The flat behaviour data of the reproduction (README): ``n_expert`` episodes of the computed-torque expert with N(0, σ²)
     action noise, plus ``n_noisy`` episodes where each action is uniform random with probability ``random_frac``."""
+    _check_counts(n_expert, n_noisy)
+    need_rng("rng", rng)
+    need_real("noise_std", noise_std, 0.0)
+    need_real("random_frac", random_frac, 0.0, 1.0)
     n = n_expert + n_noisy
     arm = ArmBatch(n, params, horizon)
     o = arm.reset(rng)
@@ -55,6 +67,9 @@ def evaluate_flat(
     horizon: int = 200,
 ) -> np.ndarray:
     """Returns of a flat policy obs ↦ torque on ``n_episodes`` episodes (start states/targets from ``seed``)."""
+    need_callable("policy", policy, "obs -> torques")
+    need_int("n_episodes", n_episodes, 1)
+    need_seed("seed", seed)
     arm = ArmBatch(n_episodes, params, horizon)
     o = arm.reset(np.random.default_rng(seed))
     ret = np.zeros(n_episodes)
@@ -75,6 +90,9 @@ def hierarchical_expert_goal(
     nearest the current q and g = ``velocity_gain`` (1/s) a velocity reference towards it, plus N(0, σ²) on all four
     components when ``rng`` is given. (With g = 0, i.e. "come to rest at q*", the 5-step LQR saturates and
     reaches only ~0.17 of the flat expert's return; g = 3 reaches ~0.98.)"""
+    obs = need_array("obs", obs, ndim=2, last=6)
+    need_real("noise_std", noise_std, 0.0)
+    need_real("velocity_gain", velocity_gain)
     q = obs[:, :2]
     q_star = inverse_kinematics(fingertip(q, params) + obs[:, 2:4], q, params)
     z = np.concatenate([q_star, velocity_gain * (q_star - q)], -1)
@@ -129,10 +147,10 @@ def collect_hierarchical_dataset(
     (q + U(−r, r), U(−r, r)) with r = ``random_reach``. Stored: observations, torques, rewards (Minari fields) and
     ``infos["z"]`` (n, 4), the sub-goal that was in force at each step (never used by the inverse).
     """
-    if n_expert < 0 or n_noisy < 0 or n_expert + n_noisy < 1:
-        raise ValueError(
-            f"n_expert and n_noisy must be >= 0 with a positive sum, got {n_expert!r}, {n_noisy!r}"
-        )
+    _check_counts(n_expert, n_noisy)
+    need_type("low", low, LQRLowLevel)
+    need_rng("rng", rng)
+    need_int("horizon", horizon, 1)
     if horizon % low.k:
         raise ValueError(f"horizon must be a multiple of low.k={low.k}, got {horizon!r}")
     if not 0 <= random_frac <= 1:
@@ -169,6 +187,11 @@ def evaluate_hierarchical(
 ) -> np.ndarray:
     """Returns of the hierarchical policy: every k steps z = high(obs) and K from the LQR linearised at s_t,
     then k steps of clip(K_l (x_l − z), −1, 1) on the true arm."""
+    need_callable("high", high, "obs -> sub-goal")
+    need_type("low", low, LQRLowLevel)
+    need_int("n_episodes", n_episodes, 1)
+    need_seed("seed", seed)
+    need_int("horizon", horizon, 1)
     arm = ArmBatch(n_episodes, params, horizon)
     o = arm.reset(np.random.default_rng(seed))
     _, _, rews, _ = _hierarchical_rollout(high, low, arm, o, horizon)
