@@ -249,6 +249,20 @@ def run(cfg: Config, out: Path) -> RunResult:
             "B/ot/brier",
             "B/before/brier",
             "B/n_test",
+            # and what the report table reads for both data sets
+            *(
+                f"{d}/{k}"
+                for d in ("A", "B")
+                for k in (
+                    "before/gece",
+                    "ot/gece",
+                    "hb_nearest_phrase/gece",
+                    "platt/ece",
+                    "hist_binning/ece",
+                    "before/brier",
+                    "ot/brier",
+                )
+            ),
         ),
     )
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
