@@ -16,11 +16,13 @@ Focal Xeno-canto recordings carry weak labels and ``detected_events`` ([start, e
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from ..common.checks import need_range as _check_range_pair
+from ..common.checks import need_real as _check_num
 
 __all__ = [
     "event_mapping",
@@ -30,37 +32,6 @@ __all__ = [
     "event_windows",
     "soundscape_windows",
 ]
-
-
-def _check_num(name: str, v, lo=None, hi=None, lo_open: bool = False) -> None:
-    """A finite real number (not a bool/str) >= lo (> lo with ``lo_open``) and <= hi; ValueError naming it."""
-    ok = not isinstance(v, (bool, np.bool_)) and isinstance(v, (int, float, np.integer, np.floating))
-    ok = ok and math.isfinite(v)
-    if ok and lo is not None:
-        ok = v > lo if lo_open else v >= lo
-    if ok and hi is not None:
-        ok = v <= hi
-    if not ok:
-        bound = "" if lo is None else (f" > {lo}" if lo_open else f" >= {lo}")
-        bound += "" if hi is None else f" and <= {hi}"
-        raise ValueError(f"{name} must be a finite number{bound}, got {v!r}")
-
-
-def _check_int(name: str, v, lo: int = 1) -> None:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-
-
-def _check_range_pair(name: str, r, lo=None) -> None:
-    """A (low, high) pair of finite numbers with low <= high (and low >= lo)."""
-    try:
-        a, b = r
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a (low, high) pair, got {r!r}") from None
-    for v in (a, b):
-        _check_num(name, v, lo)
-    if not a <= b:
-        raise ValueError(f"{name} must be a (low, high) range with low <= high, got {r!r}")
 
 
 def event_mapping(

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
+from ..common.checks import need_bool, need_int, need_str, need_type
 from .chain_of_states import render_chain_of_states, strip_chain_of_states
 from .checker import CheckResult, ProofChecker, check_many
-from .checks import need_bool, need_int, need_str, need_type
 from .metrics import Metric, get_metric
 from .retrieval import ExampleRetriever
 

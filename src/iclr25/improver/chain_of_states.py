@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..common.checks import need_str, need_type
 from .checker import CheckResult
-from .checks import need_str, need_type
 
 _COS_BLOCK = re.compile(r"[ \t]*/-.*?-/[ \t]*\n", re.S)
 

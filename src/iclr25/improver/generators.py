@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..common.checks import need_int, need_pairs, need_real, need_seed, need_str
 from .agent import current_block, last_errors
 from .chain_of_states import strip_chain_of_states
-from .checks import need_int, need_pairs, need_real, need_seed, need_str
 
 
 def _cache_kw(model, cache) -> dict:

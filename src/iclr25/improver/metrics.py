@@ -20,8 +20,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..common.checks import need_pairs, need_real, need_str, need_type
 from .checker import CheckResult
-from .checks import need_pairs, need_real, need_str, need_type
 
 DIRECTIONS = ("min", "max")
 

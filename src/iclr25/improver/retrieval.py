@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .checks import need_int, need_real, need_str
+from ..common.checks import need_int, need_real, need_str
 
 
 def mmr(

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.checks import need_int, need_real, need_seed
 from .agent import Theorem
-from .checks import need_int, need_real, need_seed
 from .toy import Formula, ToyTacticChecker, _show_term, show
 
 ATOMS = ("p", "q", "r", "s")

@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
+from ..common.checks import need_int, need_real
+
 
 def int_at_least(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    return v
+    return need_int(name, v, lo)
 
 
 def number(
     name: str, v: Any, lo: float | None = None, hi: float | None = None, *, open_lo: bool = False
 ) -> float:
     """A finite real number in [lo, hi] (``open_lo``: > lo)."""
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-    if ok and lo is not None:
-        ok = v > lo if open_lo else v >= lo
-    if ok and hi is not None:
-        ok = v <= hi
-    if not ok:
-        lo_s = "" if lo is None else (f" > {lo}" if open_lo else f" >= {lo}")
-        hi_s = "" if hi is None else f" <= {hi}"
-        raise ValueError(
-            f"{name} must be a finite number{lo_s}{' and' if lo_s and hi_s else ''}{hi_s}, got {v!r}"
-        )
-    return float(v)
+    return need_real(name, v, lo, hi, lo_open=open_lo)
 
 
 def matrix(name: str, t: Any, rows: int | None = None, cols: int | None = None) -> torch.Tensor:

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .checks import need_array, need_int, need_real, need_rng, need_type
+from ..common.checks import need_array, need_int, need_real, need_rng, need_type
 
 STATE_IDX = (0, 1, 4, 5)  # obs indices of x = (q1, q2, q̇1, q̇2)
 

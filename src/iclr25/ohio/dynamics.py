@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..common.checks import need_array, need_int, need_real, need_seed
 from .arm import ArmParams, arm_step
-from .checks import need_array, need_int, need_real, need_seed
 
 
 class DynamicsModel(Protocol):

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from .checks import need_array
+from ..common.checks import need_array
 from .lqr import LQRLowLevel
 from .relabel import OfflineDataset
 

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.distributions import Dirichlet, Normal
 
-from .checks import need_bool, need_int, need_real, need_seed, need_type
+from ..common.checks import need_bool, need_int, need_real, need_seed, need_type
 from .relabel import OfflineDataset
 
 

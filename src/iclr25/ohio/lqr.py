@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from ..common.checks import need_int, need_real
 from .arm import STATE_IDX
-from .checks import need_int, need_real
 from .dynamics import DynamicsModel, linearize
 
 INVERSE_METHODS = ("analytic", "numerical", "observed_state")

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from scipy.optimize import linprog
 
-from .checks import need_callable, need_int, need_real, need_seed, need_type
+from ..common.checks import need_callable, need_int, need_real, need_seed, need_type
 from .relabel import OfflineDataset
 
 EPS_SIMPLEX = 1e-3

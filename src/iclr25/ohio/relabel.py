@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .checks import need_int, need_real, need_type
+from ..common.checks import need_int, need_real, need_type
 
 
 @dataclass

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..common.checks import need_array, need_callable, need_int, need_real, need_rng, need_seed, need_type
 from .arm import ArmBatch, ArmParams, fingertip, flat_expert_action, inverse_kinematics
-from .checks import need_array, need_callable, need_int, need_real, need_rng, need_seed, need_type
 from .lqr import LQRLowLevel
 from .relabel import OfflineDataset
 
