@@ -108,7 +108,10 @@ class ScriptedPolicy:
     def plan(self, task, toolkits):
         return [PlanStep(i, f"step {i}", i) for i in range(len(task.goals))]
 
-    def replan(self, task, toolkits, plan, i, failed, done):
+    def decompose(self, task):
+        return [PlanStep(-1, f"step {i}", i) for i in range(len(task.goals))]
+
+    def replan(self, task, toolkits, plan, i, failed, done, rejected=()):
         self.replans.append((i, set(failed), [r.tool for r in done]))
         alt = [tk.id for tk in toolkits.toolkits if tk.id not in failed and tk.id >= len(task.goals)]
         return [PlanStep(alt[0], plan[i].text, plan[i].goal)] + plan[i + 1 :] if alt else []
@@ -408,11 +411,10 @@ def test_raising_backend_and_bad_policy_choice_do_not_crash():
 
     r = ToolPlanner(ScriptedPolicy(), tks, Boom(be.tools, []), Budget(10)).run(_task(2, "tk1_api0-out"))
     assert r.passed and r.failed_calls == 1 and "TimeoutError" in r.trace[1]["error"]
-    r = ToolPlanner(Wild(), tks, ScriptedBackend(be.tools, []), Budget(10)).run(_task(2))
-    calls = [e for e in r.trace if e["event"] == "call"]
-    assert calls and all(
-        not c["ok"] and "schema" in c["error"] for c in calls
-    )  # coerced into the toolkit, rejected
+    r = ToolPlanner(Wild(), tks, ScriptedBackend(be.tools, []), Budget(10, max_reasks=2)).run(_task(2))
+    # an API outside the toolkit is a failed decision: re-asked twice, then the step fails; nothing substituted
+    assert not r.passed and r.api_calls == 0 and r.invalid_decisions == 3 and r.llm_calls == 4
+    assert [e["chosen"] for e in r.trace if e["event"] == "invalid_decision"] == ["not_in_toolkit"] * 3
 
 
 def test_write_traces_jsonl(tmp_path, world):
@@ -643,3 +645,246 @@ def test_api_key_is_read_from_the_environment_never_from_the_config(monkeypatch)
     assert llm.client.api_key == "sk-from-env" and "sk-from-env" not in repr(llm)
     monkeypatch.delenv("OPENAI_API_KEY")
     assert OpenAICompatibleLLM("m", "http://127.0.0.1:9/v1").client.api_key == "EMPTY"
+
+
+# --- agent decisions with a scripted LLM (the real OpenAICompatibleLLM over a fake client) --------------------
+class _Msg:
+    def __init__(self, content=None, tool_call=None):
+        self.content = content
+        self.tool_calls = None
+        if tool_call is not None:
+            name, args = tool_call
+            fn = type("Fn", (), {"name": name, "arguments": json.dumps(args)})()
+            self.tool_calls = [type("Call", (), {"function": fn})()]
+
+
+class _ScriptedClient:
+    """Stands in for ``openai.OpenAI``: ``script(kind, kwargs)`` answers each chat request, where ``kind`` is
+    plan / replan / decompose / select / answer (read from the system prompt)."""
+
+    def __init__(self, script):
+        self.script, self.log = script, []
+        self.chat = type("Chat", (), {"completions": self})()
+
+    def create(self, **kw):
+        system = kw["messages"][0]["content"]
+        kind = (
+            "select"
+            if kw.get("tools") or "executing one step" in system
+            else "replan"
+            if "step of the plan failed" in system
+            else "decompose"
+            if "sequence of steps" in system
+            else "plan"
+            if "planner" in system
+            else "answer"
+        )
+        self.log.append((kind, kw))
+        msg = self.script(kind, kw)
+        return type("R", (), {"choices": [type("C", (), {"message": msg})()]})()
+
+
+def _weather_world():
+    """Toolkit 0: city → zipcode (works); toolkit 1: zipcode → weather (dead); toolkit 2: weather (works)."""
+    tools = [
+        _tool("zip_a", ("city",)),
+        _tool("weather_dead", ("zipcode",)),
+        _tool("weather_ok", ("zipcode",)),
+    ]
+    toolkits = [Toolkit(j, [t], f"toolkit {j}", np.zeros(2)) for j, t in enumerate(tools)]
+
+    class Be(ScriptedBackend):
+        def call(self, name, arguments):
+            self.calls.append(name)
+            if name == "weather_dead":
+                return ToolResult(False, error="API not working")
+            return ToolResult(True, {"zip_a": {"zipcode": "z1"}, "weather_ok": {"celsius": "21"}}[name])
+
+    task = Task("w", "Weather in Paris?", (Goal("zip"), Goal("weather")), {"city": "Paris"}, "celsius", "21")
+    return ToolkitSet(toolkits, ToolIndex(tools)), Be(tools, []), task
+
+
+def _llm_script(replan_toolkits, select_names=None):
+    """Plan [0, 1]; replans answer ``replan_toolkits`` in turn; selections call ``select_names`` in turn (default:
+    the first offered function); the answer is always the right one (a model that guesses)."""
+    replans, names = iter(replan_toolkits), iter(select_names or [])
+
+    def script(kind, kw):
+        if kind == "plan":
+            return _Msg('[{"toolkit": 0, "goal": "zip"}, {"toolkit": 1, "goal": "weather"}]')
+        if kind == "replan":
+            return _Msg(json.dumps([{"toolkit": next(replans), "goal": "weather"}]))
+        if kind == "decompose":
+            return _Msg('["zip", "weather"]')
+        if kind == "select":
+            name = next(names, None) or kw["tools"][0]["function"]["name"]
+            arg = "city" if name.startswith("zip") else "zipcode"
+            return _Msg(tool_call=(name, {arg: "Paris" if arg == "city" else "z1"}))
+        return _Msg("21")
+
+    return script
+
+
+def test_replan_naming_the_failed_toolkit_is_reasked_not_dropped():
+    pytest.importorskip("openai")
+    tks, be, task = _weather_world()
+    # the replan names toolkit 1 (which just failed) once, then toolkit 2: re-asked, the weather step runs
+    client = _ScriptedClient(_llm_script([1, 2]))
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=2)).run(task)
+    assert r.passed and be.calls == ["zip_a", "weather_dead", "weather_ok"]
+    assert (r.replans, r.invalid_decisions, r.steps_done, r.steps_planned) == (1, 1, 2, 2)
+    replans = [kw for kind, kw in client.log if kind == "replan"]
+    assert len(replans) == 2 and "toolkit(s) [1] again" in replans[1]["messages"][1]["content"]
+    # a replan that keeps naming the failed toolkit: bounded re-asks, then the step (and task) fails although
+    # the model's final answer would be right — the weather step never ran
+    client = _ScriptedClient(_llm_script([1, 1, 1, 1]))
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=2)).run(task)
+    assert not r.passed and be.calls == ["zip_a", "weather_dead"]
+    assert "kept a failed toolkit" in r.stopped and r.invalid_decisions == 3
+    assert [k for k, _ in client.log].count("replan") == 3 and r.llm_calls == 1 + 2 + 3
+
+
+def test_pass_requires_every_planned_step():
+    from iclr25.tool_planner.planner import _Episode
+
+    tks, be, task = _weather_world()
+    ep = _Episode(be, Budget(5), task, "m")
+    ep.steps_planned, ep.steps_done = 2, 1
+    assert not ep.finish("21").passed  # the right answer, but a planned step never completed
+    ep.steps_done = 2
+    assert ep.finish("21").passed
+    ep.steps_planned = 0
+    assert not ep.finish("21").passed  # nothing planned: nothing completed
+
+
+def test_invented_tool_name_is_a_failed_decision_never_substituted():
+    pytest.importorskip("openai")
+    tks, be, task = _weather_world()
+    client = _ScriptedClient(_llm_script([2], ["get_zip_code", "zip_a", "weather_dead", "weather_ok"]))
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=1)).run(task)
+    assert r.passed and be.calls == ["zip_a", "weather_dead", "weather_ok"]
+    bad = [e for e in r.trace if e["event"] == "invalid_decision"]
+    assert [(e["decision"], e["chosen"]) for e in bad] == [("select", "get_zip_code")]
+    # only invented names: after max_reasks re-asks the step fails with no API called in its place
+    client = _ScriptedClient(_llm_script([2], ["get_zip_code"] * 5))
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=1)).run(task)
+    assert not r.passed and be.calls == [] and r.api_calls == 0 and r.invalid_decisions == 2
+    # the baselines too
+    client = _ScriptedClient(_llm_script([], ["get_zip_code"] * 5))
+    llm = OpenAICompatibleLLM("m", client=client, retriever=tks.index)
+    r = ReActAgent(llm, be, Budget(10, max_reasks=1), attempts=3).run(task)
+    assert not r.passed and r.api_calls == 0 and r.invalid_decisions == 2
+
+
+def test_baselines_plan_from_the_query_with_an_llm():
+    """With an LLM, ReAct/DFSDT decompose the query themselves; the task's true sub-goals are never read."""
+    pytest.importorskip("openai")
+    tks, be, _ = _weather_world()
+    task = Task("w", "Weather in Paris?", (), {"city": "Paris"}, "celsius", "21")  # no sub-goals at all
+
+    def script(kind, kw):
+        if kind == "decompose":
+            return _Msg('["find the zip code of Paris", "the weather at that zip code"]')
+        if kind == "select":
+            name = kw["tools"][0]["function"]["name"]
+            return _Msg(tool_call=(name, {"city": "Paris"} if name.startswith("zip") else {"zipcode": "z1"}))
+        return _Msg("21")
+
+    for agent in (ReActAgent, DFSDTAgent):
+        client = _ScriptedClient(script)
+        llm = OpenAICompatibleLLM("m", client=client, retriever=tks.index)
+        kw = {"attempts": 3} if agent is ReActAgent else {"width": 3}
+        r = agent(llm, be, Budget(10), **kw).run(task)
+        assert r.steps_planned == 2 and [k for k, _ in client.log][0] == "decompose"
+        asked = [kw["messages"][1]["content"] for k, kw in client.log if k == "select"]
+        assert "find the zip code of Paris" in asked[0]
+
+
+def _chat_server(fail_when):
+    """A stub OpenAI-compatible server: requests whose user message contains a key of ``fail_when`` get that
+    behaviour ("500" or "slow"); the others a plan over toolkit 0 / the first offered function / answer "21"."""
+    hits = []
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            import time
+
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            user = body["messages"][-1]["content"]
+            hits.append(user)
+            mode = next((m for k, m in fail_when.items() if k in user), None)
+            if mode == "slow":
+                time.sleep(1.5)
+            if mode == "500":
+                data = b'{"error": {"message": "internal error"}}'
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if body.get("tools"):
+                fn = body["tools"][0]["function"]
+                msg = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": json.dumps({"city": "Paris"})},
+                        }
+                    ],
+                }
+            elif "planner" in body["messages"][0]["content"]:
+                msg = {"role": "assistant", "content": '[{"toolkit": 0, "goal": "zip"}]'}
+            else:
+                msg = {"role": "assistant", "content": "z1"}
+            data = json.dumps(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                }
+            ).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client timed out and hung up
+                pass
+
+    return H, hits
+
+
+def test_llm_server_500_and_timeout_fail_the_task_and_the_run_goes_on():
+    pytest.importorskip("openai")
+    tks, be, _ = _weather_world()
+    ok = Task("ok", "zip of Paris", (Goal("zip"),), {"city": "Paris"}, "zipcode", "z1")
+    boom = Task("boom", "BOOM zip of Paris", (Goal("zip"),), {"city": "Paris"}, "zipcode", "z1")
+    slow = Task("slow", "SLOW zip of Paris", (Goal("zip"),), {"city": "Paris"}, "zipcode", "z1")
+    H, hits = _chat_server({"BOOM": "500", "SLOW": "slow"})
+    with _Server(H) as url:
+        llm = OpenAICompatibleLLM("m", base_url=url + "/v1", timeout=0.3, max_retries=1)
+        agent = ToolPlanner(llm, tks, be, Budget(5))
+        results = [agent.run(t) for t in (boom, ok, slow, ok)]
+    assert [r.passed for r in results] == [False, True, False, True]
+    for r, what in ((results[0], "InternalServerError"), (results[2], "Timeout")):
+        assert r.stopped.startswith("LLM server error") and what in r.stopped
+        assert [e for e in r.trace if e["event"] == "error" and what in e["error"]]
+    # the SDK's own retry: max_retries=1 → each failing request was sent twice
+    assert sum("BOOM" in h for h in hits) == 2 and sum("SLOW" in h for h in hits) == 2
+
+
+def test_llm_client_knobs_are_checked():
+    pytest.importorskip("openai")
+    for bad in ({"timeout": 0}, {"timeout": float("nan")}, {"max_retries": -1}, {"max_retries": True}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            OpenAICompatibleLLM("m", base_url="http://127.0.0.1:9/v1", **bad)
+    with pytest.raises(ValueError, match="max_reasks"):
+        Budget(max_reasks=-1)

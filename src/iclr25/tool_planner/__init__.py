@@ -23,6 +23,8 @@ from .backends import BFCLToolEnv, HTTPToolBackend, SimulatedToolEnv, ToolBacken
 from .library import LibraryEntry, ToolkitLibrary, load_toolkit_library
 from .llm import (
     HeuristicPolicy,
+    InvalidDecision,
+    LLMServerError,
     OpenAICompatibleLLM,
     PlanStep,
     Policy,
@@ -52,6 +54,7 @@ from .toolkits import (
     ToolkitSet,
     build_toolkits,
     functionality_text,
+    kmeans_labels,
     toolkits_from_labels,
 )
 
@@ -65,6 +68,8 @@ __all__ = [
     "HFPoolingEmbedder",
     "HTTPToolBackend",
     "HeuristicPolicy",
+    "InvalidDecision",
+    "LLMServerError",
     "LibraryEntry",
     "OpenAICompatibleLLM",
     "PlanStep",
@@ -88,6 +93,7 @@ __all__ = [
     "build_toolkits",
     "fill_arguments",
     "functionality_text",
+    "kmeans_labels",
     "load_toolkit_library",
     "parse_arguments",
     "standardize",

@@ -30,6 +30,22 @@ from .toolkits import ToolIndex, ToolkitSet
 HEURISTIC_LABEL = "heuristic similarity policy (not an LLM)"
 
 
+class InvalidDecision(Exception):
+    """The policy's answer names an API that is not among the candidates offered (an invented or misspelt tool
+    name). The agent records it as a failed decision and re-asks within its budget; it never substitutes."""
+
+    def __init__(self, name: str, offered: Sequence[str]):
+        self.name = name
+        super().__init__(
+            f"chose {name!r}, not one of the {len(offered)} APIs offered ({list(offered)[:5]}...)"
+        )
+
+
+class LLMServerError(RuntimeError):
+    """The LLM server failed (HTTP 5xx, timeout, connection error) after the client's own retries. The agent
+    records the task as failed with this error in its trace and the run goes on."""
+
+
 @dataclass(frozen=True)
 class PlanStep:
     """One node of the plan: a toolkit id and the sub-goal it should solve (``goal`` indexes ``task.goals``
@@ -56,6 +72,9 @@ class Policy(Protocol):
 
     def plan(self, task: Task, toolkits: ToolkitSet) -> list[PlanStep]: ...
 
+    def decompose(self, task: Task) -> list[PlanStep]:
+        """The steps of ``task`` for the baselines (no toolkits: ``toolkit=-1``), from what the policy reads."""
+
     def replan(
         self,
         task: Task,
@@ -64,8 +83,10 @@ class Policy(Protocol):
         i: int,
         failed: set[int],
         done: list[StepRecord],
+        rejected: Sequence[int] = (),
     ) -> list[PlanStep]:
-        """A new plan for steps ``i, i+1, …`` given that the toolkits in ``failed`` could not solve step i."""
+        """A new plan for steps ``i, i+1, …`` given that the toolkits in ``failed`` could not solve step i
+        (``rejected``: toolkits this policy already proposed again for step i, refused by the agent)."""
 
     def select_call(
         self,
@@ -77,7 +98,8 @@ class Policy(Protocol):
         mode: str,
     ) -> tuple[Tool, dict]:
         """Choose one of ``candidates`` (untried APIs) and its arguments. ``mode`` is ``"toolkit"`` (inside a
-        toolkit, Tool-Planner) or ``"ranked"`` (candidates retrieved by relevance, baselines)."""
+        toolkit, Tool-Planner) or ``"ranked"`` (candidates retrieved by relevance, baselines). A name that is not
+        a candidate raises :class:`InvalidDecision`."""
 
     def rank(self, task: Task, text: str, tools: Sequence[Tool]) -> list[Tool]: ...
 
@@ -134,7 +156,10 @@ class HeuristicPolicy:
     def plan(self, task: Task, toolkits: ToolkitSet) -> list[PlanStep]:
         return [PlanStep(toolkits.rank_toolkits(t)[0], t, i) for i, t in enumerate(self._goals(task))]
 
-    def replan(self, task, toolkits, plan, i, failed, done):
+    def decompose(self, task: Task) -> list[PlanStep]:
+        return [PlanStep(-1, t, i) for i, t in enumerate(self._goals(task))]
+
+    def replan(self, task, toolkits, plan, i, failed, done, rejected=()):
         step = plan[i]
         alt = toolkits.rank_toolkits(step.text, exclude=set(failed))
         if not alt:
@@ -174,6 +199,10 @@ _REPLAN_SYS = (
     "an error. Completed steps are kept. Plan the remaining steps again, starting with the failed one, using a "
     "different toolkit for it than the failed ones. Answer with JSON only: a list like "
     '[{"toolkit": 3, "goal": "..."}, ...].'
+)
+_DECOMPOSE_SYS = (
+    "You are the planner of a tool-using agent. Break the user's request into the sequence of steps that "
+    'each need one API call. Answer with JSON only: a list like ["what step 1 must do", ...].'
 )
 _CALL_SYS = (
     "You are executing one step of a plan. Call exactly one of the given functions with arguments taken from "
@@ -229,6 +258,7 @@ class OpenAICompatibleLLM:
     temperature: float = 0.0
     max_tokens: int = 512
     timeout: float = 60.0
+    max_retries: int = 2  # the openai SDK's own retries with backoff (5xx, 429, timeouts, connection errors)
     use_tools: bool = True
     retriever: ToolIndex | None = None
     client: Any = None
@@ -240,6 +270,16 @@ class OpenAICompatibleLLM:
             raise ValueError(f"model must be a non-empty model name, got {self.model!r}")
         if not (isinstance(self.temperature, (int, float)) and 0.0 <= self.temperature <= 2.0):
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature!r}")
+        if not (
+            isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool) and self.timeout > 0
+        ):
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
+            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
         if self.toolkit_format not in TOOLKIT_FORMATS:
             raise ValueError(f"toolkit_format must be one of {TOOLKIT_FORMATS}, got {self.toolkit_format!r}")
         if self.client is None:
@@ -248,16 +288,28 @@ class OpenAICompatibleLLM:
             except ImportError:
                 raise ImportError("OpenAICompatibleLLM needs `pip install openai` (>= 1.0)") from None
             key = self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-            self.client = OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=2)
+            self.client = OpenAI(
+                base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=self.max_retries
+            )
         self.label = f"LLM {self.model} @ {self.base_url or 'OpenAI'}"
 
-    def _chat(self, messages: list[dict], tools: list[dict] | None = None) -> Any:
+    def _chat(self, messages: list[dict], tools: list[dict] | None = None, passthrough: tuple = ()) -> Any:
+        """One chat completion. A server failure left after the SDK's retries becomes :class:`LLMServerError`
+        (error classes named in ``passthrough`` are re-raised as they are)."""
         kw: dict[str, Any] = dict(
             model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
         )
         if tools:
             kw.update(tools=tools, tool_choice="required")
-        return self.client.chat.completions.create(**kw).choices[0].message
+        try:
+            return self.client.chat.completions.create(**kw).choices[0].message
+        except Exception as e:
+            if type(e).__name__ in passthrough:
+                raise
+            if not (_is_sdk_error(e) or isinstance(e, (TimeoutError, ConnectionError))):
+                raise  # a bug, not a server failure
+            where = self.base_url or "OpenAI"
+            raise LLMServerError(f"LLM server {where} failed: {type(e).__name__}: {e}") from e
 
     def _toolkit_lines(self, toolkits: ToolkitSet) -> str:
         return toolkit_lines(toolkits, self.toolkit_format)
@@ -295,6 +347,18 @@ class OpenAICompatibleLLM:
             or "(none)"
         )
 
+    def decompose(self, task: Task) -> list[PlanStep]:
+        msg = self._chat(
+            [{"role": "system", "content": _DECOMPOSE_SYS}, {"role": "user", "content": task.query}]
+        )
+        try:
+            raw = _extract_json(msg.content or "")
+        except (json.JSONDecodeError, TypeError):
+            return []
+        items = raw if isinstance(raw, list) else []
+        texts = [str(x.get("goal", "")) if isinstance(x, dict) else str(x) for x in items]
+        return [PlanStep(-1, t) for t in texts if t.strip()]
+
     def plan(self, task: Task, toolkits: ToolkitSet) -> list[PlanStep]:
         msg = self._chat(
             [
@@ -304,11 +368,16 @@ class OpenAICompatibleLLM:
         )
         return self._parse_plan(msg.content, toolkits)
 
-    def replan(self, task, toolkits, plan, i, failed, done):
+    def replan(self, task, toolkits, plan, i, failed, done, rejected=()):
         user = (
             f"Request: {task.query}\nCompleted steps:\n{self._done_text(done)}\nFailed step: {plan[i].text}\n"
             f"Toolkits that failed for it: {sorted(failed)}"
         )
+        if rejected:
+            user += (
+                f"\nYour previous answer assigned the failed step to toolkit(s) {sorted(set(rejected))} again; "
+                "they already failed. Assign it a different toolkit."
+            )
         msg = self._chat(
             [
                 {
@@ -318,10 +387,8 @@ class OpenAICompatibleLLM:
                 {"role": "user", "content": user},
             ]
         )
-        steps = self._parse_plan(msg.content, toolkits)
-        if steps and steps[0].toolkit in failed:  # the paper's rule: a different toolkit for the failed step
-            steps = steps[1:]
-        return steps
+        # the paper's rule (a different toolkit for the failed step) is enforced by the agent, which re-asks
+        return self._parse_plan(msg.content, toolkits)
 
     def rank(self, task: Task, text: str, tools: Sequence[Tool]) -> list[Tool]:
         if self.retriever is None:
@@ -338,32 +405,38 @@ class OpenAICompatibleLLM:
             f"Functions already tried in this step (failed): {tried or 'none'}"
         )
         by_name = {c.name: c for c in candidates}
+        no_tools = ("BadRequestError", "UnprocessableEntityError", "NotFoundError")
         if self.use_tools:
             try:
                 msg = self._chat(
                     [{"role": "system", "content": _CALL_SYS}, {"role": "user", "content": user}],
                     tools=[c.to_openai() for c in candidates],
+                    passthrough=no_tools,
                 )
                 calls = getattr(msg, "tool_calls", None) or []
                 if calls:
                     fn = calls[0].function
-                    tool = by_name.get(fn.name, candidates[0])
                     try:
-                        return tool, parse_arguments(fn.arguments)
+                        args = parse_arguments(fn.arguments)
                     except ValueError:
-                        return tool, {}
-                name, args = self._json_call(msg.content)
-                return by_name.get(name, candidates[0]), args
+                        args = {}
+                    return self._chosen(by_name, fn.name, args)
+                return self._chosen(by_name, *self._json_call(msg.content))
             except Exception as e:  # a server without tool calling: switch to the JSON prompt for good
-                if type(e).__name__ not in ("BadRequestError", "UnprocessableEntityError", "NotFoundError"):
+                if type(e).__name__ not in no_tools:
                     raise
                 self.use_tools = False
         schemas = json.dumps([c.to_openai()["function"] for c in candidates])
         msg = self._chat(
             [{"role": "system", "content": _CALL_JSON_SYS + schemas}, {"role": "user", "content": user}]
         )
-        name, args = self._json_call(msg.content)
-        return by_name.get(name, candidates[0]), args
+        return self._chosen(by_name, *self._json_call(msg.content))
+
+    @staticmethod
+    def _chosen(by_name: dict[str, Tool], name: str, args: dict) -> tuple[Tool, dict]:
+        if name not in by_name:  # an invented name is a failed decision, never replaced by a candidate
+            raise InvalidDecision(name, list(by_name))
+        return by_name[name], args
 
     @staticmethod
     def _json_call(content: str | None) -> tuple[str, dict]:
@@ -381,3 +454,12 @@ class OpenAICompatibleLLM:
             ]
         )
         return (msg.content or "").strip()
+
+
+def _is_sdk_error(e: Exception) -> bool:
+    """An error raised by the openai SDK (``openai.APIError`` and subclasses: status, timeout, connection)."""
+    try:
+        import openai
+    except ImportError:
+        return False
+    return isinstance(e, openai.APIError)

@@ -9,6 +9,12 @@ no-op (it re-reads a cached plan); here it is the paper's.
 All agents share one :class:`_Episode` accountant: a call reaches the backend only within the budget of API
 calls, every call is counted (failed ones too), every policy decision counts as an LLM call, and every event goes
 into the episode's trace.
+
+Decisions are never repaired silently: an API name that was not offered, or a replan that gives the failed step a
+toolkit that already failed for it, is a failed decision — recorded, re-asked at most ``Budget.max_reasks`` times
+(each re-ask is an LLM call), then the step fails. A task passes only when every step of its (final) plan
+completed and the answer is right. An LLM server failure (after the client's retries) fails the task with the
+error in its trace; the next task runs.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 from ..common.io import atomic_write_text
 from .backends import ToolBackend, ToolResult
-from .llm import PlanStep, Policy, StepRecord
+from .llm import InvalidDecision, LLMServerError, PlanStep, Policy, StepRecord
 from .schemas import Tool, validate_arguments
 from .tasks import Task
 from .toolkits import ToolkitSet
@@ -30,14 +36,16 @@ from .toolkits import ToolkitSet
 
 @dataclass(frozen=True)
 class Budget:
-    """Per-task limits: API calls (failed ones count), cross-toolkit replans, LLM decisions (None: unlimited)."""
+    """Per-task limits: API calls (failed ones count), cross-toolkit replans, LLM decisions (None: unlimited),
+    and re-asks after one failed decision (an invented API name, a replan that repeats a failed toolkit)."""
 
     max_api_calls: int = 15
     max_replans: int = 3
     max_llm_calls: int | None = None
+    max_reasks: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_api_calls", "max_replans"):
+        for name in ("max_api_calls", "max_replans", "max_reasks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
@@ -49,6 +57,10 @@ class Budget:
 
 class OutOfBudget(Exception):
     pass
+
+
+class StepFailed(Exception):
+    """A step cannot be completed (its decisions stayed invalid after the re-asks)."""
 
 
 @dataclass
@@ -64,6 +76,9 @@ class EpisodeResult:
     replans: int
     llm_calls: int
     stopped: str = ""  # why the agent gave up ("" when it answered)
+    invalid_decisions: int = 0  # invented API names / repeated failed toolkits (each re-asked or fatal)
+    steps_planned: int = 0
+    steps_done: int = 0
     trace: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -75,7 +90,8 @@ class EpisodeResult:
 class _Episode:
     def __init__(self, backend: ToolBackend, budget: Budget, task: Task, method: str):
         self.backend, self.budget, self.task, self.method = backend, budget, task, method
-        self.api_calls = self.failed_calls = self.replans = self.llm_calls = 0
+        self.api_calls = self.failed_calls = self.replans = self.llm_calls = self.invalid = 0
+        self.steps_planned = self.steps_done = 0
         self.trace: list[dict] = []
         self._tools = {t.name: t for t in backend.tools}
         backend.reset(task.id)
@@ -108,9 +124,35 @@ class _Episode:
         )
         return res
 
+    def choose(
+        self, policy: Policy, step: PlanStep, cands: list[Tool], tried: list[str], done, mode: str, i: int
+    ):
+        """One API choice; an API that was not offered (invented, already tried, outside the toolkit) is a failed
+        decision: recorded and re-asked up to ``max_reasks`` times, then :class:`StepFailed`."""
+        offered = {t.name for t in cands}
+        for attempt in range(self.budget.max_reasks + 1):
+            self.llm("select")
+            try:
+                tool, args = policy.select_call(self.task, step, cands, tried, done, mode)
+                if not isinstance(tool, Tool) or tool.name not in offered:
+                    raise InvalidDecision(getattr(tool, "name", repr(tool)), sorted(offered))
+                return tool, args
+            except InvalidDecision as e:
+                self.invalid += 1
+                self.event("invalid_decision", step=i, decision="select", chosen=e.name, attempt=attempt)
+        raise StepFailed(f"step {i}: no offered API chosen in {self.budget.max_reasks + 1} decisions")
+
     def finish(self, answer: Any, stopped: str = "") -> EpisodeResult:
-        passed = (not stopped) and self.task.check(answer)
-        self.event("answer", answer=answer, passed=passed, stopped=stopped)
+        complete = self.steps_planned > 0 and self.steps_done >= self.steps_planned
+        passed = (not stopped) and complete and self.task.check(answer)
+        self.event(
+            "answer",
+            answer=answer,
+            passed=passed,
+            stopped=stopped,
+            steps_done=self.steps_done,
+            steps_planned=self.steps_planned,
+        )
         return EpisodeResult(
             self.task.id,
             self.method,
@@ -121,8 +163,21 @@ class _Episode:
             self.replans,
             self.llm_calls,
             stopped,
+            self.invalid,
+            self.steps_planned,
+            self.steps_done,
             self.trace,
         )
+
+    def fail(self, e: Exception) -> EpisodeResult:
+        """The task ends without an answer because of ``e`` (budget, failed step, LLM server error)."""
+        if isinstance(e, LLMServerError):
+            self.event("error", error=str(e))
+            return self.finish(None, f"LLM server error: {e}")
+        return self.finish(None, str(e))
+
+
+_ENDS = (OutOfBudget, StepFailed, LLMServerError)
 
 
 class ToolPlanner:
@@ -155,6 +210,7 @@ class ToolPlanner:
             ep.llm("plan")
             plan: list[PlanStep] = list(self.policy.plan(task, self.toolkits))
             ep.event("plan", steps=[[s.toolkit, s.text] for s in plan])
+            ep.steps_planned = len(plan)
             if not plan:
                 return ep.finish(None, "empty plan")
             failed: dict[int, set[int]] = defaultdict(set)
@@ -166,10 +222,7 @@ class ToolPlanner:
                 solved = False
                 while len(tried) < len(members):  # in-toolkit reselection
                     cands = [t for t in members if t.name not in tried]
-                    ep.llm("select")
-                    tool, args = self.policy.select_call(task, step, cands, tried, done, "toolkit")
-                    if tool.name in tried or tool not in cands:
-                        tool = cands[0]  # a policy may not re-pick an API of this step or leave the toolkit
+                    tool, args = ep.choose(self.policy, step, cands, tried, done, "toolkit", i)
                     res = ep.call(tool, args, i)
                     tried.append(tool.name)
                     if res.ok:
@@ -178,26 +231,49 @@ class ToolPlanner:
                         break
                 if solved:
                     i += 1
+                    ep.steps_done = i
                     continue
                 failed[i].add(step.toolkit)  # cross-toolkit: back to the parent node, revise this step
                 if ep.replans >= self.budget.max_replans:
                     return ep.finish(None, f"replan budget ({self.budget.max_replans}) spent")
-                ep.llm("replan")
                 ep.replans += 1
-                new = list(self.policy.replan(task, self.toolkits, plan, i, set(failed[i]), done))
-                ep.event("replan", step=i, failed=sorted(failed[i]), steps=[[s.toolkit, s.text] for s in new])
-                if not new:
-                    return ep.finish(None, "no toolkit left for a failed step")
+                new = self._replan(ep, task, plan, i, failed[i], done)
                 plan = plan[:i] + new
+                ep.steps_planned = len(plan)
             ep.llm("answer")
             return ep.finish(self.policy.answer(task, done))
-        except OutOfBudget as e:
-            return ep.finish(None, str(e))
+        except _ENDS as e:
+            return ep.fail(e)
+
+    def _replan(self, ep: _Episode, task: Task, plan, i: int, failed: set[int], done) -> list[PlanStep]:
+        """Revise steps i, i+1, … (§3.3). The failed step must get a toolkit that has not failed for it: a
+        replan that repeats one is re-asked (naming it) up to ``max_reasks`` times, then the step fails."""
+        rejected: list[int] = []
+        for attempt in range(self.budget.max_reasks + 1):
+            ep.llm("replan")
+            kw = {"rejected": tuple(rejected)} if rejected else {}  # older policies take no `rejected`
+            new = list(self.policy.replan(task, self.toolkits, plan, i, set(failed), done, **kw))
+            ep.event("replan", step=i, failed=sorted(failed), steps=[[s.toolkit, s.text] for s in new])
+            if not new:
+                raise StepFailed(f"step {i}: no toolkit left for a failed step")
+            if new[0].toolkit not in failed:
+                return new
+            ep.invalid += 1
+            rejected.append(new[0].toolkit)
+            ep.event("invalid_decision", step=i, decision="replan", chosen=new[0].toolkit, attempt=attempt)
+        raise StepFailed(f"step {i}: every replan kept a failed toolkit ({sorted(set(rejected))})")
 
 
-def _require_goals(task: Task, method: str) -> None:
-    if not task.goals:
-        raise ValueError(f"{method} needs tasks with sub-goals (task {task.id!r} has none)")
+def _steps(ep: _Episode, policy: Policy, task: Task) -> list[PlanStep]:
+    """The baselines' steps, decomposed by the policy from what it reads (an LLM: the query alone); one LLM
+    decision, like Tool-Planner's plan."""
+    ep.llm("plan")
+    steps = list(policy.decompose(task))
+    ep.event("plan", steps=[[-1, s.text] for s in steps])
+    ep.steps_planned = len(steps)
+    if not steps:
+        raise StepFailed("empty plan")
+    return steps
 
 
 class ReActAgent:
@@ -212,29 +288,27 @@ class ReActAgent:
         self.policy, self.backend, self.budget, self.attempts = policy, backend, budget or Budget(), attempts
 
     def run(self, task: Task) -> EpisodeResult:
-        _require_goals(task, self.method)
         ep = _Episode(self.backend, self.budget, task, self.method)
         done: list[StepRecord] = []
         try:
-            for gi, goal in enumerate(task.goals):
-                step = PlanStep(-1, goal.text, gi)
-                ranked = self.policy.rank(task, goal.text, self.backend.tools)[: self.attempts]
+            for gi, step in enumerate(_steps(ep, self.policy, task)):
+                ranked = self.policy.rank(task, step.text, self.backend.tools)[: self.attempts]
                 tried: list[str] = []
                 for _ in range(len(ranked)):
                     cands = [t for t in ranked if t.name not in tried]
-                    ep.llm("select")
-                    tool, args = self.policy.select_call(task, step, cands, tried, done, "ranked")
+                    tool, args = ep.choose(self.policy, step, cands, tried, done, "ranked", gi)
                     res = ep.call(tool, args, gi)
                     tried.append(tool.name)
                     if res.ok:
-                        done.append(StepRecord(gi, tool.name, dict(args), dict(res.output or {}), gi))
+                        done.append(StepRecord(step.goal, tool.name, dict(args), dict(res.output or {}), gi))
+                        ep.steps_done = gi + 1
                         break
                 else:
                     return ep.finish(None, f"step {gi} failed after {len(ranked)} APIs")
             ep.llm("answer")
             return ep.finish(self.policy.answer(task, done))
-        except OutOfBudget as e:
-            return ep.finish(None, str(e))
+        except _ENDS as e:
+            return ep.fail(e)
 
 
 class DFSDTAgent:
@@ -250,38 +324,37 @@ class DFSDTAgent:
         self.policy, self.backend, self.budget, self.width = policy, backend, budget or Budget(), width
 
     def run(self, task: Task) -> EpisodeResult:
-        _require_goals(task, self.method)
         ep = _Episode(self.backend, self.budget, task, self.method)
-        ranked = [self.policy.rank(task, g.text, self.backend.tools)[: self.width] for g in task.goals]
 
         def dfs(gi: int, done: list[StepRecord]) -> list[StepRecord] | None:
-            if gi == len(task.goals):
+            if gi == len(steps):
                 return done
-            step = PlanStep(-1, task.goals[gi].text, gi)
+            step = steps[gi]
             tried: list[str] = []
             for _ in range(len(ranked[gi])):
                 cands = [t for t in ranked[gi] if t.name not in tried]
-                ep.llm("select")
-                tool, args = self.policy.select_call(task, step, cands, tried, done, "ranked")
+                tool, args = ep.choose(self.policy, step, cands, tried, done, "ranked", gi)
                 res = ep.call(tool, args, gi)
                 tried.append(tool.name)
                 if res.ok:
-                    out = dfs(
-                        gi + 1, done + [StepRecord(gi, tool.name, dict(args), dict(res.output or {}), gi)]
-                    )
+                    rec = StepRecord(step.goal, tool.name, dict(args), dict(res.output or {}), gi)
+                    out = dfs(gi + 1, done + [rec])
                     if out is not None:
                         return out
                     ep.event("backtrack", to_step=gi)
             return None
 
         try:
+            steps = _steps(ep, self.policy, task)
+            ranked = [self.policy.rank(task, s.text, self.backend.tools)[: self.width] for s in steps]
             path = dfs(0, [])
             if path is None:
                 return ep.finish(None, "search tree exhausted")
+            ep.steps_done = len(steps)
             ep.llm("answer")
             return ep.finish(self.policy.answer(task, path))
-        except OutOfBudget as e:
-            return ep.finish(None, str(e))
+        except _ENDS as e:
+            return ep.fail(e)
 
 
 def write_traces(results: Sequence[EpisodeResult], path: str | Path) -> Path:
