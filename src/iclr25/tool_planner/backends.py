@@ -386,8 +386,165 @@ _TWISTS = (
     "using fictional sample data",
     "for a different calendar year",
 )
+# How users ask for each capability: a paraphrase bank separate from the API descriptions above (users' queries
+# do not quote API docs), so retrieval from a goal to its APIs is not a string match.
+GOAL_PHRASES: dict[str, tuple[str, str, str]] = {
+    "city_country": (
+        "what country that city is in",
+        "the nation where this town lies",
+        "which state the place is part of",
+    ),
+    "country_currency": (
+        "what money they pay with there",
+        "the cash people use in that nation",
+        "the legal tender of that place",
+    ),
+    "currency_rate": (
+        "what that money is worth in dollars today",
+        "the dollar value of that currency",
+        "how that money trades against USD",
+    ),
+    "country_language": (
+        "what people talk there",
+        "the tongue most residents speak in that nation",
+        "which language is spoken in that place",
+    ),
+    "language_greeting": (
+        "the word for hi in that tongue",
+        "how people greet each other in that language",
+        "a way to say good day in it",
+    ),
+    "city_zipcode": (
+        "the post code of that town",
+        "what to write as the zip when mailing to that city",
+        "the postal number of the place",
+    ),
+    "zipcode_celsius": (
+        "how hot it is there in degrees C",
+        "the weather in degrees at that post code",
+        "the local temperature for that zip today",
+    ),
+    "celsius_fahrenheit": (
+        "that reading in degrees F",
+        "the same temperature on the Fahrenheit scale",
+        "what it is in Fahrenheit",
+    ),
+    "city_airport": (
+        "where to fly into for that city",
+        "the closest place to catch a plane near that town",
+        "which airfield serves the city",
+    ),
+    "airport_flight": (
+        "the next plane out of there",
+        "a departure leaving that airfield soon",
+        "which flight takes off next from it",
+    ),
+    "flight_gate": (
+        "where to board that flight",
+        "the gate for that departure",
+        "which gate the plane leaves from",
+    ),
+    "company_symbol": (
+        "the ticker that firm trades under",
+        "its code on the stock market",
+        "the stock symbol of that business",
+    ),
+    "symbol_price": (
+        "what that stock costs now",
+        "the share price for that ticker today",
+        "how much one share is worth",
+    ),
+    "company_ceo": (
+        "who is the boss of that firm",
+        "the person leading that business",
+        "the head executive of the company",
+    ),
+    "ceo_email": (
+        "how to email that executive",
+        "the address to write to that person",
+        "the contact mail for that boss",
+    ),
+    "email_userid": (
+        "the account id behind that mail address",
+        "which user account that address belongs to",
+        "the id of the account with that email",
+    ),
+    "userid_username": (
+        "the handle of that account",
+        "what name that user shows publicly",
+        "the screen name for that id",
+    ),
+    "artist_album": (
+        "the newest record by that musician",
+        "what album that band put out last",
+        "the singer's latest release",
+    ),
+    "album_song": (
+        "the best known track on that record",
+        "the biggest hit from it",
+        "which song on the album is most played",
+    ),
+    "song_duration": (
+        "how many seconds that track lasts",
+        "the play time of that tune",
+        "how long the song runs",
+    ),
+    "word_definition": (
+        "what that word means",
+        "the sense of that term in a dictionary",
+        "an explanation of the word",
+    ),
+    "word_synonym": ("another word for it", "a term meaning the same thing", "a word I could use instead"),
+    "movie_director": (
+        "who made that film",
+        "the person who directed the picture",
+        "the director behind that movie",
+    ),
+    "director_birthyear": (
+        "what year that filmmaker was born",
+        "the year of birth of the director",
+        "when that person was born",
+    ),
+    "book_author": ("who wrote that book", "the writer of that title", "the person who penned the novel"),
+    "author_country": (
+        "where that writer is from",
+        "the homeland of the author",
+        "the nation the novelist grew up in",
+    ),
+    "recipe_ingredient": (
+        "the main thing that dish needs",
+        "the key ingredient of that recipe",
+        "what the meal is mostly made of",
+    ),
+    "ingredient_calories": (
+        "how many calories are in it",
+        "the kcal per 100 g of that food",
+        "the energy in that ingredient",
+    ),
+    "isbn_book": (
+        "which book has that ISBN",
+        "the title behind that number",
+        "the book that ISBN stands for",
+    ),
+    "team_city": (
+        "where that team plays at home",
+        "the home town of that club",
+        "which city the team is from",
+    ),
+}
+_ASKS = (
+    "Tell me",
+    "I need",
+    "Please find",
+    "Can you give me",
+    "Show me",
+    "I want to know",
+    "Work out",
+    "Check",
+)
 _EXTRA_PARAMS = ("region_code", "api_token", "locale", "account_id")
 FAILURE_MODES = ("ok", "flaky", "dead", "schema_mismatch")
+GOAL_BANKS = ("user", "api")
 
 
 class SimulatedToolEnv:
@@ -396,7 +553,9 @@ class SimulatedToolEnv:
     schema-mismatch: needs a parameter no task provides; at least one ok variant per capability), plus
     ``n_distractors`` look-alike APIs that compute something else (they error with ``p_distractor_error`` and
     otherwise return a plausible wrong value). Randomness of a call depends only on (world seed, task, API, how
-    often that API was called in the task), so every method faces the same coin flips."""
+    often that API was called in the task), so every method faces the same coin flips. Task goals are worded from
+    ``goal_bank="user"`` (:data:`GOAL_PHRASES`, separate from the API descriptions; default) or ``"api"`` (the
+    API descriptions' own phrases, the earlier harness: near-oracle retrieval)."""
 
     def __init__(
         self,
@@ -407,6 +566,7 @@ class SimulatedToolEnv:
         failure_mix: Sequence[float] = (0.65, 0.12, 0.12, 0.11),
         p_flaky: float = 0.5,
         p_distractor_error: float = 0.7,
+        goal_bank: str = "user",
     ):
         if not 1 <= n_capabilities <= len(CAPABILITIES):
             raise ValueError(f"n_capabilities must be in [1, {len(CAPABILITIES)}], got {n_capabilities!r}")
@@ -421,6 +581,9 @@ class SimulatedToolEnv:
         for nm, p in (("p_flaky", p_flaky), ("p_distractor_error", p_distractor_error)):
             if not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
                 raise ValueError(f"{nm} must be a probability in [0, 1], got {p!r}")
+        if goal_bank not in GOAL_BANKS:
+            raise ValueError(f"goal_bank must be one of {GOAL_BANKS}, got {goal_bank!r}")
+        self.goal_bank = goal_bank
         if not isinstance(n_distractors, int) or n_distractors < 0:
             raise ValueError(f"n_distractors must be an int >= 0, got {n_distractors!r}")
         self.seed, self.p_flaky, self.p_distractor_error = (
@@ -484,6 +647,19 @@ class SimulatedToolEnv:
         self._episode = ""
         self._counts: Counter = Counter()
 
+    def retrieval(self, tasks: Sequence[Task], index: Any, ks: Sequence[int] = (1, 5)) -> dict[str, float]:
+        """How often ranking the whole library by a goal's text (``index.rank``) puts a working-capability API
+        (one of the goal's own variants, not a distractor) in the top k, in % over all goals of ``tasks``."""
+        hits = {k: 0 for k in ks}
+        n = 0
+        for t in tasks:
+            for g in t.goals:
+                ranked = index.rank(g.text)
+                n += 1
+                for k in ks:
+                    hits[k] += any(self.labels[a.name] == g.capability for a in ranked[:k])
+        return {f"top{k}": 100.0 * hits[k] / max(n, 1) for k in ks}
+
     def value(self, key: str, x: str) -> str:
         """The true output of capability ``key`` on input ``x``."""
         return f"{self.capabilities[key][2]}:{_hx(self.seed, key, x)}"
@@ -540,10 +716,12 @@ class SimulatedToolEnv:
             x = f"{inp0}:{int(rng.integers(10**6)):06d}"
             goals, val = [], x
             for k in chain:
-                _, _, outp, phrases = self.capabilities[k]
+                outp = self.capabilities[k][2]
+                phrases = GOAL_PHRASES[k] if self.goal_bank == "user" else self.capabilities[k][3]
+                lead = _ASKS if self.goal_bank == "user" else _VERBS
                 goals.append(
                     Goal(
-                        f"{_VERBS[rng.integers(len(_VERBS))]} {phrases[rng.integers(3)]}.",
+                        f"{lead[rng.integers(len(lead))]} {phrases[rng.integers(3)]}.",
                         capability=k,
                         output=outp,
                     )

@@ -54,6 +54,9 @@ class Config(ExperimentConfig):
     )  # ok, flaky, dead, schema mismatch
     p_flaky: float = 0.5
     p_distractor_error: float = 0.7
+    goal_bank: str = (
+        "user"  # goals worded from a paraphrase bank separate from the API descriptions ("api": same)
+    )
     min_steps: int = 2
     max_steps: int = 4
     max_api_calls: int = 15
@@ -61,6 +64,13 @@ class Config(ExperimentConfig):
     k_grid: tuple[int, ...] = (1, 5, 30, 100, 300, K_ALL)  # 0 = N; k > N is clipped to N
     react_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # APIs tried per step (paper-style ReAct: 2 = one retry)
     dfsdt_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # children per node (ToolLLM's DFSDT: 3)
+    replan_grid: tuple[int, ...] = (
+        0,
+        1,
+        2,
+        3,
+        5,
+    )  # Tool-Planner's effort knob (replans per task), tuned at k*
     n_val_worlds: int = 2
     n_val_tasks: int = 100
     n_bfcl_tasks: int = 60
@@ -82,12 +92,14 @@ class Config(ExperimentConfig):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        for name in ("k_grid", "react_grid", "dfsdt_grid"):
+        for name in ("k_grid", "react_grid", "dfsdt_grid", "replan_grid"):
             g = getattr(self, name)
             if not g or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in g):
                 raise ValueError(f"{name} must be a non-empty tuple of ints >= 0, got {g!r}")
         if 1 not in self.k_grid or K_ALL not in self.k_grid:
             raise ValueError(f"k_grid must contain 1 and 0 (= N) for the k-curve claim, got {self.k_grid!r}")
+        if self.goal_bank not in ("user", "api"):
+            raise ValueError(f"goal_bank must be 'user' or 'api', got {self.goal_bank!r}")
         if self.policy not in ("heuristic", "openai"):
             raise ValueError(f"policy must be 'heuristic' or 'openai', got {self.policy!r}")
         if not 1 <= self.min_steps <= self.max_steps:
@@ -105,6 +117,7 @@ PRESETS = {
         k_grid=(1, 30, K_ALL),
         react_grid=(1, 2, 3),
         dfsdt_grid=(1, 2, 3),
+        replan_grid=(1, 3),
         write_traces=False,
     ),
     "quick": Config(),
@@ -121,6 +134,7 @@ def _world(cfg: Config, seed: int) -> SimulatedToolEnv:
         failure_mix=cfg.failure_mix,
         p_flaky=cfg.p_flaky,
         p_distractor_error=cfg.p_distractor_error,
+        goal_bank=cfg.goal_bank,
     )
 
 
@@ -148,8 +162,8 @@ def _summ(results) -> dict:
     }
 
 
-def _agent(cfg, method, value, policy, backend, index, seed):
-    budget = Budget(cfg.max_api_calls, cfg.max_replans)
+def _agent(cfg, method, value, policy, backend, index, seed, replans=None):
+    budget = Budget(cfg.max_api_calls, cfg.max_replans if replans is None else replans)
     if method == "tool_planner":
         tk = build_toolkits(index, _k_eff(value, len(index.tools)), seed=seed)
         return ToolPlanner(policy, tk, backend, budget), tk
@@ -158,10 +172,12 @@ def _agent(cfg, method, value, policy, backend, index, seed):
     return DFSDTAgent(policy, backend, budget, width=value), None
 
 
-def _evaluate(cfg, method, value, backend, index, tasks, seed, in_toolkit="random"):
+def _evaluate(cfg, method, value, backend, index, tasks, seed, in_toolkit="random", replans=None):
     with warnings.catch_warnings():  # k = N on a library with duplicate texts: those APIs share a toolkit
         warnings.filterwarnings("ignore", message="build_toolkits: only")
-        agent, tk = _agent(cfg, method, value, _policy(cfg, index, seed, in_toolkit), backend, index, seed)
+        agent, tk = _agent(
+            cfg, method, value, _policy(cfg, index, seed, in_toolkit), backend, index, seed, replans
+        )
     res = [agent.run(t) for t in tasks]
     return res, tk
 
@@ -207,6 +223,20 @@ def tune(cfg: Config) -> dict:
             max(interior, key=lambda k: (np.mean(scores[k]), -list(scores).index(k))) if interior else None
         )
         out["sim"][method] = {"scores": means, "best": int(best), "best_interior": best_int}
+    # Tool-Planner's effort knob (cross-toolkit replans per task), like ReAct's APIs/step and DFSDT's width:
+    # chosen on the same validation worlds, at the chosen k
+    k_best = out["sim"]["tool_planner"]["best"]
+    rscores: dict[int, list[float]] = {}
+    for w, index, tasks in data:
+        kv = _k_eff(k_best, len(w.tools))
+        for rp in cfg.replan_grid:
+            res, _ = _evaluate(cfg, "tool_planner", kv, w, index, tasks, seed=10_000, replans=rp)
+            rscores.setdefault(rp, []).append(_summ(res)["pass"])
+    best_r = max(rscores, key=lambda k: (np.mean(rscores[k]), -list(rscores).index(k)))
+    out["sim"]["replans"] = {
+        "scores": {str(k): float(np.mean(v)) for k, v in rscores.items()},
+        "best": int(best_r),
+    }
     if cfg.n_bfcl_tasks:
         env = BFCLToolEnv()
         index = ToolIndex(env.tools)
@@ -227,9 +257,11 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
     n = len(env.tools)
     tasks = env.make_tasks(cfg.n_tasks, seed=seed, min_steps=cfg.min_steps, max_steps=cfg.max_steps)
     r: dict = {"n_tools": n, "k_curve": {}, "methods": {}, "bfcl": {}}
+    r["retrieval"] = env.retrieval(tasks, index)  # goal text → true capability in the top 1 / top 5 (%)
+    rp = tuned["sim"]["replans"]["best"]
     # k sweep (random in-toolkit order, the paper's prompt) — also Tool-Planner's tuned arm
     for k in sorted({_k_eff(k, n) for k in cfg.k_grid}):
-        res, tk = _evaluate(cfg, "tool_planner", k, env, index, tasks, seed)
+        res, tk = _evaluate(cfg, "tool_planner", k, env, index, tasks, seed, replans=rp)
         key = "N" if k == n else str(k)
         r["k_curve"][key] = {
             **_summ(res),
@@ -242,7 +274,7 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
     k_int = sim["tool_planner"]["best_interior"]
     r["k_star"] = "N" if k_star == K_ALL else str(_k_eff(k_star, n))
     r["k_interior"] = None if k_int is None else str(_k_eff(k_int, n))
-    r["methods"]["tool_planner"] = dict(r["k_curve"][r["k_star"]])
+    r["methods"]["tool_planner"] = {**r["k_curve"][r["k_star"]], "param": rp}
     episodes = {}
     for method in ("react", "dfsdt"):
         res, _ = _evaluate(cfg, method, sim[method]["best"], env, index, tasks, seed)
@@ -250,10 +282,12 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
         episodes[method] = res
     # sanity ablation: choosing inside a toolkit by similarity instead of at random
     for k in (1, _k_eff(k_star, n)):
-        res, _ = _evaluate(cfg, "tool_planner", k, env, index, tasks, seed, in_toolkit="similarity")
+        res, _ = _evaluate(
+            cfg, "tool_planner", k, env, index, tasks, seed, in_toolkit="similarity", replans=rp
+        )
         r.setdefault("similarity_order", {})["N" if k == n else str(k)] = _summ(res)
     if cfg.write_traces:
-        res, _ = _evaluate(cfg, "tool_planner", _k_eff(k_star, n), env, index, tasks, seed)
+        res, _ = _evaluate(cfg, "tool_planner", _k_eff(k_star, n), env, index, tasks, seed, replans=rp)
         write_traces(res + episodes["react"] + episodes["dfsdt"], out / "traces" / f"seed_{seed}.jsonl")
     if cfg.n_bfcl_tasks:
         from .backends import BFCLToolEnv
@@ -281,7 +315,8 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
     dfsdt_calls = values(ps, "methods/dfsdt/api_calls")
     sim = tuned["sim"]
     chosen = (
-        f"tuned on {cfg.n_val_worlds} held-out worlds: k={'N' if sim['tool_planner']['best'] == K_ALL else sim['tool_planner']['best']}, "
+        f"tuned on {cfg.n_val_worlds} held-out worlds: k={'N' if sim['tool_planner']['best'] == K_ALL else sim['tool_planner']['best']}"
+        f" with {sim['replans']['best']} replans/task, "
         f"ReAct {sim['react']['best']} APIs/step, DFSDT width {sim['dfsdt']['best']}"
     )
     claims = [
@@ -421,15 +456,23 @@ def _report(cfg: Config, ps: dict, tuned: dict) -> str:
         f"Simulated worlds: {cfg.n_capabilities} capabilities × {cfg.variants[0]}–{cfg.variants[1]} variants "
         f"(failure mix ok/flaky/dead/schema-mismatch {cfg.failure_mix}) + {cfg.n_distractors} distractors; "
         f"{cfg.n_tasks} tasks of {cfg.min_steps}–{cfg.max_steps} steps per seed; budget {cfg.max_api_calls} API calls "
-        f"per task (failed calls count), Tool-Planner ≤ {cfg.max_replans} replans.",
+        f"per task (failed calls count). Goals are worded from the {cfg.goal_bank!r} paraphrase bank; retrieving "
+        "the whole library by a goal's text (TF-IDF) puts one of its capability's APIs first in "
+        f"{mean_std(values(ps, 'retrieval/top1'), 1)} % of goals and in the top 5 in "
+        f"{mean_std(values(ps, 'retrieval/top5'), 1)} %.",
         "",
-        "| method | hyper-parameter (tuned) | pass (%) | API calls | LLM decisions | gave up (%) | wrong answer (%) |",
+        "Effort is counted in the same units for every method: API calls per task (failed ones included) and LLM "
+        "decisions per task (plan/decompose, every API choice, replans, re-asks, the answer). Each method's "
+        "structural knob and effort knob are tuned on the same validation worlds.",
+        "",
+        "| method | knobs (tuned) | pass (%) | API calls / task | LLM decisions / task | gave up (%) | wrong answer (%) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for m, label in (("tool_planner", "k"), ("react", "APIs/step"), ("dfsdt", "width")):
-        prm = next(iter(ps.values()))["k_star"] if m == "tool_planner" else tuned["sim"][m]["best"]
+    tp_knobs = f"k = {next(iter(ps.values()))['k_star']}, replans/task = {tuned['sim']['replans']['best']}"
+    for m, label in (("tool_planner", ""), ("react", "APIs/step"), ("dfsdt", "width")):
+        prm = tp_knobs if m == "tool_planner" else f"{label} = {tuned['sim'][m]['best']}"
         lines.append(
-            f"| {m} | {label} = {prm} | {mean_std(values(ps, f'methods/{m}/pass'), 1)} | "
+            f"| {m} | {prm} | {mean_std(values(ps, f'methods/{m}/pass'), 1)} | "
             f"{mean_std(values(ps, f'methods/{m}/api_calls'), 2)} | {mean_std(values(ps, f'methods/{m}/llm_calls'), 2)} | "
             f"{mean_std(values(ps, f'methods/{m}/gave_up'), 1)} | {mean_std(values(ps, f'methods/{m}/wrong_answer'), 1)} |"
         )
@@ -483,6 +526,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         cfg,
         required=tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
         + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
+        + ("retrieval/top1", "retrieval/top5")
         + tuple(f"bfcl/{m}/pass" for m in bfcl),
     )
     tuned = rd.map_seeds(
@@ -490,7 +534,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         [0],
         desc="tuning",
         part="tuning",
-        required=tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt"))
+        required=tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt", "replans"))
         + tuple(f"bfcl/{m}/best" for m in bfcl),
     )[0]
     ps = rd.map_seeds(lambda s: one_seed(cfg, s, tuned, rd.path), cfg.seed_list)
