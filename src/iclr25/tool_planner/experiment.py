@@ -3,17 +3,21 @@ tasks over the real BFCL API classes.
 
 Per seed (a new simulated world: 30 capabilities × 2–6 API variants with failure modes + 40 distractors):
 
-1. Tuning (once, on held-out validation worlds, never on the reported seeds): every method's one structural
-   hyper-parameter is chosen from a grid of the same protocol — Tool-Planner's k, ReAct's APIs per step,
-   DFSDT's branching width — by mean pass rate on ``n_val_tasks`` tasks of each validation world.
+1. Tuning (once, on held-out validation worlds, never on the reported seeds): every method's structural /
+   effort knob is chosen from a grid by the same protocol — Tool-Planner's k and then its replans per task at
+   that k, ReAct's APIs per step, DFSDT's branching width — by mean pass rate on ``n_val_tasks`` tasks of each
+   validation world. Goals are worded from a paraphrase bank separate from the API descriptions
+   (``goal_bank="user"``); the report gives the world's retrieval top-1 / top-5.
 2. Test: ``n_tasks`` tasks, same budget for every method (``max_api_calls`` per task; Tool-Planner also at most
-   ``max_replans`` cross-toolkit replans). Pass = exact answer; cost = API calls (failed ones included) and LLM
-   decisions. The k sweep uses random in-toolkit order (the paper's prompt) and reports cluster purity.
+   the tuned number of cross-toolkit replans). Pass = exact answer with every planned step completed; cost = API
+   calls (failed ones included) and LLM decisions per task, the same units for every method. The k sweep uses
+   random in-toolkit order (the paper's prompt) and reports cluster purity.
 3. BFCL: ``n_bfcl_tasks`` numeric chains over the stateless functions of the real BFCL API classes, planned over
    toolkits of all 128 BFCL functions (tuned the same way on held-out task seeds).
 
 Offline, the decisions come from :class:`HeuristicPolicy` (similarity, not an LLM), for every method alike; the
-``full`` preset runs the same harness with :class:`OpenAICompatibleLLM` against a user's server.
+``full`` preset runs the same harness with :class:`OpenAICompatibleLLM` against a user's server, where every
+method plans from the query alone (Tool-Planner's plan, the baselines' ``decompose``).
 """
 
 from __future__ import annotations
