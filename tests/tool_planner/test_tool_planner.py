@@ -570,6 +570,9 @@ def test_smoke_experiment(tmp_path):
         ex.Config(policy="gpt")
     with pytest.raises(ValueError, match="k_grid"):
         ex.Config(k_grid=(5, 30))
+    for bad in ({"llm_timeout": 0}, {"llm_max_retries": -1}, {"goal_bank": "docs"}, {"replan_grid": ()}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ex.Config(**bad)
 
 
 def test_full_preset_config_runs_against_stub(tmp_path, monkeypatch):

@@ -84,6 +84,8 @@ class Config(ExperimentConfig):
     policy: str = "heuristic"
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_model: str = "Qwen/Qwen2.5-7B-Instruct"
+    llm_timeout: float = 60.0  # seconds per request; then the openai SDK retries llm_max_retries times
+    llm_max_retries: int = 2  # with backoff; a request still failing fails its task (error in the trace)
     write_traces: bool = True
 
     def __post_init__(self) -> None:
@@ -102,6 +104,18 @@ class Config(ExperimentConfig):
                 raise ValueError(f"{name} must be a non-empty tuple of ints >= 0, got {g!r}")
         if 1 not in self.k_grid or K_ALL not in self.k_grid:
             raise ValueError(f"k_grid must contain 1 and 0 (= N) for the k-curve claim, got {self.k_grid!r}")
+        if not (
+            isinstance(self.llm_timeout, (int, float))
+            and not isinstance(self.llm_timeout, bool)
+            and self.llm_timeout > 0
+        ):
+            raise ValueError(f"llm_timeout must be a positive number of seconds, got {self.llm_timeout!r}")
+        if (
+            isinstance(self.llm_max_retries, bool)
+            or not isinstance(self.llm_max_retries, int)
+            or self.llm_max_retries < 0
+        ):
+            raise ValueError(f"llm_max_retries must be an int >= 0, got {self.llm_max_retries!r}")
         if self.goal_bank not in ("user", "api"):
             raise ValueError(f"goal_bank must be 'user' or 'api', got {self.goal_bank!r}")
         if self.policy not in ("heuristic", "openai"):
@@ -144,7 +158,13 @@ def _world(cfg: Config, seed: int) -> SimulatedToolEnv:
 
 def _policy(cfg: Config, index: ToolIndex, seed: int, in_toolkit: str = "random"):
     if cfg.policy == "openai":
-        return OpenAICompatibleLLM(cfg.llm_model, cfg.llm_base_url, retriever=index)  # key: OPENAI_API_KEY
+        return OpenAICompatibleLLM(  # key: OPENAI_API_KEY
+            cfg.llm_model,
+            cfg.llm_base_url,
+            timeout=cfg.llm_timeout,
+            max_retries=cfg.llm_max_retries,
+            retriever=index,
+        )
     return HeuristicPolicy(index, in_toolkit=in_toolkit, seed=seed)
 
 
