@@ -972,3 +972,24 @@ def test_numbers_do_not_depend_on_hash_seed_or_thread_count():
         assert p.returncode == 0, p.stderr[-2000:]
         outs.append(p.stdout.strip().splitlines()[-1])
     assert outs[0] == outs[1]
+
+
+def test_plan_naming_a_toolkit_that_does_not_exist_is_reasked_not_dropped():
+    pytest.importorskip("openai")
+    tks, be, task = _weather_world()
+    plans = iter(['[{"toolkit": 0, "goal": "zip"}, {"toolkit": 7, "goal": "weather"}]'])
+
+    def script(kind, kw):
+        if kind == "plan":  # first an invented toolkit 7 (its step would be dropped), then a valid plan
+            return _Msg(next(plans, '[{"toolkit": 0, "goal": "zip"}, {"toolkit": 2, "goal": "weather"}]'))
+        return _llm_script([2])(kind, kw)
+
+    client = _ScriptedClient(script)
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=1)).run(task)
+    assert r.passed and be.calls == ["zip_a", "weather_ok"] and r.steps_planned == 2
+    assert [(e["decision"], e["chosen"]) for e in r.trace if e["event"] == "invalid_decision"] == [
+        ("plan", "toolkit 7")
+    ]
+    client = _ScriptedClient(lambda kind, kw: _Msg('[{"toolkit": "seven"}]') if kind == "plan" else None)
+    r = ToolPlanner(OpenAICompatibleLLM("m", client=client), tks, be, Budget(10, 3, max_reasks=1)).run(task)
+    assert not r.passed and r.api_calls == 0 and r.invalid_decisions == 2 and "no plan" in r.stopped

@@ -336,9 +336,12 @@ class OpenAICompatibleLLM:
             try:
                 j = int(j)
             except (TypeError, ValueError):
-                continue
-            if 0 <= j < len(toolkits):
-                steps.append(PlanStep(j, str(item.get("goal", ""))))
+                j = -1
+            if not 0 <= j < len(toolkits):  # an invented toolkit: a failed decision, never a dropped step
+                raise InvalidDecision(
+                    f"toolkit {item.get('toolkit', j)}", [f"toolkit {t.id}" for t in toolkits]
+                )
+            steps.append(PlanStep(j, str(item.get("goal", ""))))
         return steps
 
     def _done_text(self, done: list[StepRecord]) -> str:

@@ -207,8 +207,7 @@ class ToolPlanner:
         ep = _Episode(self.backend, self.budget, task, self.method)
         done: list[StepRecord] = []
         try:
-            ep.llm("plan")
-            plan: list[PlanStep] = list(self.policy.plan(task, self.toolkits))
+            plan = self._plan(ep, task)
             ep.event("plan", steps=[[s.toolkit, s.text] for s in plan])
             ep.steps_planned = len(plan)
             if not plan:
@@ -245,6 +244,23 @@ class ToolPlanner:
         except _ENDS as e:
             return ep.fail(e)
 
+    def _steps_ok(self, steps: list[PlanStep]) -> list[PlanStep]:
+        bad = [s.toolkit for s in steps if not 0 <= s.toolkit < len(self.toolkits)]
+        if bad:
+            raise InvalidDecision(f"toolkit {bad[0]}", [f"toolkit {t.id}" for t in self.toolkits.toolkits])
+        return steps
+
+    def _plan(self, ep: _Episode, task: Task) -> list[PlanStep]:
+        """The plan over toolkits (§3.2); one naming a toolkit that does not exist is re-asked (bounded)."""
+        for attempt in range(self.budget.max_reasks + 1):
+            ep.llm("plan")
+            try:
+                return self._steps_ok(list(self.policy.plan(task, self.toolkits)))
+            except InvalidDecision as e:
+                ep.invalid += 1
+                ep.event("invalid_decision", step=0, decision="plan", chosen=e.name, attempt=attempt)
+        raise StepFailed(f"no plan over existing toolkits in {self.budget.max_reasks + 1} decisions")
+
     def _replan(self, ep: _Episode, task: Task, plan, i: int, failed: set[int], done) -> list[PlanStep]:
         """Revise steps i, i+1, … (§3.3). The failed step must get a toolkit that has not failed for it: a
         replan that repeats one is re-asked (naming it) up to ``max_reasks`` times, then the step fails."""
@@ -252,7 +268,14 @@ class ToolPlanner:
         for attempt in range(self.budget.max_reasks + 1):
             ep.llm("replan")
             kw = {"rejected": tuple(rejected)} if rejected else {}  # older policies take no `rejected`
-            new = list(self.policy.replan(task, self.toolkits, plan, i, set(failed), done, **kw))
+            try:
+                new = self._steps_ok(
+                    list(self.policy.replan(task, self.toolkits, plan, i, set(failed), done, **kw))
+                )
+            except InvalidDecision as e:
+                ep.invalid += 1
+                ep.event("invalid_decision", step=i, decision="replan", chosen=e.name, attempt=attempt)
+                continue
             ep.event("replan", step=i, failed=sorted(failed), steps=[[s.toolkit, s.text] for s in new])
             if not new:
                 raise StepFailed(f"step {i}: no toolkit left for a failed step")
@@ -261,7 +284,9 @@ class ToolPlanner:
             ep.invalid += 1
             rejected.append(new[0].toolkit)
             ep.event("invalid_decision", step=i, decision="replan", chosen=new[0].toolkit, attempt=attempt)
-        raise StepFailed(f"step {i}: every replan kept a failed toolkit ({sorted(set(rejected))})")
+        raise StepFailed(
+            f"step {i}: every replan kept a failed toolkit ({sorted(set(rejected))}) or named none that exists"
+        )
 
 
 def _steps(ep: _Episode, policy: Policy, task: Task) -> list[PlanStep]:
