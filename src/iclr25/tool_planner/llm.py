@@ -31,13 +31,13 @@ HEURISTIC_LABEL = "heuristic similarity policy (not an LLM)"
 
 
 class InvalidDecision(Exception):
-    """The policy's answer names an API that is not among the candidates offered (an invented or misspelt tool
+    """The policy's answer names an API (or toolkit) that is not among those offered (an invented or misspelt
     name). The agent records it as a failed decision and re-asks within its budget; it never substitutes."""
 
     def __init__(self, name: str, offered: Sequence[str]):
         self.name = name
         super().__init__(
-            f"chose {name!r}, not one of the {len(offered)} APIs offered ({list(offered)[:5]}...)"
+            f"chose {name!r}, not one of the {len(offered)} options offered ({list(offered)[:5]}...)"
         )
 
 
