@@ -322,8 +322,9 @@ def make_focal_recordings(
     ``duration_s``: ``(low, high)`` for uniform lengths, or ``"xeno_canto"`` for :func:`xeno_canto_duration`
     (log-normal, mean 46.3 s, log-sd ``xc_log_sd``, clipped to ``xc_bounds``). Primary phrases:
     ``round(coverage · length / phrase length)`` of them, at least 1 and at most ``max_phrases``
-    (0 = no cap, so the call density does not fall in long files), placed uniformly at random over the whole
-    recording (≥ 0.6 s apart) — no preferred onset, neither at the start nor in the middle.
+    (0 = no cap, so the call density does not fall in long files) and at most as many as fit ≥ 0.6 s apart
+    (leaving room for a secondary phrase), placed uniformly at random over the whole recording — no preferred
+    onset, neither at the start nor in the middle.
     """
     if not isinstance(species, (list, tuple)) or not species:
         raise ValueError(f"species must be a non-empty list of Species (make_species), got {species!r:.60}")
@@ -354,8 +355,13 @@ def make_focal_recordings(
             else:
                 n = int(rng.uniform(*duration_s) * sample_rate)
             phrases = [render_phrase(sp, sample_rate, rng) for _ in range(4)]
-            n_ph = max(1, int(round(coverage * n / np.mean([len(p) for p in phrases]))))
+            mean_len = float(np.mean([len(p) for p in phrases]))
+            n_ph = max(1, int(round(coverage * n / mean_len)))
             n_ph = min(n_ph, max_phrases) if max_phrases else n_ph
+            # never more than fit ≥ 0.6 s apart (one slot kept for a secondary phrase): without this cap a
+            # species with 0.1-s calls would be packed gap-free at 20 % coverage (and merged by the detector)
+            gap = int(0.6 * sample_rate)
+            n_ph = max(1, min(n_ph, int((n + gap) // (mean_len + gap)) - 1))
             phrases += [render_phrase(sp, sample_rate, rng) for _ in range(n_ph - len(phrases))]
             phrases = [p * rng.uniform(0.5, 1.0) for p in phrases[:n_ph]]
             items = list(phrases)
