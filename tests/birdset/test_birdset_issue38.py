@@ -150,7 +150,9 @@ def test_augment_config_rejects_bad_library_and_rate(kw, match):
 def test_short_call_species_keep_the_minimum_gap_and_stay_detectable():
     sp = make_species(10, 1)
     short = min(sp, key=lambda s: s.phrase_s)  # the shortest phrases: 20 % coverage would pack them gap-free
-    recs = make_focal_recordings([short, sp[0]], 6, 8000, "xeno_canto", p_secondary=0.0, seed=3)
+    recs = make_focal_recordings(
+        [short, sp[0]], 6, 8000, "xeno_canto", p_secondary=0.0, seed=3, fit_min_gap=True
+    )
     for r in recs:
         ev = sorted(r.true_events)
         gaps = [b0 - a1 for (_, a1), (b0, _) in zip(ev, ev[1:])]

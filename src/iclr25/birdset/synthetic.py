@@ -316,15 +316,19 @@ def make_focal_recordings(
     max_phrases: int = 4,
     xc_log_sd: float = XC_LOG_SD,
     xc_bounds: tuple[float, float] = XC_BOUNDS,
+    fit_min_gap: bool = False,
 ) -> list[FocalRecording]:
     """``per_species`` focal recordings per species (primary calls cover ~``coverage`` of each file).
 
     ``duration_s``: ``(low, high)`` for uniform lengths, or ``"xeno_canto"`` for :func:`xeno_canto_duration`
     (log-normal, mean 46.3 s, log-sd ``xc_log_sd``, clipped to ``xc_bounds``). Primary phrases:
     ``round(coverage · length / phrase length)`` of them, at least 1 and at most ``max_phrases``
-    (0 = no cap, so the call density does not fall in long files) and at most as many as fit ≥ 0.6 s apart
-    (leaving room for a secondary phrase), placed uniformly at random over the whole recording — no preferred
-    onset, neither at the start nor in the middle.
+    (0 = no cap, so the call density does not fall in long files), placed uniformly at random over the whole
+    recording, ≥ 0.6 s apart while they fit — no preferred onset, neither at the start nor in the middle.
+    ``fit_min_gap=True`` also caps them at what fits ≥ 0.6 s apart (leaving room for a secondary phrase); by
+    default a species with very short calls (~0.1 s) is packed gap-free in long files (``_place`` drops the
+    gap when they do not fit) and the detector merges its calls — kept as the default until the reference is
+    refreshed with the cap (method card, "Known artefact").
     """
     if not isinstance(species, (list, tuple)) or not species:
         raise ValueError(f"species must be a non-empty list of Species (make_species), got {species!r:.60}")
@@ -342,6 +346,8 @@ def make_focal_recordings(
         if duration_s[0] <= 0:
             raise ValueError(f"duration_s must be positive durations, got {duration_s!r}")
     _check_int("max_phrases", max_phrases, 0)
+    if not isinstance(fit_min_gap, bool):
+        raise ValueError(f"fit_min_gap must be a bool, got {fit_min_gap!r}")
     _check_num("coverage", coverage, 0.0, 1.0, lo_open=True)
     _check_num("p_secondary", p_secondary, 0.0, 1.0)
     _check_num("secondary_db", secondary_db)
@@ -358,10 +364,11 @@ def make_focal_recordings(
             mean_len = float(np.mean([len(p) for p in phrases]))
             n_ph = max(1, int(round(coverage * n / mean_len)))
             n_ph = min(n_ph, max_phrases) if max_phrases else n_ph
-            # never more than fit ≥ 0.6 s apart (one slot kept for a secondary phrase): without this cap a
-            # species with 0.1-s calls would be packed gap-free at 20 % coverage (and merged by the detector)
-            gap = int(0.6 * sample_rate)
-            n_ph = max(1, min(n_ph, int((n + gap) // (mean_len + gap)) - 1))
+            if fit_min_gap:
+                # never more than fit ≥ 0.6 s apart (one slot kept for a secondary phrase): without this cap a
+                # species with 0.1-s calls is packed gap-free at 20 % coverage (and merged by the detector)
+                gap = int(0.6 * sample_rate)
+                n_ph = max(1, min(n_ph, int((n + gap) // (mean_len + gap)) - 1))
             phrases += [render_phrase(sp, sample_rate, rng) for _ in range(n_ph - len(phrases))]
             phrases = [p * rng.uniform(0.5, 1.0) for p in phrases[:n_ph]]
             items = list(phrases)
