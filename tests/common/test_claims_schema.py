@@ -223,7 +223,7 @@ def test_document_values_must_be_numbers(bad):
 
 @pytest.mark.parametrize(
     "kw,param",
-    [({"direction": ">"}, "direction"), ({"compare": "diff"}, "compare"), ({"reduce": "median"}, "reduce")],
+    [({"direction": "=>"}, "direction"), ({"compare": "diff"}, "compare"), ({"reduce": "median"}, "reduce")],
 )
 def test_bad_claim_arguments_name_the_parameter(kw, param):
     args = dict(id="x", statement="s", metric="m", method=[1.0], threshold=0.0)

@@ -37,6 +37,7 @@ from .synthetic import (
     make_focal_recordings,
     make_soundscapes,
     make_species,
+    xeno_canto_duration,
 )
 from .train import TrainConfig, evaluate, predict, train
 
@@ -67,6 +68,7 @@ __all__ = [
     "load_audio",
     "load_birdset",
     "make_focal_recordings",
+    "xeno_canto_duration",
     "make_soundscapes",
     "make_species",
     "map_events",

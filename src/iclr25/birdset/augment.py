@@ -1,18 +1,42 @@
-"""BirdSet waveform augmentations, vectorised over a batch (paper Appendix "Augmentations").
+"""BirdSet waveform augmentations (paper Appendix "Augmentations"), batched.
 
 Training clips pass, in this order: ``MultilabelMix`` (p = 0.7: add another clip of the batch at SNR U[3, 30] dB,
 labels = union), ``AddBackgroundNoise`` (p = 0.5: a no-bird background clip at SNR U[3, 30] dB),
 ``AddColoredNoise`` (p = 0.2: noise with power spectrum ∝ f^(−decay), decay U[−2, 2], SNR U[3, 30] dB),
 ``Gain`` (U[−18, 6] dB, p = 0.5, torch-audiomentations defaults) and ``NoCallMixer`` (p = 0.075: the clip is replaced
-by a background clip and its label set to all-zero). The benchmark uses torch-audiomentations for these; that
-package needs torchaudio, which does not import with our torch, so they are re-implemented as batched torch ops
-with the same parameters. Every random draw comes from the ``torch.Generator`` passed in.
+by a background clip and its label set to all-zero).
+
+The benchmark calls torch-audiomentations, which needs torchaudio (it does not import with our torch). Where the
+numpy ``audiomentations`` package has the transform it is used (``AugmentConfig(library="audiomentations")``, the
+default), one call per clip:
+
+* ``AddColoredNoise`` → ``audiomentations.AddColorNoise``: its decay is in dB/octave, so U[−2, 2] in the exponent
+  is U[−6.02, +6.02] dB/octave (decay_db = −10·log10(2)·β; uniform in one is uniform in the other); same SNR
+  rule (noise rms = signal rms / 10^(snr/20)). It shapes the noise with a 128-point FIR filter instead of a
+  full-length spectrum (smoother below ~sr/128 Hz).
+* ``Gain`` → ``audiomentations.Gain`` (same U[−18, 6] dB, same p).
+
+The others stay batched torch code, because audiomentations has no such transform or cannot take our data:
+
+* ``MultilabelMix`` and ``NoCallMixer`` change the **labels** (union / all-zero); audiomentations transforms see
+  one waveform and no targets, and mixing needs the other clips of the batch.
+* ``AddBackgroundNoise``: audiomentations' version only reads noise from audio **files** (``sounds_path``) and
+  decodes one per call; our background clips are an in-memory bank (synthetic, or decoded once). Its rule
+  (random crop, noise rms from the signal rms and U[snr]) is the one implemented here.
+
+``library="torch"`` uses the batched torch versions of all five (no extra dependency). Every random draw
+comes from the ``torch.Generator`` passed in: audiomentations draws from Python's ``random`` and numpy's global
+generator, which are seeded from it per batch and restored afterwards, so a run is reproducible and the
+callers' global random state is left as it was.
 """
 
 from __future__ import annotations
 
+import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..common.checks import need_range as _check_range_pair
@@ -27,6 +51,8 @@ __all__ = [
     "random_gain",
     "no_call_mix",
     "scale_to_snr",
+    "am_colored_noise",
+    "am_gain",
 ]
 
 
@@ -84,8 +110,11 @@ def _random_crops(bank: torch.Tensor, n: int, length: int, g: torch.Generator | 
         bank = bank.repeat(1, -(-length // bank.shape[1]))
     idx = torch.randint(bank.shape[0], (n,), generator=g)
     off = (torch.rand(n, generator=g) * (bank.shape[1] - length + 1)).long()
-    cols = off[:, None] + torch.arange(length)[None]
-    return bank[idx[:, None], cols]
+    if n == 0:
+        return bank.new_zeros(0, length)
+    return torch.stack(
+        [bank[i, o : o + length] for i, o in zip(idx.tolist(), off.tolist())]
+    )  # slices, no gather
 
 
 def mix_batch(wave, target, p=0.7, snr=(3.0, 30.0), g=None):
@@ -99,9 +128,14 @@ def mix_batch(wave, target, p=0.7, snr=(3.0, 30.0), g=None):
         return wave, target
     on = _bern(n, p, g)
     other = (torch.arange(n) + torch.randint(1, n, (n,), generator=g)) % n  # never the clip itself
-    add = scale_to_snr(wave, wave[other], _u(n, *snr, g), validate=False)
-    wave = torch.where(on[:, None], wave + add, wave)
-    target = torch.where(on[:, None], torch.maximum(target, target[other]), target)
+    snr_db = _u(n, *snr, g)
+    rows = on.nonzero().flatten()
+    if rows.numel() == 0:
+        return wave, target
+    src = other[rows]
+    wave, target = wave.clone(), target.clone()
+    wave[rows] = wave[rows] + scale_to_snr(wave[rows], wave[src], snr_db[rows], validate=False)
+    target[rows] = torch.maximum(target[rows], target[src])  # the mixed-in clip's labels as they were
     return wave, target
 
 
@@ -112,9 +146,14 @@ def add_background(wave, bank, p=0.5, snr=(3.0, 30.0), g=None):
     _check_p(p)
     _check_range_pair("snr", snr)
     n, t = wave.shape
-    on = _bern(n, p, g)
-    noise = scale_to_snr(wave, _random_crops(bank, n, t, g), _u(n, *snr, g), validate=False)
-    return torch.where(on[:, None], wave + noise, wave)
+    rows = _bern(n, p, g).nonzero().flatten()
+    crops = _random_crops(bank, rows.numel(), t, g)
+    snr_db = _u(rows.numel(), *snr, g)
+    if rows.numel() == 0:
+        return wave
+    wave = wave.clone()
+    wave[rows] = wave[rows] + scale_to_snr(wave[rows], crops, snr_db, validate=False)
+    return wave
 
 
 def add_colored_noise(wave, p=0.2, snr=(3.0, 30.0), f_decay=(-2.0, 2.0), g=None):
@@ -124,12 +163,19 @@ def add_colored_noise(wave, p=0.2, snr=(3.0, 30.0), f_decay=(-2.0, 2.0), g=None)
     _check_range_pair("snr", snr)
     _check_range_pair("f_decay", f_decay)
     n, t = wave.shape
-    on = _bern(n, p, g)
-    decay = _u(n, *f_decay, g)
-    spec = torch.fft.rfft(torch.randn(n, t, generator=g), dim=-1)
+    rows = _bern(n, p, g).nonzero().flatten()
+    m = rows.numel()
+    decay = _u(m, *f_decay, g)
+    white = torch.randn(m, t, generator=g)
+    snr_db = _u(m, *snr, g)
+    if m == 0:
+        return wave
+    spec = torch.fft.rfft(white, dim=-1)
     f = torch.arange(spec.shape[-1], dtype=torch.float32).clamp_min(1.0)[None]
     noise = torch.fft.irfft(spec * f ** (-decay[:, None] / 2.0), n=t, dim=-1)
-    return torch.where(on[:, None], wave + scale_to_snr(wave, noise, _u(n, *snr, g), validate=False), wave)
+    wave = wave.clone()
+    wave[rows] = wave[rows] + scale_to_snr(wave[rows], noise, snr_db, validate=False)
+    return wave
 
 
 def random_gain(wave, p=0.5, gain_db=(-18.0, 6.0), g=None):
@@ -150,15 +196,84 @@ def no_call_mix(wave, target, bank, p=0.075, g=None):
     _check_wave2d(bank, "bank")
     _check_p(p)
     n, t = wave.shape
-    on = _bern(n, p, g)
-    bg = _random_crops(bank, n, t, g)
-    bg = bg * (_rms(wave) / _rms(bg))
-    return torch.where(on[:, None], bg, wave), torch.where(on[:, None], torch.zeros_like(target), target)
+    rows = _bern(n, p, g).nonzero().flatten()
+    bg = _random_crops(bank, rows.numel(), t, g)
+    if rows.numel() == 0:
+        return wave, target
+    wave, target = wave.clone(), target.clone()
+    wave[rows] = bg * (_rms(wave[rows]) / _rms(bg))
+    target[rows] = 0.0
+    return wave, target
+
+
+LIBRARIES = ("audiomentations", "torch")
+DB_PER_OCTAVE = 10.0 * float(np.log10(2.0))  # decay exponent β ↔ −β · 3.0103 dB/octave
+
+
+def _audiomentations():
+    try:
+        import audiomentations
+    except ImportError as e:  # pragma: no cover - the [audio] extra installs it
+        raise ImportError(
+            "AugmentConfig(library='audiomentations') needs the audiomentations package (pip install "
+            "'iclr25[audio]'); library='torch' uses the built-in batched versions"
+        ) from e
+    return audiomentations
+
+
+@contextmanager
+def _global_rngs(seed: int):
+    """Seed Python's ``random`` and numpy's global generator (audiomentations draws from them), then restore."""
+    py, npy = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+
+
+def _per_clip(transform, wave: torch.Tensor, sample_rate: int, g: torch.Generator | None) -> torch.Tensor:
+    """Apply an audiomentations transform to every row of (batch, samples), seeded from ``g``."""
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=g))
+    x = wave.detach().cpu().numpy().astype(np.float32, copy=False)
+    with _global_rngs(seed):
+        out = np.stack([transform(samples=row, sample_rate=sample_rate) for row in x])
+    return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32)).to(wave.device)
+
+
+def am_colored_noise(wave, sample_rate=32_000, p=0.2, snr=(3.0, 30.0), f_decay=(-2.0, 2.0), g=None):
+    """AddColoredNoise through ``audiomentations.AddColorNoise`` (per clip; decay exponent β ↔ −3.01·β dB/oct)."""
+    _check_wave2d(wave)
+    _check_p(p)
+    _check_range_pair("snr", snr)
+    _check_range_pair("f_decay", f_decay)
+    _check_num("sample_rate", sample_rate, 0.0, lo_open=True)
+    am = _audiomentations()
+    lo, hi = sorted((-f_decay[1] * DB_PER_OCTAVE, -f_decay[0] * DB_PER_OCTAVE))
+    t = am.AddColorNoise(min_snr_db=snr[0], max_snr_db=snr[1], min_f_decay=lo, max_f_decay=hi, p=p)
+    return _per_clip(t, wave, int(sample_rate), g)
+
+
+def am_gain(wave, sample_rate=32_000, p=0.5, gain_db=(-18.0, 6.0), g=None):
+    """Gain through ``audiomentations.Gain`` (per clip)."""
+    _check_wave2d(wave)
+    _check_p(p)
+    _check_range_pair("gain_db", gain_db)
+    am = _audiomentations()
+    t = am.Gain(min_gain_db=gain_db[0], max_gain_db=gain_db[1], p=p)
+    return _per_clip(t, wave, int(sample_rate), g)
 
 
 @dataclass(frozen=True)
 class AugmentConfig:
-    """Probabilities / ranges of the BirdSet training augmentations (0 disables one)."""
+    """Probabilities / ranges of the BirdSet training augmentations (0 disables one).
+
+    ``library``: ``"audiomentations"`` (AddColoredNoise and Gain through the numpy audiomentations package, the
+    rest batched torch) or ``"torch"`` (all five batched torch). ``sample_rate``: the clips' rate (Hz), which
+    audiomentations' colour filter needs.
+    """
 
     p_mix: float = 0.7
     p_background: float = 0.5
@@ -168,8 +283,18 @@ class AugmentConfig:
     snr_db: tuple[float, float] = (3.0, 30.0)
     f_decay: tuple[float, float] = (-2.0, 2.0)
     gain_db: tuple[float, float] = (-18.0, 6.0)
+    library: str = "audiomentations"
+    sample_rate: int = 32_000
 
     def __post_init__(self) -> None:
+        if self.library not in LIBRARIES:
+            raise ValueError(f"library must be one of {LIBRARIES}, got {self.library!r}")
+        if (
+            isinstance(self.sample_rate, bool)
+            or not isinstance(self.sample_rate, int)
+            or self.sample_rate < 1
+        ):
+            raise ValueError(f"sample_rate must be an int >= 1 (Hz), got {self.sample_rate!r}")
         for name in ("p_mix", "p_background", "p_colored", "p_gain", "p_no_call"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
@@ -204,10 +329,17 @@ def augment_batch(
         wave, target = mix_batch(wave, target, cfg.p_mix, cfg.snr_db, g)
     if cfg.p_background > 0:
         wave = add_background(wave, bank, cfg.p_background, cfg.snr_db, g)
+    am = cfg.library == "audiomentations"
     if cfg.p_colored > 0:
-        wave = add_colored_noise(wave, cfg.p_colored, cfg.snr_db, cfg.f_decay, g)
+        if am:
+            wave = am_colored_noise(wave, cfg.sample_rate, cfg.p_colored, cfg.snr_db, cfg.f_decay, g)
+        else:
+            wave = add_colored_noise(wave, cfg.p_colored, cfg.snr_db, cfg.f_decay, g)
     if cfg.p_gain > 0:
-        wave = random_gain(wave, cfg.p_gain, cfg.gain_db, g)
+        if am:
+            wave = am_gain(wave, cfg.sample_rate, cfg.p_gain, cfg.gain_db, g)
+        else:
+            wave = random_gain(wave, cfg.p_gain, cfg.gain_db, g)
     if cfg.p_no_call > 0:
         wave, target = no_call_mix(wave, target, bank, cfg.p_no_call, g)
     return wave, target

@@ -195,6 +195,11 @@ def auroc(scores, targets, exclude_empty: bool = False) -> float:
     if not isinstance(exclude_empty, bool):
         raise ValueError(f"exclude_empty must be a bool, got {exclude_empty!r}")
     s, t = _as_tensors(scores, targets)
+    if s.shape[1] < 2:
+        raise ValueError(
+            f"auroc is the multi-label macro AUROC and needs scores/targets with >= 2 classes (columns), got "
+            f"{s.shape[1]}; for a single class use a binary AUROC (e.g. sklearn.metrics.roc_auc_score)"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if not exclude_empty:

@@ -31,6 +31,7 @@ __all__ = [
     "colored_noise",
     "pam_background",
     "FocalRecording",
+    "xeno_canto_duration",
     "make_focal_recordings",
     "Soundscape",
     "make_soundscapes",
@@ -40,6 +41,15 @@ __all__ = [
 ]
 
 SHAPES = ("linear", "exponential", "warble")
+
+# Xeno-canto focal recording lengths. BirdSet's training side (XCL, the complete Xeno-canto snapshot) holds
+# 528,434 recordings and "over 6,800 recording hours" (BirdSet paper, abstract and Table 1 / dataset card), i.e.
+# 6,800 h · 3,600 s / 528,434 ≈ 46.3 s per recording on average. The paper gives no spread, so the length
+# model is a log-normal with that mean and a log-sd of 0.9 (our assumption: median ≈ 31 s, 5–95 % ≈ 7–136 s),
+# clipped to [5 s, 180 s] (a 5-s window must fit; the rare very long files would dominate the generation time).
+XC_MEAN_S = 6800 * 3600 / 528_434
+XC_LOG_SD = 0.9
+XC_BOUNDS = (5.0, 180.0)
 
 
 @dataclass(frozen=True)
@@ -277,26 +287,67 @@ def _place(lengths: list[int], total: int, min_gap: int, rng: np.random.Generato
     return starts
 
 
+def xeno_canto_duration(
+    rng: np.random.Generator,
+    mean_s: float = XC_MEAN_S,
+    log_sd: float = XC_LOG_SD,
+    bounds: tuple[float, float] = XC_BOUNDS,
+) -> float:
+    """One focal recording length (s): log-normal with mean ``mean_s`` and log-sd ``log_sd``, clipped to
+    ``bounds`` (defaults: Xeno-canto's 46.3-s mean length from BirdSet's XCL totals; see ``XC_MEAN_S``)."""
+    _check_num("mean_s", mean_s, 0.0, lo_open=True)
+    _check_num("log_sd", log_sd, 0.0)
+    _check_range_pair("bounds", bounds, 0.0)
+    mu = np.log(mean_s) - log_sd**2 / 2
+    return float(np.clip(rng.lognormal(mu, log_sd), *bounds))
+
+
 def make_focal_recordings(
     species: list[Species],
     per_species: int,
     sample_rate: int = 16_000,
-    duration_s: tuple[float, float] = (8.0, 20.0),
+    duration_s: tuple[float, float] | str = (8.0, 20.0),
     coverage: float = 0.2,
     p_secondary: float = 0.3,
     secondary_db: float = -10.0,
     noise_snr_db: tuple[float, float] = (15.0, 30.0),
     seed: int = 0,
     detector_kwargs: dict | None = None,
+    max_phrases: int = 4,
+    xc_log_sd: float = XC_LOG_SD,
+    xc_bounds: tuple[float, float] = XC_BOUNDS,
+    fit_min_gap: bool = False,
 ) -> list[FocalRecording]:
-    """``per_species`` focal recordings per species (primary calls cover ~``coverage`` of each file)."""
+    """``per_species`` focal recordings per species (primary calls cover ~``coverage`` of each file).
+
+    ``duration_s``: ``(low, high)`` for uniform lengths, or ``"xeno_canto"`` for :func:`xeno_canto_duration`
+    (log-normal, mean 46.3 s, log-sd ``xc_log_sd``, clipped to ``xc_bounds``). Primary phrases:
+    ``round(coverage · length / phrase length)`` of them, at least 1 and at most ``max_phrases``
+    (0 = no cap, so the call density does not fall in long files), placed uniformly at random over the whole
+    recording, ≥ 0.6 s apart while they fit — no preferred onset, neither at the start nor in the middle.
+    ``fit_min_gap=True`` also caps them at what fits ≥ 0.6 s apart (leaving room for a secondary phrase); by
+    default a species with very short calls (~0.1 s) is packed gap-free in long files (``_place`` drops the
+    gap when they do not fit) and the detector merges its calls — kept as the default until the reference is
+    refreshed with the cap (method card, "Known artefact").
+    """
     if not isinstance(species, (list, tuple)) or not species:
         raise ValueError(f"species must be a non-empty list of Species (make_species), got {species!r:.60}")
     _check_int("per_species", per_species)
     _check_int("sample_rate", sample_rate)
-    _check_range_pair("duration_s", duration_s, 0.0)
-    if duration_s[0] <= 0:
-        raise ValueError(f"duration_s must be positive durations, got {duration_s!r}")
+    if isinstance(duration_s, str):
+        if duration_s != "xeno_canto":
+            raise ValueError(f"duration_s must be a (low, high) pair or 'xeno_canto', got {duration_s!r}")
+        _check_num("xc_log_sd", xc_log_sd, 0.0)
+        _check_range_pair("xc_bounds", xc_bounds, 0.0)
+        if xc_bounds[0] <= 0:
+            raise ValueError(f"xc_bounds must be positive durations, got {xc_bounds!r}")
+    else:
+        _check_range_pair("duration_s", duration_s, 0.0)
+        if duration_s[0] <= 0:
+            raise ValueError(f"duration_s must be positive durations, got {duration_s!r}")
+    _check_int("max_phrases", max_phrases, 0)
+    if not isinstance(fit_min_gap, bool):
+        raise ValueError(f"fit_min_gap must be a bool, got {fit_min_gap!r}")
     _check_num("coverage", coverage, 0.0, 1.0, lo_open=True)
     _check_num("p_secondary", p_secondary, 0.0, 1.0)
     _check_num("secondary_db", secondary_db)
@@ -305,9 +356,20 @@ def make_focal_recordings(
     recs = []
     for si, sp in enumerate(species):
         for r in range(per_species):
-            n = int(rng.uniform(*duration_s) * sample_rate)
+            if isinstance(duration_s, str):
+                n = int(xeno_canto_duration(rng, log_sd=xc_log_sd, bounds=xc_bounds) * sample_rate)
+            else:
+                n = int(rng.uniform(*duration_s) * sample_rate)
             phrases = [render_phrase(sp, sample_rate, rng) for _ in range(4)]
-            n_ph = int(np.clip(round(coverage * n / np.mean([len(p) for p in phrases])), 1, 4))
+            mean_len = float(np.mean([len(p) for p in phrases]))
+            n_ph = max(1, int(round(coverage * n / mean_len)))
+            n_ph = min(n_ph, max_phrases) if max_phrases else n_ph
+            if fit_min_gap:
+                # never more than fit ≥ 0.6 s apart (one slot kept for a secondary phrase): without this cap a
+                # species with 0.1-s calls is packed gap-free at 20 % coverage (and merged by the detector)
+                gap = int(0.6 * sample_rate)
+                n_ph = max(1, min(n_ph, int((n + gap) // (mean_len + gap)) - 1))
+            phrases += [render_phrase(sp, sample_rate, rng) for _ in range(n_ph - len(phrases))]
             phrases = [p * rng.uniform(0.5, 1.0) for p in phrases[:n_ph]]
             items = list(phrases)
             labels = [sp.code]

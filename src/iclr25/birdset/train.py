@@ -12,7 +12,7 @@ returns cmAP / cmAP5 / pcmAP / mAP / AUROC / T1 / T3 (optionally through a class
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -147,6 +147,10 @@ def train(
         opt, cosine_with_warmup(int(cfg.warmup_frac * cfg.steps), cfg.steps)
     )
     loss_fn = nn.BCEWithLogitsLoss()
+    aug = cfg.augment
+    sr = getattr(getattr(frontend, "cfg", None), "sample_rate", None)
+    if isinstance(sr, int) and sr != aug.sample_rate:  # the clips' rate is the front end's
+        aug = replace(aug, sample_rate=sr)
     order, pos, losses = rng.permutation(len(rows)), 0, []
     for _ in range(cfg.steps):
         if pos + cfg.batch_size > len(order):  # reshuffle every epoch
@@ -155,7 +159,7 @@ def train(
         pos += cfg.batch_size
         wave = decode_batch(rows.iloc[idx], audio, cfg.decoding, cfg.clip_seconds, cfg.extension_time, rng)
         y = torch.from_numpy(targets[idx])
-        wave, y = augment_batch(wave, y, cfg.augment, bank_t, g, validate=False)
+        wave, y = augment_batch(wave, y, aug, bank_t, g, validate=False)
         x = frontend(wave.to(device), generator=g)
         logits = model(x)
         _check_width(logits, y.shape[1])

@@ -6,7 +6,7 @@ The JSON form is a fixed schema read by other tools (``claims.json``)::
      "claims": [{"id", "statement", "metric",
                  "method": {"mean", "std", "values": [...]},
                  "baseline": {"mean", "std", "values"} | null,
-                 "threshold", "direction": ">=" | "<=", "holds": bool, "note"}]}
+                 "threshold", "direction": ">=" | "<=" | ">" | "<", "holds": bool, "note"}]}
 
 Each claim also carries ``compare`` (how method and baseline are combined before the threshold test),
 ``reduce`` and ``measured`` (the number actually compared with the threshold) so a reader can redo the
@@ -36,7 +36,7 @@ import numpy as np
 from .fmt import fmt_num, fmt_stat
 from .io import as_float, to_jsonable
 
-DIRECTIONS = (">=", "<=")
+DIRECTIONS = (">=", "<=", ">", "<")  # ">" / "<": strict (a tie is not a gain)
 COMPARES = ("value", "difference", "ratio")
 REDUCES = ("mean", "all")
 
@@ -155,7 +155,7 @@ class Claim:
             return float("nan")
         if self.reduce == "all":
             v = self._per_seed()
-            return float(v.min() if self.direction == ">=" else v.max())
+            return float(v.min() if self.direction in (">=", ">") else v.max())
         m = np.asarray([self.method.mean])
         b = None if self.baseline is None else np.asarray([self.baseline.mean])
         return float(_compare(m, b, self.compare)[0])
@@ -167,7 +167,13 @@ class Claim:
         x = self.measured
         if math.isnan(x) or math.isnan(self.threshold):  # undefined: see undefined_reason
             return False
-        return bool(x >= self.threshold) if self.direction == ">=" else bool(x <= self.threshold)
+        cmp = {
+            ">=": x >= self.threshold,
+            "<=": x <= self.threshold,
+            ">": x > self.threshold,
+            "<": x < self.threshold,
+        }
+        return bool(cmp[self.direction])
 
     @property
     def undefined_reason(self) -> str:

@@ -56,8 +56,8 @@ class Video:
         if not np.isfinite(self.features).all():
             raise ValueError(f"features of video {self.name!r} contain NaN or inf values")
         T = self.n_frames
-        self.points = np.asarray(self.points, dtype=np.int64).reshape(-1)
-        self.classes = np.asarray(self.classes, dtype=np.int64).reshape(-1)
+        self.points = _frame_indices(self.points, f"points of video {self.name!r}")
+        self.classes = _frame_indices(self.classes, f"classes of video {self.name!r}")
         if self.points.shape != self.classes.shape:
             raise ValueError(
                 f"points and classes of video {self.name!r} must have the same length, "
@@ -79,11 +79,20 @@ class Video:
                     f"{self.segments.shape[0]} segments"
                 )
         if self.intensity is not None:
-            self.intensity = np.asarray(self.intensity, dtype=np.float32).reshape(-1)
-            if self.intensity.shape[0] != T:
+            inten = np.asarray(self.intensity)
+            if inten.shape != (T,) or not np.issubdtype(inten.dtype, np.number) or inten.dtype == np.bool_:
                 raise ValueError(
-                    f"intensity of video {self.name!r} must have T={T} values, got {self.intensity.shape[0]}"
+                    f"intensity of video {self.name!r} must be a numeric (T,) = ({T},) array, got shape "
+                    f"{inten.shape} dtype {inten.dtype}"
                 )
+            inten = inten.astype(np.float32)
+            if not np.isfinite(inten).all() or inten.min() < 0 or inten.max() > 1:
+                bad = inten[~(np.isfinite(inten) & (inten >= 0) & (inten <= 1))]
+                raise ValueError(
+                    f"intensity of video {self.name!r} must hold finite values in [0, 1] (the true expression "
+                    f"intensity), got {bad[:5].tolist()}"
+                )
+            self.intensity = inten
 
     @property
     def n_frames(self) -> int:
@@ -94,9 +103,25 @@ class Video:
         return self.features.reshape(self.n_frames, -1)
 
 
+def _frame_indices(values, name: str) -> np.ndarray:
+    """A 1-D int64 array of integer labels: integral floats (``3.0``, as numpy files often store them) are
+    accepted, fractional ones (``3.7``), NaN, bools and non-numbers raise instead of being truncated."""
+    a = np.asarray(values)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.number) or np.iscomplexobj(a):
+        raise ValueError(f"{name} must be integer frame indices / class codes, got dtype {a.dtype}")
+    a = a.reshape(-1)
+    if not np.issubdtype(a.dtype, np.integer):
+        bad = a[~np.isfinite(a) | (a != np.round(a))]
+        if bad.size:
+            raise ValueError(f"{name} must be integers (no fractional frame labels), got {bad[:5].tolist()}")
+    return a.astype(np.int64)
+
+
 def check_points(points: np.ndarray, n_frames: int, name: str = "points") -> np.ndarray:
-    """Points must be integer frame indices in ``[0, n_frames)``."""
-    p = np.asarray(points)
+    """Points must be integer frame indices in ``[0, n_frames)`` (fractional values raise, never truncated)."""
+    p = _frame_indices(points, name)
     if n_frames < 1:
         raise ValueError(f"n_frames must be >= 1 (empty video), got {n_frames}")
     if p.size and (p.min() < 0 or p.max() >= n_frames):

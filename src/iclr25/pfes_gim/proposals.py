@@ -53,6 +53,22 @@ class DatasetProfile:
         if not 0 < self.nms_iou <= 1:
             raise ValueError(f"nms_iou must be in (0, 1], got {self.nms_iou}")
 
+    def at_frame_rate(self, fps: float, reference_fps: float | None = None) -> DatasetProfile:
+        """This profile for videos at ``fps`` frames per second; its length limits are frame counts at
+        ``reference_fps`` (default: the CAS(ME)² rate the released limits are given at, 30 fps). Both limits
+        of each class become ``round(x · fps / reference_fps)`` (at least 1 frame, max >= min)."""
+        from dataclasses import replace
+
+        from .pseudo_labels import REFERENCE_FPS, frame_scale, scale_frames
+
+        sc = frame_scale(fps, REFERENCE_FPS if reference_fps is None else reference_fps)
+
+        def lens(r: tuple[int, int]) -> tuple[int, int]:
+            lo = scale_frames(r[0], sc, 1)
+            return lo, max(lo, scale_frames(r[1], sc, 1))
+
+        return replace(self, mae_len=lens(self.mae_len), me_len=lens(self.me_len))
+
     def with_thresholds(self, mae: float, me: float) -> DatasetProfile:
         from dataclasses import replace
 
@@ -69,12 +85,16 @@ PROFILES: dict[str, DatasetProfile] = {
 }
 
 
-def get_profile(profile: str | DatasetProfile) -> DatasetProfile:
+def get_profile(profile: str | DatasetProfile, frame_rate: float | None = None) -> DatasetProfile:
+    """A profile by name (or as given); with ``frame_rate`` its length limits rescaled to that rate
+    (:meth:`DatasetProfile.at_frame_rate`, limits taken at 30 fps)."""
     if isinstance(profile, DatasetProfile):
-        return profile
-    if profile not in PROFILES:
+        prof = profile
+    elif not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"profile must be a DatasetProfile or one of {sorted(PROFILES)}, got {profile!r}")
-    return PROFILES[profile]
+    else:
+        prof = PROFILES[profile]
+    return prof if frame_rate is None else prof.at_frame_rate(frame_rate)
 
 
 def _intervals(x, name: str) -> np.ndarray:

@@ -26,6 +26,25 @@ import torch
 
 from .data import MAE, ME, check_points
 
+REFERENCE_FPS = 30.0
+"""Frame rate the frame-count constants are given at: the released code's k / cap / windows and the dataset
+profiles' length limits are frame counts of CAS(ME)² (recorded at 30 fps). :meth:`GIMConfig.at_frame_rate` and
+:meth:`~iclr25.pfes_gim.proposals.DatasetProfile.at_frame_rate` rescale them for videos at other rates."""
+
+
+def frame_scale(fps, reference_fps=REFERENCE_FPS) -> float:
+    """``fps / reference_fps`` after checking both are finite rates > 0 (frames per second)."""
+    from ..common.checks import need_real
+
+    need_real("fps", fps, 0.0, lo_open=True)
+    need_real("reference_fps", reference_fps, 0.0, lo_open=True)
+    return float(fps) / float(reference_fps)
+
+
+def scale_frames(n: int, scale: float, lo: int = 0) -> int:
+    """A frame count ``n`` at another frame rate: ``max(lo, round(n · scale))``."""
+    return max(int(lo), int(round(n * scale)))
+
 
 @dataclass(frozen=True)
 class GIMConfig:
@@ -56,6 +75,26 @@ class GIMConfig:
             raise ValueError("tau_decay and duration_factor must be > 0")
         if self.gim_start < 1:
             raise ValueError(f"gim_start must be >= 1, got {self.gim_start}")
+
+    def at_frame_rate(self, fps: float, reference_fps: float = REFERENCE_FPS) -> GIMConfig:
+        """This config for videos at ``fps`` frames per second, its frame constants being at ``reference_fps``.
+
+        The windows are durations in frames, so they scale with ``s = fps / reference_fps``: k, cap, the apex
+        and hard half-widths become ``round(x · s)`` (k at least 4, cap at least k/2, the hard half-width at
+        least 1 so the hard window is never empty). The epoch schedule (τ, gim_start) is unchanged.
+        ``at_frame_rate(reference_fps)`` returns an equal config."""
+        from dataclasses import replace
+
+        sc = frame_scale(fps, reference_fps)
+        k = tuple(scale_frames(x, sc, 4) for x in self.k)
+        cap = tuple(max(scale_frames(c, sc), kk // 2) for c, kk in zip(self.cap, k, strict=True))
+        return replace(
+            self,
+            k=k,
+            cap=cap,
+            apex_half=tuple(scale_frames(x, sc) for x in self.apex_half),
+            hard_half=tuple(scale_frames(x, sc, 1) for x in self.hard_half),
+        )
 
 
 @dataclass

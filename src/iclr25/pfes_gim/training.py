@@ -22,7 +22,7 @@ from .evaluation import SpottingCounts, loso_splits, video_counts
 from .losses import LossConfig, spotting_loss
 from .model import SpottingModel
 from .proposals import DatasetProfile, generate_proposals, get_profile
-from .pseudo_labels import GIMConfig, pseudo_labels_for_epoch
+from .pseudo_labels import GIMConfig, frame_scale, pseudo_labels_for_epoch
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class TrainConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     gim: GIMConfig = field(default_factory=GIMConfig)
     device: str = "cpu"
+    # frames per second of the videos; None = the rate the GIM constants are given at (CAS(ME)², 30 fps).
+    # When set, ``gim`` is rescaled with GIMConfig.at_frame_rate (and evaluate_loso's profile likewise).
+    frame_rate: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.epochs, int) or self.epochs < 1:
@@ -52,6 +55,15 @@ class TrainConfig:
             raise ValueError(f"need step_size >= 1 and 0 < gamma <= 1, got {self.step_size}, {self.gamma}")
         if self.pseudo_labels not in ("gim", "hard"):
             raise ValueError(f"pseudo_labels must be 'gim' or 'hard', got {self.pseudo_labels!r}")
+        if not isinstance(self.gim, GIMConfig):
+            raise ValueError(f"gim must be a GIMConfig, got {type(self.gim).__name__}")
+        if self.frame_rate is not None:
+            frame_scale(self.frame_rate)  # a finite rate > 0
+
+    @property
+    def gim_at_rate(self) -> GIMConfig:
+        """``gim`` at the videos' frame rate (``gim`` itself when ``frame_rate`` is None)."""
+        return self.gim if self.frame_rate is None else self.gim.at_frame_rate(self.frame_rate)
 
 
 def _x(video: Video, device) -> torch.Tensor:
@@ -80,6 +92,7 @@ def fit(
     sched = torch.optim.lr_scheduler.StepLR(opt, cfg.step_size, cfg.gamma)
     rng = np.random.default_rng(seed)
     xs = [_x(v, dev) for v in videos]
+    gim = cfg.gim_at_rate
     history = []
     for itr in range(cfg.epochs):
         model.train()
@@ -88,7 +101,7 @@ def fit(
             v = videos[i]
             out = model(xs[i])
             a, q, f, g = out["intensity"][0], out["apex"][0], out["feat"][0], out["attn_feat"][0]
-            pl = pseudo_labels_for_epoch(itr, a, g, v.points, v.classes, cfg.pseudo_labels, cfg.gim)
+            pl = pseudo_labels_for_epoch(itr, a, g, v.points, v.classes, cfg.pseudo_labels, gim)
             losses = spotting_loss(a, q, f, pl, itr, cfg.loss)
             opt.zero_grad(set_to_none=True)
             losses["total"].backward()
@@ -112,10 +125,14 @@ def predict(model: SpottingModel, video: Video) -> dict[str, np.ndarray]:
 
 
 def spot(
-    model: SpottingModel, videos: Sequence[Video], profile: str | DatasetProfile = "CASME2"
+    model: SpottingModel,
+    videos: Sequence[Video],
+    profile: str | DatasetProfile = "CASME2",
+    frame_rate: float | None = None,
 ) -> list[np.ndarray]:
-    """Detections ``(n, 4)`` ``[start, end, class, score]`` per video."""
-    prof = get_profile(profile)
+    """Detections ``(n, 4)`` ``[start, end, class, score]`` per video; ``frame_rate`` (fps) rescales the
+    profile's length limits from the 30 fps they are given at (:meth:`DatasetProfile.at_frame_rate`)."""
+    prof = get_profile(profile, frame_rate)
     return [generate_proposals(o["intensity"], o["apex"], prof) for o in (predict(model, v) for v in videos)]
 
 
@@ -145,7 +162,7 @@ def evaluate_loso(
     subject) — optimistic, reported only beside the fixed-epoch number.
     """
     subj = list(subjects) if subjects is not None else [v.subject or v.name for v in videos]
-    prof = get_profile(profile)
+    prof = get_profile(profile, cfg.frame_rate)
     fixed = SpottingCounts()
     best = SpottingCounts()
     per_subject: dict[str, dict] = {}
