@@ -186,7 +186,7 @@ PRESETS = {
     # temperature / gate chosen on held-out seed 100 from tuning.GRID (results/quick/fosp/tuning.json)
     "quick": Config(
         wm_updates=1500,
-        offline_updates=900,
+        offline_updates=1200,
         online_env_steps=4000,
         online_envs=16,
         adv_temperature=1.0,
