@@ -52,3 +52,38 @@ def test_config_validation_and_full_preset_builds():
 
     b = SequenceStore(4, collect_dataset(1, max_steps=10)).sample(2, np.random.default_rng(0))
     assert math.isfinite(ag.train_behavior(b)["critic_loss"])
+
+
+def test_tuning_uses_one_grid_for_both_awr_arms_and_picks_best_held_out_score():
+    from iclr25.fosp import tuning
+    from iclr25.fosp.experiment import PRESETS
+
+    grid = ((1.0, 0.05), (10.0, 0.5))
+    res = tuning.tune(PRESETS["smoke"], seeds=(100,), grid=grid)
+    assert set(res["choice"]) == {"fosp", "fosp_noref"} and res["held_out_seeds"] == [100]
+    for arm in ("fosp", "fosp_noref"):
+        rows = res["per_seed"]["100"][arm]
+        assert [(r["beta"], r["tol"]) for r in rows] == list(grid)  # the same grid for every arm
+        best = max(range(len(rows)), key=lambda i: (rows[i]["score"], -i))
+        assert (res["choice"][arm]["beta"], res["choice"][arm]["tol"]) == grid[best]
+    cfg = tuning.with_knobs(PRESETS["smoke"], "fosp_noref", 10.0, 0.5)
+    assert (
+        cfg.agent_config("fosp_noref").adv_temperature == 10.0
+        and cfg.agent_config("fosp").adv_temperature == 1.0
+    )
+    with pytest.raises(ValueError, match="arm must be one of"):
+        tuning.with_knobs(cfg, "safedreamer", 1.0, 0.1)
+
+
+def test_full_preset_refuses_without_safety_gymnasium(tmp_path):
+    from iclr25.fosp.experiment import PRESETS, require_env
+
+    try:
+        import safety_gymnasium  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match=r"iclr25\[safety\]"):
+            require_env(PRESETS["full"])
+    else:  # pragma: no cover
+        pytest.skip("safety-gymnasium installed")
+    with pytest.raises(ValueError, match="env_id"):
+        dataclasses.replace(PRESETS["smoke"], env_id="CartPole-v1")

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from .data import OfflineDataset, SequenceStore
-from .env import SafeNav2DVec
+from .env import SafeNav2DVec, as_vector_env
 from .lagrangian import AugmentedLagrangian
 from .policy import Actor, awr_weights, pex_select
 from .values import (
@@ -190,15 +190,55 @@ class FOSPConfig:
         return cls.safedreamer(**{"use_cost": False, **kw})
 
 
+def _action_bounds(space: Any, act_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) float32 arrays of shape (act_dim,) from a Box, a (low, high) pair or None (= [−1, 1])."""
+    if space is None:
+        return -np.ones(act_dim, np.float32), np.ones(act_dim, np.float32)
+    if hasattr(space, "low") and hasattr(space, "high"):
+        low, high = space.low, space.high
+    elif isinstance(space, (tuple, list)) and len(space) == 2:
+        low, high = space
+    else:
+        raise ValueError(
+            f"action_space must be a gymnasium Box, a (low, high) pair or None, got {type(space).__name__}"
+        )
+    try:
+        low = np.broadcast_to(np.asarray(low, np.float64), (act_dim,)).astype(np.float32)
+        high = np.broadcast_to(np.asarray(high, np.float64), (act_dim,)).astype(np.float32)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"action_space bounds must have shape ({act_dim},) (act_dim), got low={low!r}, high={high!r}"
+        ) from None
+    if not (np.isfinite(low).all() and np.isfinite(high).all() and (low < high).all()):
+        raise ValueError(
+            f"action_space bounds must be finite with low < high (to rescale [-1, 1] actions), got "
+            f"low={low.tolist()}, high={high.tolist()}"
+        )
+    return low, high
+
+
 def _to_torch(batch: dict[str, np.ndarray], device: str) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
 
 
 class FOSPAgent(nn.Module):
-    """FOSP for one observation/action space. ``obs_shape`` (D,) for states or (H, W, 3) for images."""
+    """FOSP for one observation/action space. ``obs_shape`` (D,) for states or (H, W, 3) for images.
+
+    ``action_space`` (a bounded ``gymnasium.spaces.Box`` of shape (act_dim,), or a ``(low, high)`` pair) gives the
+    environment's action bounds: the networks work in [−1, 1] (tanh-mean actor), :meth:`act` returns actions
+    rescaled to [low, high] and dataset/replay actions (environment units) are mapped back to [−1, 1] before
+    they reach the model. ``None`` means [−1, 1] (SafeNav2D, Safety-Gymnasium's Point/Car robots).
+    Reparameterised samples in imagination draw from the agent's own ``torch.Generator`` (seeded with ``seed``
+    and saved in checkpoints), so a resumed run is bit-identical to an uninterrupted one.
+    """
 
     def __init__(
-        self, obs_shape: tuple[int, ...], act_dim: int, cfg: FOSPConfig | None = None, seed: int = 0
+        self,
+        obs_shape: tuple[int, ...],
+        act_dim: int,
+        cfg: FOSPConfig | None = None,
+        seed: int = 0,
+        action_space: Any = None,
     ):
         super().__init__()
         if cfg is not None and not isinstance(cfg, FOSPConfig):
@@ -210,6 +250,10 @@ class FOSPAgent(nn.Module):
         if isinstance(act_dim, bool) or not isinstance(act_dim, int) or act_dim < 1:
             raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
         self.seed = int(seed)
+        low, high = _action_bounds(action_space, act_dim)
+        self.register_buffer("act_low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("act_high", torch.as_tensor(high, dtype=torch.float32))
+        self.gen = torch.Generator(device=cfg.device).manual_seed(self.seed)
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
             self.wm = WorldModel(
@@ -245,13 +289,44 @@ class FOSPAgent(nn.Module):
         )
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=c.actor_lr, eps=1e-5)
 
+    @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of the environment's actions, arrays of shape (act_dim,)."""
+        return self.act_low.cpu().numpy(), self.act_high.cpu().numpy()
+
+    def _unit_bounds(self) -> bool:
+        return bool((self.act_low == -1).all() and (self.act_high == 1).all())
+
+    def to_env_action(self, a: torch.Tensor) -> torch.Tensor:
+        """Model action in [−1, 1] → environment action in [low, high] (affine; identity for [−1, 1])."""
+        if self._unit_bounds():
+            return a
+        return self.act_low + (a + 1.0) * 0.5 * (self.act_high - self.act_low)
+
+    def from_env_action(self, a: torch.Tensor) -> torch.Tensor:
+        """Environment action in [low, high] → model action in [−1, 1] (inverse of :meth:`to_env_action`)."""
+        if self._unit_bounds():
+            return a
+        return (a - self.act_low) / (self.act_high - self.act_low) * 2.0 - 1.0
+
+    def _batch(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        b = _to_torch(batch, self.cfg.device)
+        b["actions"] = self.from_env_action(b["actions"].float())
+        return b
+
+    def _rsample(self, f: torch.Tensor) -> torch.Tensor:
+        """Reparameterised action sample μ + σ·ε, ε from the agent's generator (checkpointed: bit-exact resume)."""
+        d = self.actor.dist(f)
+        eps = torch.randn(d.mean.shape, generator=self.gen, device=d.mean.device, dtype=d.mean.dtype)
+        return d.mean + d.stddev * eps
+
     def load_world_model(self, other: FOSPAgent) -> None:
         """Copy another agent's world model (several offline arms may share one model)."""
         self.wm.load_state_dict(other.wm.state_dict())
 
     # ------------------------------------------------------------------------------------ world model
     def train_world_model(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
-        b = _to_torch(batch, self.cfg.device)
+        b = self._batch(batch)
         loss, logs, _ = self.wm.loss(b)
         self.wm_opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -269,7 +344,7 @@ class FOSPAgent(nn.Module):
     def train_behavior(self, batch: dict[str, np.ndarray], train_wm: bool = True) -> dict[str, float]:
         """One FOSP update (world model optional, then actor and critics) on a batch of windows."""
         c = self.cfg
-        b = _to_torch(batch, c.device)
+        b = self._batch(batch)
         logs: dict[str, float] = {}
         if train_wm:
             loss, logs, post = self.wm.loss(b)
@@ -289,9 +364,11 @@ class FOSPAgent(nn.Module):
         frozen = [self.wm, *self._critics()]
         for m in frozen:
             m.requires_grad_(False)
-        feats, acts = self.wm.imagine(starts, lambda f: self.actor.dist(f.detach()).rsample(), c.horizon)
+        feats, acts = self.wm.imagine(starts, lambda f: self._rsample(f.detach()), c.horizon)
         r_hat, c_prob, cont = self.wm.heads(feats[1:])  # (H, N)
-        weight = torch.cat([torch.ones_like(cont[:1]), torch.cumprod(cont, 0)[:-1]]).detach()  # w_t, (H, N)
+        # trajectory weight w_t = Π_{i<t} γ·cont_i (DreamerV3 / SafeDreamer: cumprod(γ·cont) / γ), (H, N)
+        weight = torch.cat([torch.ones_like(cont[:1]), torch.cumprod(c.gamma * cont, 0)[:-1]]).detach()
+        self._last_traj_weight = weight  # exposed for tests
         # ---- actor
         ent = self.actor.dist(feats[:-1].detach()).entropy()
         if c.actor_update == "backprop":
@@ -350,11 +427,16 @@ class FOSPAgent(nn.Module):
             if c.use_cost:
                 g_c = lambda_return(c_prob, self.vc(f), cont, c.gamma, c.lam)
                 qc_slow = self.qc_slow(f[:-1], a[:-1])
+                # φ̂_t = max(h_t, μ·φ̂_{t+1}) with φ̂_H = h_H (the violation indicator at the horizon, as the
+                # paper and the official RefVFunction.score; no critic bootstrap)
                 if c.ref_target == "respo":
-                    h = (c_prob > 0.5).float()  # violation indicator from the cost model
-                else:  # official code: the REF head's own output
-                    h = (self.phi_slow(f[:-1], a[:-1]) > 0).float()
-                phi_t = ref_targets(h, c.ref_mu, self.phi_slow(f[-1], a[-1]).clamp(0, 1), validate=False)
+                    h = (c_prob > 0.5).float()  # violation indicator from the cost model, h_t for t < H
+                    h_last = h[-1]  # h_H = 1[ĉ(s_H) > 0.5]: the cost head on s_H's features
+                else:  # official code: the REF head's own output 1[Φ(s_t, a_t) > 0], t = 0..H
+                    h_all = (self.phi_slow(f, a) > 0).float()
+                    h, h_last = h_all[:-1], h_all[-1]
+                phi_t = ref_targets(h, c.ref_mu, h_last, validate=False)
+                self._last_ref_targets = phi_t  # exposed for tests
         loss = (weight * (self.qr(f[:-1], a[:-1]) - g_r).pow(2)).mean()
         loss = loss + c.slow_reg * (self.qr(f[:-1], a[:-1]) - qr_slow).pow(2).mean()
         loss = loss + (weight * expectile_loss(qr_slow, self.vr(f[:-1]), c.tau_r)).mean()
@@ -436,7 +518,11 @@ class FOSPAgent(nn.Module):
         deterministic: bool = False,
         generator: torch.Generator | None = None,
     ) -> tuple[np.ndarray, dict]:
-        """Actions (N, A) in [-1, 1] for observations (N, ·); ``state`` carries the recurrent feature."""
+        """Actions (N, A) in the env's bounds for observations (N, ·); ``state`` carries the recurrent feature.
+
+        Sampling uses ``generator`` when given (else the global torch RNG); the model-space action (in [−1, 1])
+        is kept in ``state["a"]`` for the next recurrent step, the returned one is rescaled to [low, high].
+        """
         o = torch.as_tensor(np.asarray(obs), device=self.cfg.device)
         if tuple(o.shape[1:]) != self.wm.obs_shape:
             raise ValueError(
@@ -447,18 +533,23 @@ class FOSPAgent(nn.Module):
         feat = self.wm.obs_step(
             None if state is None else state["feat"], None if state is None else state["a"], o
         )
-        d = self.actor.dist(feat)
-        a = d.mean if deterministic else d.sample()
+
+        def draw(d):
+            if deterministic:
+                return d.mean
+            eps = torch.randn(d.mean.shape, generator=generator, dtype=d.mean.dtype).to(d.mean.device)
+            return d.mean + d.stddev * eps
+
+        a = draw(self.actor.dist(feat))
         info = {}
         if self.actor_off is not None:
-            d_off = self.actor_off.dist(feat)
-            a_off = d_off.mean if deterministic else d_off.sample()
+            a_off = draw(self.actor_off.dist(feat))
             q = lambda x: self.qr(feat, x) - self.cfg.pex_kappa * self.qc(feat, x)  # noqa: E731
             take_off = pex_select(q(a_off), q(a), self.cfg.pex_beta, generator, greedy=deterministic)
             a = torch.where(take_off[:, None], a_off, a)
             info["pex_off_frac"] = float(take_off.float().mean())
         a = a.clamp(-1.0, 1.0)
-        return a.cpu().numpy(), {"feat": feat, "a": a, **info}
+        return self.to_env_action(a).cpu().numpy(), {"feat": feat, "a": a, **info}
 
     # ----------------------------------------------------------------------------------- checkpoints
     def save(self, path: str | Path) -> Path:
@@ -479,6 +570,7 @@ class FOSPAgent(nn.Module):
                     for k, v in self.actor_off.state_dict().items()
                 }
             )
+        t["rng.imagination"] = self.gen.get_state().contiguous()  # the rsample stream (bit-exact resume)
         for name, opt in (("wm", self.wm_opt), ("critic", self.critic_opt), ("actor", self.actor_opt)):
             for idx, st in opt.state_dict()["state"].items():
                 for k, v in st.items():
@@ -502,13 +594,22 @@ class FOSPAgent(nn.Module):
         with safe_open(str(path), "pt") as fh:
             meta = fh.metadata()
         cfg = FOSPConfig(**json.loads(meta["config"]))
-        agent = cls(tuple(json.loads(meta["obs_shape"])), int(meta["act_dim"]), cfg, int(meta["seed"]))
         t = load_file(str(path), device=cfg.device)
+        bounds = (
+            (t["model.act_low"].cpu().numpy(), t["model.act_high"].cpu().numpy())
+            if "model.act_low" in t
+            else None
+        )
+        agent = cls(
+            tuple(json.loads(meta["obs_shape"])), int(meta["act_dim"]), cfg, int(meta["seed"]), bounds
+        )
         res = agent.load_state_dict({k[6:]: v for k, v in t.items() if k.startswith("model.")}, strict=False)
         bad = res.unexpected_keys + [k for k in res.missing_keys if not k.startswith("actor_off.")]
         if bad:
             raise ValueError(f"checkpoint {path} does not match the agent: keys {bad[:5]}")
         agent.updates = int(meta["updates"])
+        if "rng.imagination" in t:
+            agent.gen.set_state(t["rng.imagination"].cpu())
         if meta["online"] == "True":
             agent.start_online(pex=meta["pex"] == "True")
             if agent.actor_off is not None and agent.actor_off is not agent.actor:
@@ -568,6 +669,7 @@ def train_offline(
         agent.wm_opt.load_state_dict(loaded.wm_opt.state_dict())
         agent.critic_opt.load_state_dict(loaded.critic_opt.state_dict())
         agent.actor_opt.load_state_dict(loaded.actor_opt.state_dict())
+        agent.gen.set_state(loaded.gen.get_state())
         agent.updates = loaded.updates
     elif train_wm and agent.updates == 0:
         agent.wm.set_obs_stats(torch.as_tensor(data.observations))
@@ -595,11 +697,37 @@ def _check_dataset(agent: FOSPAgent, data: OfflineDataset) -> None:
         )
     if data.act_dim != agent.wm.act_dim:
         raise ValueError(f"dataset actions have dim {data.act_dim}, the agent expects {agent.wm.act_dim}")
+    low, high = agent.action_bounds
+    tol = 1e-5 * np.maximum(1.0, high - low)
+    if (data.actions < low - tol).any() or (data.actions > high + tol).any():
+        raise ValueError(
+            f"dataset actions span [{data.actions.min(0).tolist()}, {data.actions.max(0).tolist()}], outside the "
+            f"agent's action bounds low={low.tolist()}, high={high.tolist()}; build the agent with the env's "
+            "action_space (FOSPAgent(..., action_space=env.action_space))"
+        )
+
+
+def _check_env(agent: FOSPAgent, env: Any) -> Any:
+    """The env as FOSP's vectorised interface, with action bounds and observation shape matching the agent."""
+    try:
+        env = as_vector_env(env)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    sp = env.single_action_space
+    low, high = agent.action_bounds
+    e_low, e_high = np.asarray(sp.low, np.float32), np.asarray(sp.high, np.float32)
+    if e_low.shape != low.shape or not (np.allclose(e_low, low) and np.allclose(e_high, high)):
+        raise ValueError(
+            f"env action bounds low={e_low.tolist()}, high={e_high.tolist()} differ from the agent's "
+            f"low={low.tolist()}, high={high.tolist()}; build the agent with FOSPAgent(..., "
+            "action_space=env.single_action_space) so its [-1, 1] actions are rescaled to the env's range"
+        )
+    return env
 
 
 def finetune_online(
     agent: FOSPAgent,
-    env: SafeNav2DVec,
+    env: Any,
     env_steps: int,
     offline: OfflineDataset | None = None,
     pex: bool = True,
@@ -608,11 +736,13 @@ def finetune_online(
 ) -> dict[str, Any]:
     """Online phase on a vectorised env: act (PEX or the actor alone), store, and update every vectorised step.
 
-    Replay = offline D (if given) ∪ online transitions. Returns cumulative training cost/return and per-episode
-    training statistics.
+    ``env``: a :class:`SafeNav2DVec`, or any gymnasium (vector) env whose ``info`` carries a per-step ``cost``
+    (or that returns the Safety-Gymnasium 6-tuple); its action bounds must be the agent's. When one environment's
+    episode ends, every environment is reset (their episodes are cut there, marked truncated in the replay) so the
+    recurrent states stay aligned. Replay = offline D (if given) ∪ online transitions. Returns cumulative training
+    cost/return and per-episode training statistics.
     """
-    if not isinstance(env, SafeNav2DVec):
-        raise ValueError(f"env must be a SafeNav2DVec (vectorised env), got {type(env).__name__}")
+    env = _check_env(agent, env)
     if isinstance(updates_per_step, bool) or not isinstance(updates_per_step, int) or updates_per_step < 1:
         raise ValueError(f"updates_per_step must be an int >= 1, got {updates_per_step!r}")
     if offline is not None:
@@ -641,6 +771,10 @@ def finetune_online(
         if "pex_off_frac" in state:
             off_frac.append(state["pex_off_frac"])
         o2, r, cst, term, trunc, _ = env.step(a)
+        if (
+            term | trunc
+        ).any():  # every env is reset below: its episode ends here (truncated unless terminated)
+            trunc = trunc | ~term
         store.add(o, a, r, cst, o2, term, trunc)
         cum_cost += float(cst.sum())
         cum_ret += float(r.sum())
@@ -669,23 +803,41 @@ def finetune_online(
 
 
 def evaluate(
-    agent: FOSPAgent, layout: str = "base", episodes: int = 10, seed: int = 0, max_steps: int = 200
+    agent: FOSPAgent,
+    layout: str = "base",
+    episodes: int = 10,
+    seed: int = 0,
+    max_steps: int = 200,
+    env: Any = None,
 ) -> dict[str, float]:
     """Mean episodic return and cost of the deterministic policy (PEX: greedy choice) over ``episodes`` episodes,
-    run as one vectorised batch."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    env = SafeNav2DVec(episodes, layout=layout, max_steps=max_steps)
+    run as one vectorised batch.
+
+    Default: ``episodes`` SafeNav2D envs of ``layout``. With ``env`` (a gymnasium vector env with
+    ``info["cost"]``, a single such env, or a SafeNav2DVec) one episode per environment is scored
+    (``episodes`` and ``layout`` are then ignored), each cut at ``max_steps`` steps.
+    """
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+    if env is None:
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+        env = SafeNav2DVec(episodes, layout=layout, max_steps=max_steps)
+    else:
+        env = _check_env(agent, env)
+    n = env.num_envs
     o = env.reset(seed=seed)
     state = None
-    ret = np.zeros(episodes)
-    cost = np.zeros(episodes)
-    while True:
+    ret = np.zeros(n)
+    cost = np.zeros(n)
+    live = np.ones(n, bool)  # first episode of each env still running
+    for _ in range(max_steps):
         a, state = agent.act(o, state, deterministic=True)
         o, r, c, term, trunc, _ = env.step(a)
-        ret += r
-        cost += c
-        if (term | trunc).all():
+        ret += np.where(live, r, 0.0)
+        cost += np.where(live, c, 0.0)
+        live &= ~(term | trunc)
+        if not live.any():
             break
     return {
         "return": float(ret.mean()),

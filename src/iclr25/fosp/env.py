@@ -103,6 +103,7 @@ def raster(pos: np.ndarray, goal: np.ndarray, hazards: np.ndarray, size: int = 1
 class SafeNav2DVec:
     """N synchronised SafeNav2D environments stepped together in numpy (no auto-reset: all truncate at once)."""
 
+    single_action_space = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
     dt = 0.1
     damping = 0.9
     goal_radius = 0.3
@@ -273,6 +274,122 @@ class GymnasiumToSafety(gym.Wrapper):
         if not np.isfinite(c) or c < 0:
             raise ValueError(f"info[{self.cost_key!r}] must be a finite cost >= 0, got {c!r}")
         return obs, r, c, term, trunc, info
+
+
+class VectorCostEnv:
+    """Any gymnasium env with a per-step cost, as the vectorised interface FOSP's loops use.
+
+    ``env``: a ``gymnasium.vector.VectorEnv`` (e.g. ``SyncVectorEnv``) or a single ``gymnasium.Env`` (seen as
+    one environment). Its ``step`` may return the gymnasium 5-tuple with the cost in ``info[cost_key]``
+    (Safety-Gymnasium's gymnasium convention) or the Safety-Gymnasium 6-tuple. Then
+    ``reset(seed) -> obs (N, ·)`` and ``step(a) -> (obs, reward, cost, terminated, truncated, info)`` with arrays
+    of length N, like :class:`SafeNav2DVec`. Under ``SAME_STEP`` autoreset the returned next observation of a
+    finished environment is its ``info["final_obs"]``. The action space must be a bounded 1-D ``Box``.
+    """
+
+    def __init__(self, env: Any, cost_key: str = "cost"):
+        if not isinstance(cost_key, str):
+            raise ValueError(f"cost_key must be a str (the info key of the cost), got {cost_key!r}")
+        if isinstance(env, gym.vector.VectorEnv):
+            self.vector, self.num_envs = True, int(env.num_envs)
+            act_space, obs_space = env.single_action_space, env.single_observation_space
+        elif isinstance(env, gym.Env):
+            self.vector, self.num_envs = False, 1
+            act_space, obs_space = env.action_space, env.observation_space
+        else:
+            raise TypeError(
+                f"env must be a gymnasium Env or VectorEnv (or a SafeNav2DVec), got {type(env).__name__}"
+            )
+        if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1:
+            raise ValueError(f"env must have a 1-D Box action space (continuous actions), got {act_space!r}")
+        if not (np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all()):
+            raise ValueError(
+                f"env action bounds must be finite to rescale the policy's [-1, 1] actions, got "
+                f"low={act_space.low.tolist()}, high={act_space.high.tolist()}"
+            )
+        self.env, self.cost_key = env, cost_key
+        self.single_action_space, self.single_observation_space = act_space, obs_space
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        obs, _ = self.env.reset(seed=seed)
+        obs = np.asarray(obs)
+        return obs if self.vector else obs[None]
+
+    def step(self, action: np.ndarray):
+        a = np.asarray(action, dtype=self.single_action_space.dtype)
+        if a.shape != (self.num_envs, *self.single_action_space.shape):
+            raise ValueError(
+                f"action must have shape ({self.num_envs}, {self.single_action_space.shape[0]}), got {a.shape}"
+            )
+        out = self.env.step(a if self.vector else a[0])
+        if len(out) == 6:
+            obs, r, c, term, trunc, info = out
+        elif len(out) == 5:
+            obs, r, term, trunc, info = out
+            if self.cost_key not in info:
+                name = getattr(getattr(self.env, "spec", None), "id", None) or type(self.env).__name__
+                raise ValueError(
+                    f"env {name} has no cost signal: info has no key {self.cost_key!r} (keys: {sorted(info)}); "
+                    "FOSP needs a per-step cost c_t >= 0 (Safety-Gymnasium convention: info['cost'])"
+                )
+            c = info[self.cost_key]
+            mask = info.get("_" + self.cost_key)
+            if mask is not None and not np.all(mask):
+                raise ValueError(f"info[{self.cost_key!r}] is missing for some environments (mask {mask})")
+        else:
+            raise ValueError(f"env.step must return a 5- or 6-tuple, got a {len(out)}-tuple")
+        n = self.num_envs
+        obs = np.asarray(obs) if self.vector else np.asarray(obs)[None]
+        cost = np.asarray(c, dtype=np.float64).reshape(n)
+        if not (np.isfinite(cost).all() and (cost >= 0).all()):
+            raise ValueError(f"info[{self.cost_key!r}] must hold finite costs >= 0, got {cost.tolist()}")
+        term = np.asarray(term, dtype=bool).reshape(n)
+        trunc = np.asarray(trunc, dtype=bool).reshape(n)
+        if self.vector and "final_obs" in info:  # SAME_STEP autoreset: obs of a finished env is its reset obs
+            fm = np.asarray(info.get("_final_obs", term | trunc), bool)
+            obs = obs.copy()
+            for i in np.nonzero(fm)[0]:
+                obs[i] = info["final_obs"][i]
+        return (
+            obs,
+            np.asarray(r, dtype=np.float32).reshape(n),
+            cost.astype(np.float32),
+            term,
+            trunc,
+            info,
+        )
+
+
+def as_vector_env(env: Any, cost_key: str = "cost") -> Any:
+    """``SafeNav2DVec`` / an already adapted env as is; a gymnasium (vector) env wrapped in :class:`VectorCostEnv`."""
+    if isinstance(env, (SafeNav2DVec, VectorCostEnv)):
+        return env
+    return VectorCostEnv(env, cost_key)
+
+
+def make_safety_gymnasium_vec(env_id: str, num_envs: int, **kw: Any) -> VectorCostEnv:
+    """``num_envs`` Safety-Gymnasium envs (6-tuple convention → gymnasium ``info["cost"]``) in a SyncVectorEnv."""
+    fns = [lambda: SafetyToGymnasium(_SafetyGymWrapper(make_safety_gymnasium(env_id, **kw)))] * num_envs
+    return VectorCostEnv(gym.vector.SyncVectorEnv(fns))
+
+
+class _SafetyGymWrapper(gym.Env):
+    """A Safety-Gymnasium env seen as a ``gymnasium.Env`` (its own gymnasium may be another version)."""
+
+    def __init__(self, env: Any):
+        self.inner = env
+        lo, hi = np.asarray(env.action_space.low), np.asarray(env.action_space.high)
+        self.action_space = gym.spaces.Box(lo.astype(np.float32), hi.astype(np.float32), dtype=np.float32)
+        shp = env.observation_space.shape
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shp, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.inner.reset(seed=seed)
+        return np.asarray(obs, np.float32), info
+
+    def step(self, action):
+        obs, r, c, term, trunc, info = self.inner.step(action)
+        return np.asarray(obs, np.float32), float(r), float(c), bool(term), bool(trunc), info
 
 
 def _make_gym(**kw: Any) -> gym.Env:

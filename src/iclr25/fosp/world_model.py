@@ -10,7 +10,9 @@ Recurrent state-space model with a deterministic embedding in place of the categ
 Heads on feat_{t+1}: decoder ô_{t+1}, reward r̂_t, cost ĉ_t (Bernoulli on c_t > 0, NLL up-weighted by
 ``cost_weight`` = 10 where c_t ≥ 1, as SafeDreamer/FOSP), continue (1 − terminated_t). Loss: heads on posterior
 *and* prior features + ‖ẑ − sg(z)‖² (dynamics, weight 0.5) + 0.1·‖sg(ẑ) − z‖² (representation) — the
-deterministic analogue of DreamerV3's KL_dyn / KL_rep balance. ``encoder="cnn"`` takes (H, W, 3) uint8 images.
+deterministic analogue of DreamerV3's KL_dyn / KL_rep balance. ``encoder="cnn"`` takes (H, W, 3) uint8 images,
+scaled as the DreamerV3-based official code does: o / 255 − 0.5 for the encoder input *and* the decoder target
+(a raw 0–255 target would make the reconstruction MSE ~10³ times the reward/cost terms).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .values import mlp
 
 
 class ConvEncoder(nn.Module):
-    """Tiny CNN for (B, H, W, 3) uint8 images (the paper's vision setting; 16×16 or 64×64)."""
+    """Tiny CNN for (B, H, W, 3) images already scaled to [−0.5, 0.5] (``WorldModel._norm``; 16×16 or 64×64)."""
 
     def __init__(self, obs_shape: tuple[int, ...], out: int, depth: int = 16):
         super().__init__()
@@ -42,7 +44,7 @@ class ConvEncoder(nn.Module):
 
     def forward(self, o: torch.Tensor) -> torch.Tensor:
         lead = o.shape[:-3]
-        x = o.reshape(-1, *o.shape[-3:]).permute(0, 3, 1, 2).float() / 255.0 - 0.5
+        x = o.reshape(-1, *o.shape[-3:]).permute(0, 3, 1, 2).float()
         return self.out(self.conv(x)).reshape(*lead, -1)
 
 
@@ -78,14 +80,17 @@ class WorldModel(nn.Module):
 
     # ---------------------------------------------------------------------------------------- helpers
     def set_obs_stats(self, obs: torch.Tensor) -> None:
-        """Observation standardisation (state inputs) from a data sample; images use fixed /255 scaling."""
+        """Observation standardisation (state inputs) from a data sample; images use the fixed o/255 − 0.5."""
         if self.encoder_kind == "mlp":
             flat = obs.reshape(-1, obs.shape[-1]).float()
             self.obs_mean.copy_(flat.mean(0))
             self.obs_std.copy_(flat.std(0).clamp_min(1e-3))
 
     def _norm(self, o: torch.Tensor) -> torch.Tensor:
-        return (o.float() - self.obs_mean) / self.obs_std if self.encoder_kind == "mlp" else o
+        """Model-space observation: standardised state, or image o / 255 − 0.5 (DreamerV3), shape kept."""
+        if self.encoder_kind == "mlp":
+            return (o.float() - self.obs_mean) / self.obs_std
+        return o.float() / 255.0 - 0.5
 
     def encode(self, o: torch.Tensor) -> torch.Tensor:
         return self.enc(self._norm(o))
@@ -148,6 +153,7 @@ class WorldModel(nn.Module):
         cont = 1.0 - batch["terminations"].float()
         cw = torch.where(c >= 1.0, self.cost_weight, 1.0)
         l_head = 0.0
+        terms = dict.fromkeys(("rec", "rew", "cost", "cont"), 0.0)
         for f in (post[:, 1:], prior):
             rec = F.mse_loss(self.dec(f), target_obs)
             rew = F.mse_loss(self.reward(f).squeeze(-1), r)
@@ -159,10 +165,13 @@ class WorldModel(nn.Module):
             ).mean()
             con = F.binary_cross_entropy_with_logits(self.cont(f).squeeze(-1), cont)
             l_head = l_head + 0.5 * (rec + rew + cost + con)
+            for k, v in zip(terms, (rec, rew, cost, con)):
+                terms[k] += 0.5 * float(v.detach())
         dyn = (zp - z[:, 1:].detach()).pow(2).sum(-1).mean()
         rep = (zp.detach() - z[:, 1:]).pow(2).sum(-1).mean()
         loss = l_head + 0.5 * dyn + 0.1 * rep
         logs = {"wm_loss": float(loss.detach()), "wm_dyn": float(dyn.detach())}
+        logs.update({f"wm_{k}": v for k, v in terms.items()})
         return loss, logs, post
 
     def imagine(self, start: torch.Tensor, policy, horizon: int) -> tuple[torch.Tensor, torch.Tensor]:
