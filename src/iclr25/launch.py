@@ -203,7 +203,7 @@ class SubmititLauncher:
 
         submitit = require_submitit()
         folder = Path(job.out) / ".submitit"
-        ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=self.cluster)
+        ex = submitit.AutoExecutor(folder=str(folder), cluster=self.cluster)
         params = self.options.executor_parameters()
         if ex.cluster != "slurm":  # Slurm-only options mean nothing to the local executor
             params = {k: v for k, v in params.items() if not k.startswith("slurm_")}

@@ -436,7 +436,7 @@ class RunDir:
         CUDA is involved."""
         import multiprocessing as mp
 
-        from .device import cuda_in_use, visible_gpus, worker_gpus
+        from .device import cuda_in_use
         from .progress import board, is_quiet
 
         spawn = (
@@ -455,7 +455,7 @@ class RunDir:
             return
         ctx = mp.get_context("spawn" if spawn else "fork")
         n = min(jobs, len(seeds))
-        gpus = worker_gpus(n, visible_gpus()) if spawn and self.device == "cuda" else [None] * n
+        gpus = self._worker_gpus(n) if spawn else [None] * n
         quiet = is_quiet()
         fwd = None if quiet else ctx.Queue()
         listener = None
@@ -492,6 +492,13 @@ class RunDir:
             if fwd is not None:
                 fwd.put(None)
                 listener.join(timeout=5)
+
+    def _worker_gpus(self, n: int) -> list[str | None]:
+        """The GPU each of ``n`` spawned workers is pinned to: the visible GPUs round-robin when the run's device
+        is ``cuda``; none for ``cpu`` or one named GPU (``cuda:N``, shared by every worker)."""
+        from .device import visible_gpus, worker_gpus
+
+        return worker_gpus(n, visible_gpus()) if self.device == "cuda" else [None] * n
 
     def _fork_workers(self, ctx, fn, seeds, part, required, n, fwd, parent, procs) -> None:  # noqa: ANN001
         def work(s: int) -> None:
