@@ -482,6 +482,7 @@ class RunDir:
                     procs.append(p)
                 for p in procs:
                     p.join()
+                tasks.cancel_join_thread()  # seeds left by a worker that died: the parent computes them
             else:
                 self._fork_workers(ctx, fn, seeds, part, required, n, fwd, parent, procs)
         finally:  # an exception or Ctrl-C here: no worker keeps writing after we are gone
