@@ -371,7 +371,7 @@ def run_experiment(
     from .common import provenance
     from .common.device import init_distributed, set_cpu_threads
     from .common.progress import set_quiet
-    from .common.results import RunContext, _jobs_setting, run_context
+    from .common.results import RunContext, run_context
     from .launch import job_template
 
     no_network_env()
@@ -395,7 +395,7 @@ def run_experiment(
         "launcher": "local"
         if launcher is None
         else f"submitit:{getattr(launcher, 'cluster', None) or 'auto'}",
-        "jobs": _jobs_setting() if launcher is None and dist is None else None,
+        "jobs": _resolved_jobs(str(cfg.device)) if launcher is None and dist is None else None,
     }
     return finish_run(
         result,
@@ -409,6 +409,15 @@ def run_experiment(
         overrides=applied,
         extra=extra,
     )
+
+
+def _resolved_jobs(device: str) -> int:
+    """The number of local seed workers a run may use (``--jobs``, ``auto`` resolved for ``device``)."""
+    from .common.device import auto_jobs
+    from .common.results import _jobs_setting
+
+    j = _jobs_setting()
+    return auto_jobs(device) if j == "auto" else int(j)
 
 
 def run(
