@@ -118,3 +118,19 @@ def test_non_tty_progress_writes_plain_lines(monkeypatch, capsys):
     assert list(pg.progress(range(5), desc="score")) == list(range(5))
     err = capsys.readouterr().err
     assert "score 0/5 (0%)" in err and "\r" not in err and "\x1b" not in err
+
+
+def test_tty_board_keeps_one_bar_per_running_seed_at_its_own_position():
+    import io
+
+    f = io.StringIO()
+    b = pg.TtyProgress(file=f)
+    b.update("seed 0", "train", 3, 10)
+    b.update("seed 1", "train", 1, 10)
+    assert b._slots == {"seed 0": 0, "seed 1": 1}
+    assert b._bars["seed 0"][0].n == 3 and b._bars["seed 0"][0].total == 10
+    b.finish("seed 0")
+    b.update("seed 2", "train", 0, 10)  # takes the freed line
+    assert b._slots == {"seed 1": 1, "seed 2": 0}
+    b.close()
+    assert b._bars == {} and "seed 1 train" in f.getvalue()
