@@ -293,9 +293,11 @@ def _launcher(args: argparse.Namespace):  # noqa: ANN202
         "mem": args.slurm_mem,
     }
     if args.launcher == "local":
-        given = [f"--slurm-{k.replace('_', '-')}" for k, v in slurm.items() if v is not None]
+        flags = {"partition": "--slurm-partition", "gpus_per_task": "--slurm-gpus-per-task"}
+        flags.update(time_min="--slurm-time", cpus_per_task="--slurm-cpus-per-task", mem="--slurm-mem")
+        given = [flags[k] for k, v in slurm.items() if v is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply with --launcher submitit")
+            raise UsageError(f"{', '.join(given)}: Slurm options apply only with --launcher submitit")
         return None
     try:
         options = SlurmOptions(**slurm)

@@ -198,16 +198,21 @@ class SubmititLauncher:
         self.submitted: list[str] = []  # job ids, in order
         require_submitit()
 
-    def compute(self, job: SeedJob, seeds: list[int]) -> None:
-        from .common.progress import log
-
+    def executor(self, folder: Path, slug: str) -> Any:
+        """The submitit executor of a run's jobs (logs under ``folder``), with this launcher's resources."""
         submitit = require_submitit()
-        folder = Path(job.out) / ".submitit"
         ex = submitit.AutoExecutor(folder=str(folder), cluster=self.cluster)
         params = self.options.executor_parameters()
         if ex.cluster != "slurm":  # Slurm-only options mean nothing to the local executor
             params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
-        ex.update_parameters(name=f"iclr25-{job.slug}", **params)
+        ex.update_parameters(name=f"iclr25-{slug}", **params)
+        return ex
+
+    def compute(self, job: SeedJob, seeds: list[int]) -> None:
+        from .common.progress import log
+
+        folder = Path(job.out) / ".submitit"
+        ex = self.executor(folder, job.slug)
         what = f"{job.part} " if job.part else "seed "
         jobs = []
         for s in seeds:

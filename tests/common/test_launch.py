@@ -163,7 +163,7 @@ def test_cli_submitit_missing_is_one_line_exit_1(monkeypatch, capsys):
 @pytest.mark.parametrize(
     "argv, msg",
     [
-        (["--slurm-time", "5"], "--slurm-time only apply with --launcher submitit"),
+        (["--slurm-time", "5"], "--slurm-time: Slurm options apply only with --launcher submitit"),
         (["--launcher", "submitit", "--slurm-time", "0"], "--slurm-time must be an integer in [1,"),
         (["--launcher", "submitit", "--slurm-mem", "lots"], "mem must be None or a Slurm size"),
         (
@@ -203,3 +203,29 @@ def test_slurm_options_map_to_submitit_parameters():
     }
     with pytest.raises(ValueError, match="cpus_per_task"):
         SlurmOptions(cpus_per_task=0)
+
+
+def test_slurm_resources_reach_the_slurm_executor(tmp_path, monkeypatch):
+    """On a Slurm cluster (a stand-in `srun` on PATH), the --slurm-* options become the sbatch parameters."""
+    from iclr25.launch import SlurmOptions, SubmititLauncher
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    opts = SlurmOptions(partition="gpu", gpus_per_task=1, time_min=240, cpus_per_task=8, mem="32G")
+    ex = SubmititLauncher(opts, cluster="slurm").executor(tmp_path / ".submitit", "pds")
+    assert ex.cluster == "slurm"
+    p = ex._executor.parameters
+    assert (p["partition"], p["gpus_per_task"], p["time"], p["cpus_per_task"], p["mem"]) == (
+        "gpu",
+        1,
+        240,
+        8,
+        "32G",
+    )
+    assert p["job_name"] == "iclr25-pds"
+    local = SubmititLauncher(opts, cluster="local").executor(tmp_path / ".submitit", "pds")
+    assert local.cluster == "local"  # the Slurm-only options are dropped, the generic ones kept
+    assert local._executor.parameters["timeout_min"] == 240
