@@ -63,3 +63,25 @@ def test_torchrun_two_ranks_write_one_run_folder_and_print_once(tmp_path):
     assert d1["provenance"]["world_size"] == 1 and d1["provenance"]["backend"] is None
     for s in ("0", "1"):
         assert m1["per_seed"][s]["loss"] == pytest.approx(m["per_seed"][s]["loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torchrun is None, reason="torchrun not found")
+def test_torchrun_cli_pds_smoke_prints_once_and_records_the_world(tmp_path):
+    """`torchrun --nproc_per_node=2 -m iclr25 run pds --preset smoke`: pds trains through train_lm (DDP); the
+    header and the summary appear once, one run folder, world size 2 and gloo in the provenance."""
+    out = tmp_path / "runs"
+    p = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node=2", "-m", "iclr25", "run", "pds", "--preset", "smoke"]
+        + ["--out", str(out)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    text = p.stdout + p.stderr
+    assert p.returncode == 0, text[-4000:]
+    assert text.count("iclr25 run pds · preset smoke") == 1 and text.count("pds: ") == 1
+    assert [d.name for d in out.iterdir()] == ["pds"]
+    prov = json.loads((out / "pds/claims.json").read_text())["provenance"]
+    assert (prov["world_size"], prov["backend"]) == (2, "gloo")
