@@ -532,7 +532,7 @@ def test_cli_fuzz_never_tracebacks(tmp_path_factory, monkeypatch):
     monkeypatch.chdir(root)
     (root / "afile").write_text("x")
     monkeypatch.setattr(runs, "experiment_module", lambda slug: registry.runnable(slug) and toy)
-    monkeypatch.setattr(RunDir, "_compute_forked", lambda self, fn, seeds, part, required=(): None)
+    monkeypatch.setattr(RunDir, "_compute_pool", lambda self, *a, **k: None)  # seeds run in-process
     monkeypatch.setattr("iclr25.common.device.set_cpu_threads", lambda n: None)
     seen = {"n": 0, "codes": {}}
 

@@ -2,4 +2,5 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a spawned seed worker imports this module too: it must not run the CLI again
+    sys.exit(main())

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import registry
 from .common.progress import is_quiet, log, set_quiet
 from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, RunWarning
+from .launch import LAUNCHERS, LaunchError
 from .runs import RunPathError, UsageError, run_experiment
 from .runs import run as run_system  # noqa: F401  (kept for callers of the old name)
 
@@ -82,8 +83,21 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--jobs",
         default="auto",
-        help=f"seeds computed at once in worker processes (1..{MAX_JOBS}, or auto = CPU count)",
+        help=f"seeds computed at once in worker processes (1..{MAX_JOBS}, or auto = one per GPU when the "
+        "device is cuda, else one per CPU)",
     )
+    r.add_argument(
+        "--launcher",
+        default="local",
+        choices=LAUNCHERS,
+        help="where missing seeds run: local (worker processes here, default) or submitit (one Slurm job per "
+        "seed; needs iclr25[cluster]); submitit-local runs the same jobs through submitit's local executor",
+    )
+    r.add_argument("--slurm-partition", default=None, help="Slurm partition of each seed job")
+    r.add_argument("--slurm-gpus-per-task", default=None, help="GPUs per seed job (Slurm --gpus-per-task)")
+    r.add_argument("--slurm-time", default=None, help="time limit of each seed job, in minutes")
+    r.add_argument("--slurm-cpus-per-task", default=None, help="CPUs per seed job (Slurm --cpus-per-task)")
+    r.add_argument("--slurm-mem", default=None, help="memory per seed job (Slurm --mem, e.g. 16G)")
     c = sub.add_parser(
         "config", help="print the effective config of SLUG under a preset (and --set overrides)"
     )
@@ -194,7 +208,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_preset(args.preset)
     seeds, seed = _seed_args(args)
-    jobs = (os.cpu_count() or 1) if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1, MAX_JOBS)
+    jobs = "auto" if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1, MAX_JOBS)
+    launcher = _launcher(args)
+    main_rank = os.environ.get("RANK", "0").strip() in ("", "0")  # under torchrun only rank 0 prints
     if args.slug == "all":
         slugs = _runnable()
         for s in registry.SYSTEMS:
@@ -203,7 +219,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
         slugs = [args.slug]
-    set_quiet(args.quiet or is_quiet())  # ICLR25_QUIET=1 in the environment counts as --quiet
+    set_quiet(
+        args.quiet or is_quiet() or not main_rank
+    )  # ICLR25_QUIET=1 in the environment counts as --quiet
     log(_header(args, slugs, seeds, seed))  # before the heavy imports (torch, transformers: seconds)
     from .common.device import get_device, tune_malloc
     from .common.results import set_jobs
@@ -235,9 +253,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         try:
             doc = run_experiment(
-                exps[slug], slug, args.preset, args.out, seeds, seed, args.device, args.overrides or None
+                exps[slug],
+                slug,
+                args.preset,
+                args.out,
+                seeds,
+                seed,
+                args.device,
+                args.overrides or None,
+                launcher=launcher,
             )
-        except (RunPathError, UsageError):
+        except (RunPathError, UsageError, LaunchError):
             raise
         except Exception as e:  # keep going with the other systems under `all`
             if args.slug != "all":
@@ -245,10 +271,39 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{slug}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(slug)
             continue
-        _print_summary(slug, doc, time.perf_counter() - t0, args.out)
+        if main_rank:
+            _print_summary(slug, doc, time.perf_counter() - t0, args.out)
+    from .common.device import close_distributed
+
+    close_distributed()
     if failed:
         print(f"{len(failed)} system(s) failed: {', '.join(failed)}", file=sys.stderr)
     return EXIT_FAIL if failed else 0
+
+
+def _launcher(args: argparse.Namespace):  # noqa: ANN202
+    """``--launcher`` and the ``--slurm-*`` options → ``None`` (local) or a submitit launcher."""
+    from .launch import SlurmOptions, make_launcher
+
+    slurm = {
+        "partition": args.slurm_partition,
+        "gpus_per_task": _int_arg("slurm-gpus-per-task", args.slurm_gpus_per_task, 0, 64),
+        "time_min": _int_arg("slurm-time", args.slurm_time, 1, 60 * 24 * 365),
+        "cpus_per_task": _int_arg("slurm-cpus-per-task", args.slurm_cpus_per_task, 1, 4096),
+        "mem": args.slurm_mem,
+    }
+    if args.launcher == "local":
+        flags = {"partition": "--slurm-partition", "gpus_per_task": "--slurm-gpus-per-task"}
+        flags.update(time_min="--slurm-time", cpus_per_task="--slurm-cpus-per-task", mem="--slurm-mem")
+        given = [flags[k] for k, v in slurm.items() if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: Slurm options apply only with --launcher submitit")
+        return None
+    try:
+        options = SlurmOptions(**slurm)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return make_launcher(args.launcher, options)
 
 
 def _device_note(device: str) -> str:
@@ -353,7 +408,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cmd_report(args)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)
-    except RunPathError as e:
+    except (RunPathError, LaunchError) as e:
         return _fail(str(e), EXIT_FAIL)
     except BrokenPipeError:
         raise

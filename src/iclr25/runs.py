@@ -316,16 +316,26 @@ def finish_run(
     load_start: list[float] | None = None,
     cpu_start: float | None = None,
     overrides: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict:
     """Fill in what the experiment does not know (slug, preset, wall time), attach provenance and write the
-    run's artefacts as one unit. Returns the claims document."""
+    run's artefacts as one unit. Returns the claims document. ``extra``: more provenance (world size, backend,
+    launcher). Under ``torchrun`` only rank 0 writes; the other ranks get the same document, unwritten."""
     from .common import provenance
+    from .common.claims import claims_document
+    from .common.device import is_main_process
+    from .common.io import to_jsonable
 
     if not isinstance(result, RunResult):
         raise TypeError(f"{slug}: run() must return a RunResult, got {type(result).__name__}")
     wall = time.perf_counter() - started
     cpu_now = _cpu_seconds()
     result.slug, result.preset, result.runtime_s = slug, preset, wall
+    if not is_main_process():
+        doc = claims_document(
+            slug, preset, result.seeds, wall, result.claims, {"preset": preset, **(extra or {})}
+        )
+        return to_jsonable(doc)
     prov = provenance.collect(
         preset=preset,
         wall_s=wall,
@@ -334,6 +344,7 @@ def finish_run(
         cpu_s=None if cpu_now is None or cpu_start is None else cpu_now - cpu_start,
         overrides=overrides or {},
         config_hash=config_hash(cfg),  # lets `iclr25 verify` check that it rebuilt the reference's config
+        **(extra or {}),
     )
     return write_run(result, cfg, dest, provenance=prov, overrides=overrides)
 
@@ -347,18 +358,45 @@ def run_experiment(
     seed: int | None = None,
     device: str | None = None,
     overrides: list[str] | dict[str, Any] | None = None,
+    *,
+    launcher: Any = None,
 ) -> dict:
-    """Run an experiment module (``PRESETS``, ``run(cfg, out)``) into ``out/<slug>``; return its claims.json."""
+    """Run an experiment module (``PRESETS``, ``run(cfg, out)``) into ``out/<slug>``; return its claims.json.
+
+    ``launcher``: where missing seeds are computed (``None``: here and in local worker processes, see
+    :func:`iclr25.common.results.set_jobs`; a :class:`iclr25.launch.SubmititLauncher`: one cluster job per seed).
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) the process group is initialised (gloo on CPU, nccl on CUDA), every
+    rank runs the experiment (its DDP parts shard the work), and only rank 0 prints and writes the run folder;
+    the world size and backend go into the provenance."""
     from .common import provenance
-    from .common.device import set_cpu_threads
+    from .common.device import init_distributed, set_cpu_threads
+    from .common.progress import set_quiet
+    from .common.results import RunContext, run_context
+    from .launch import job_template
 
     no_network_env()
     cfg, applied = effective_config(exp, preset, seeds=seeds, seed=seed, device=device, overrides=overrides)
+    dist = init_distributed(str(cfg.device))
+    if dist is not None and dist["rank"] != 0:
+        set_quiet(True)
     dest = check_out(out, slug)
     set_cpu_threads(getattr(cfg, "threads", None))
     load_start, cpu_start = provenance.load_average(), _cpu_seconds()
+    template = job_template(exp, slug, preset, cfg, applied, dest)
+    ctx = RunContext(
+        job=lambda call, part: dataclasses.replace(template, call=call, part=part), launcher=launcher
+    )
     t0 = time.perf_counter()
-    result = exp.run(cfg, dest)
+    with run_context(ctx):
+        result = exp.run(cfg, dest)
+    extra: dict[str, Any] = {
+        "world_size": 1 if dist is None else dist["world_size"],
+        "backend": None if dist is None else dist["backend"],
+        "launcher": "local"
+        if launcher is None
+        else f"submitit:{getattr(launcher, 'cluster', None) or 'auto'}",
+        "jobs": _resolved_jobs(str(cfg.device)) if launcher is None and dist is None else None,
+    }
     return finish_run(
         result,
         cfg,
@@ -369,7 +407,17 @@ def run_experiment(
         load_start=load_start,
         cpu_start=cpu_start,
         overrides=applied,
+        extra=extra,
     )
+
+
+def _resolved_jobs(device: str) -> int:
+    """The number of local seed workers a run may use (``--jobs``, ``auto`` resolved for ``device``)."""
+    from .common.device import auto_jobs
+    from .common.results import _jobs_setting
+
+    j = _jobs_setting()
+    return auto_jobs(device) if j == "auto" else int(j)
 
 
 def run(
@@ -381,14 +429,18 @@ def run(
     seed: int | None = None,
     device: str | None = None,
     overrides: list[str] | dict[str, Any] | None = None,
+    launcher: Any = None,
 ) -> dict:
     """Run system ``slug``'s reproduction with ``preset`` into ``out/<slug>`` and return its claims document.
 
     ``device=None`` uses the preset's device (``full`` presets ask for CUDA); ``"auto"`` picks CUDA when
     present. ``overrides`` (``{"field": value}`` or ``["field=value"]``) change config fields, validated by the
     config dataclass and recorded in config.json (and in the config hash that guards cached seeds).
+    ``launcher``: see :func:`run_experiment` (``iclr25.launch.make_launcher("submitit")`` for Slurm).
     Raises :class:`UsageError` for bad arguments and :class:`RunPathError` for an unusable ``out``.
     """
     if preset not in PRESET_NAMES:
         raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(PRESET_NAMES)}")
-    return run_experiment(experiment_module(slug), slug, preset, out, seeds, seed, device, overrides)
+    return run_experiment(
+        experiment_module(slug), slug, preset, out, seeds, seed, device, overrides, launcher=launcher
+    )

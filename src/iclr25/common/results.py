@@ -24,6 +24,7 @@ from run to run, are moved to timings.json (:func:`is_timing_key` says which key
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -33,7 +34,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,7 @@ class RunDir:
         (self.path / "figures").mkdir(exist_ok=True)
         clean_stale_tmp(self.path)
         self.cfg_hash = config_hash(cfg) if cfg is not None else ""
+        self.device = str(getattr(cfg, "device", "cpu"))  # where seeds run: picks fork or spawn workers
 
     @property
     def figures(self) -> Path:
@@ -277,6 +279,10 @@ class RunDir:
 
     def save_seed(self, seed: int, result: dict, part: str = "") -> None:
         """Write ``result`` (made JSON-able) with this config's hash and the SHA-256 of its canonical JSON."""
+        from .device import is_main_process
+
+        if not is_main_process():  # under torchrun only rank 0 writes the run folder
+            return
         r = to_jsonable(result)
         atomic_write_json(
             self.seed_file(seed, part),
@@ -293,10 +299,21 @@ class RunDir:
     ) -> dict[int, dict]:
         """``{seed: fn(seed)}``, reading finished seeds from disk instead of recomputing them.
 
-        With :func:`set_jobs` > 1 (the CLI's ``--jobs``), missing seeds are computed in forked worker processes,
-        each writing its result file; a seed whose worker failed is then computed here, so errors surface with
-        their traceback. Every seed's result depends on its seed alone, so the numbers do not depend on ``jobs``.
-        Results come back exactly as a later run reads them from disk (NaN/inf included).
+        Missing seeds are computed, each writing its result file, by (:func:`set_jobs`, the CLI's ``--jobs``
+        and ``--launcher``):
+
+        * ``jobs`` = 1: here, one after the other;
+        * ``jobs`` > 1 on CPU: forked worker processes (``fn`` is inherited, never pickled);
+        * ``jobs`` > 1 when CUDA is involved (the run's device is ``cuda``, or CUDA is initialised here):
+          *spawned* workers, each pinned to its own GPU (``CUDA_VISIBLE_DEVICES``), that re-import the
+          experiment, replay its ``run`` up to this call and compute their seeds (:mod:`iclr25.launch`);
+        * ``--launcher submitit``: one Slurm job per missing seed, the same replay; this call waits for them.
+
+        A seed whose local worker failed is then computed here, so errors surface with their traceback. Every
+        seed's result depends on its seed alone, so the numbers do not depend on how they were computed.
+        Under ``torchrun`` every rank computes each missing seed together (the DDP parts shard the work), rank 0
+        reads and writes the seed files and sends every rank the same result. Results come back exactly as a
+        later run reads them from disk (NaN/inf included).
 
         ``required`` ('/'-joined keys, default: the folder's ``required``) must lead to a number in every result:
         a stored result that breaks it is moved aside and recomputed (:class:`RunWarning`), a fresh one raises
@@ -304,9 +321,21 @@ class RunDir:
         """
         req = self.required if required is None else _check_required(required)
         seeds = [int(s) for s in seeds]
+        call = _next_call()
+        if _WORKER is not None and call == _WORKER.call:
+            self._compute_as_worker(fn, part, req)  # raises SeedsComputed: the worker's replay ends here
+        from .device import dist_info
+
+        if dist_info()[1] > 1:
+            return self._map_distributed(fn, seeds, desc, part, req)
         missing = [s for s in seeds if self.load_seed(s, part, req) is None]
-        if _JOBS > 1 and len(missing) > 1:
-            self._compute_forked(fn, missing, part, req)
+        if missing and _WORKER is None:
+            if _CONTEXT is not None and _CONTEXT.launcher is not None:
+                _CONTEXT.launcher.compute(_CONTEXT.job(call, part), missing)
+            else:
+                jobs = self._jobs()
+                if jobs > 1 and len(missing) > 1:
+                    self._compute_pool(fn, missing, part, req, jobs, call)
         out: dict[int, dict] = {}
         for s in progress(seeds, desc=desc):
             cached = self.load_seed(s, part, req)
@@ -336,44 +365,253 @@ class RunDir:
             )
         return r
 
-    def _compute_forked(
-        self, fn: Callable[[int], dict], seeds: list[int], part: str, required: Sequence[str] = ()
+    def _jobs(self) -> int:
+        if _JOBS != "auto":
+            return int(_JOBS)
+        from .device import auto_jobs
+
+        return auto_jobs(self.device)
+
+    def _map_distributed(
+        self, fn: Callable[[int], dict], seeds: list[int], desc: str, part: str, req: Sequence[str]
+    ) -> dict[int, dict]:
+        """Under ``torchrun``: rank 0 decides which seeds are missing and owns the files; every rank computes a
+        missing seed (its DDP parts shard the work) and receives rank 0's result, so all ranks go on with the
+        same numbers."""
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        out: dict[int, dict] = {}
+        for s in progress(seeds, desc=desc):
+            box: list[Any] = [None]
+            if rank == 0:
+                box[0] = self.load_seed(s, part, req)
+            dist.broadcast_object_list(box, src=0)
+            if box[0] is None:  # missing: every rank takes part
+                r = self._checked(fn(s), s, part, req)
+                if rank == 0:
+                    self.save_seed(s, r, part)
+                    box[0] = from_jsonable(r)
+                dist.broadcast_object_list(box, src=0)
+            out[s] = box[0]
+        return out
+
+    def _compute_as_worker(self, fn: Callable[[int], dict], part: str, req: Sequence[str]) -> None:
+        from .progress import set_task, task_done
+
+        w = _WORKER
+        for s in w.todo():
+            key = f"{part} {s}" if part else f"seed {s}"
+            set_task(key)
+            try:
+                r = self._checked(fn(s), s, part, req)
+            except (TypeError, ValueError):
+                if w.reraise:
+                    raise
+                task_done(key, "failed (recomputed by the parent)")
+                continue  # not saved: the parent computes this seed itself and raises with the reason
+            except Exception:
+                if w.reraise:
+                    raise
+                import traceback
+
+                traceback.print_exc()
+                task_done(key, "failed (recomputed by the parent)")
+                continue
+            self.save_seed(s, r, part)
+            w.done.append(s)
+            task_done(key)
+        raise SeedsComputed(w.done)
+
+    def _compute_pool(
+        self,
+        fn: Callable[[int], dict],
+        seeds: list[int],
+        part: str,
+        required: Sequence[str],
+        jobs: int,
+        call: int,
     ) -> None:
+        """Compute ``seeds`` in ``jobs`` worker processes: forked on CPU, spawned (and pinned to GPUs) when
+        CUDA is involved."""
         import multiprocessing as mp
 
-        ctx = mp.get_context("fork")  # the closure ``fn`` is inherited, never pickled
+        from .device import cuda_in_use
+        from .progress import board, is_quiet
+
+        spawn = (
+            start_method() == "spawn"
+            or cuda_in_use()
+            or (isinstance(self.device, str) and self.device.startswith("cuda"))
+        )
+        if spawn and _CONTEXT is None:
+            warnings.warn(
+                "seed workers need the spawn start method here (CUDA is involved) but this run was not started "
+                "through iclr25.run / `iclr25 run`, so the experiment cannot be re-imported in a worker; "
+                "computing the seeds one after the other",
+                RunWarning,
+                stacklevel=3,
+            )
+            return
+        ctx = mp.get_context("spawn" if spawn else "fork")
+        n = min(jobs, len(seeds))
+        gpus = self._worker_gpus(n) if spawn else [None] * n
+        quiet = is_quiet()
+        fwd = None if quiet else ctx.Queue()
+        listener = None
+        if fwd is not None:
+            import threading
+
+            listener = threading.Thread(target=_draw_forwarded, args=(fwd, board()), daemon=True)
+            listener.start()
         parent = os.getpid()
-
-        def work(s: int) -> None:
-            from .progress import set_quiet
-
-            _die_with_parent(parent)
-            set_quiet(True)
-            try:
-                r = self._checked(fn(s), s, part, required)
-            except (TypeError, ValueError):
-                os._exit(1)  # not saved: the parent computes this seed itself and raises with the reason
-            self.save_seed(s, r, part)
-
-        pending = list(seeds)
-        running: list = []
+        procs: list = []
         try:
-            while pending or running:
-                while pending and len(running) < _JOBS:
-                    p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
+            if spawn:
+                from ..launch import spawn_worker
+
+                tasks = ctx.Queue()
+                for s in seeds:
+                    tasks.put(s)
+                for _ in range(n):
+                    tasks.put(None)
+                job = _CONTEXT.job(call, part)
+                for g in gpus:
+                    p = ctx.Process(target=spawn_worker, args=(job, g, tasks, fwd, parent), daemon=False)
                     p.start()
-                    running.append(p)
-                running[0].join()
-                running = [p for p in running if p.is_alive()]
+                    procs.append(p)
+                for p in procs:
+                    p.join()
+                tasks.cancel_join_thread()  # seeds left by a worker that died: the parent computes them
+            else:
+                self._fork_workers(ctx, fn, seeds, part, required, n, fwd, parent, procs)
         finally:  # an exception or Ctrl-C here: no worker keeps writing after we are gone
-            for p in running:
+            for p in procs:
                 if p.is_alive():
                     p.kill()
                     p.join()
+            if fwd is not None:
+                fwd.put(None)
+                listener.join(timeout=5)
+
+    def _worker_gpus(self, n: int) -> list[str | None]:
+        """The GPU each of ``n`` spawned workers is pinned to: the visible GPUs round-robin when the run's device
+        is ``cuda``; none for ``cpu`` or one named GPU (``cuda:N``, shared by every worker)."""
+        from .device import visible_gpus, worker_gpus
+
+        return worker_gpus(n, visible_gpus()) if self.device == "cuda" else [None] * n
+
+    def _fork_workers(self, ctx, fn, seeds, part, required, n, fwd, parent, procs) -> None:  # noqa: ANN001
+        def work(s: int) -> None:
+            from .progress import set_forward, set_quiet, set_task, task_done
+
+            _die_with_parent(parent)
+            set_quiet(True)
+            set_forward(fwd)
+            key = f"{part} {s}" if part else f"seed {s}"
+            set_task(key)
+            try:
+                r = self._checked(fn(s), s, part, required)
+            except (TypeError, ValueError):
+                task_done(key, "failed (recomputed by the parent)")
+                os._exit(1)  # not saved: the parent computes this seed itself and raises with the reason
+            self.save_seed(s, r, part)
+            task_done(key)
+            if fwd is not None:
+                fwd.close()
+                fwd.join_thread()  # the parent gets this worker's last lines before it exits
+
+        pending = list(seeds)
+        running: list = []
+        while pending or running:
+            while pending and len(running) < n:
+                p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
+                p.start()
+                running.append(p)
+                procs.append(p)
+            running[0].join()
+            running = [p for p in running if p.is_alive()]
+
+
+class SeedsComputed(BaseException):
+    """Raised in a seed worker's replay of ``run`` once its seeds are written: the rest of ``run`` (claims,
+    figures) is the parent's. A ``BaseException`` so that an experiment's ``except Exception`` lets it pass."""
+
+    def __init__(self, seeds: list[int]):
+        super().__init__(f"seeds {seeds} computed")
+        self.seeds = list(seeds)
+
+
+@dataclass
+class _Worker:
+    """What a seed worker computes: at the ``call``-th ``map_seeds`` of its replay, the seeds ``todo()``
+    yields; ``reraise``: a failing seed fails the worker (a cluster job) instead of being left to the parent."""
+
+    call: int
+    todo: Callable[[], Iterable[int]]
+    reraise: bool = False
+    done: list[int] = field(default_factory=list)
+
+
+@dataclass
+class RunContext:
+    """Set by the run path around ``exp.run``: how a worker or a cluster job rebuilds this run (``job(call,
+    part)`` → a picklable :class:`iclr25.launch.SeedJob`), and the launcher (``None``: local workers)."""
+
+    job: Callable[[int, str], Any]
+    launcher: Any = None
+    calls: int = 0
+
+
+_CONTEXT: RunContext | None = None
+_WORKER: _Worker | None = None
+_CALLS_NO_CONTEXT = [0]
+
+
+def _next_call() -> int:
+    """The index of this ``map_seeds`` call within the current run (a worker's replay counts the same way)."""
+    if _CONTEXT is not None:
+        _CONTEXT.calls += 1
+        return _CONTEXT.calls - 1
+    _CALLS_NO_CONTEXT[0] += 1
+    return _CALLS_NO_CONTEXT[0] - 1
+
+
+@contextlib.contextmanager
+def run_context(ctx: RunContext | None, worker: _Worker | None = None):
+    """Install ``ctx`` (and, in a seed worker, what it computes) for the duration of one ``exp.run``."""
+    global _CONTEXT, _WORKER
+    old = _CONTEXT, _WORKER
+    _CONTEXT, _WORKER = ctx, worker
+    try:
+        yield ctx
+    finally:
+        _CONTEXT, _WORKER = old
+
+
+def _draw_forwarded(q: Any, b: Any) -> None:
+    """The parent's listener: draw the workers' progress messages until ``None``."""
+    while True:
+        try:
+            msg = q.get()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            break
+        try:
+            if msg[0] == "update":
+                b.update(*msg[1:])
+            elif msg[0] == "done":
+                b.finish(*msg[1:])
+        except Exception:  # drawing must never break a run
+            pass
+    close = getattr(b, "close", None)
+    if close is not None:
+        close()
 
 
 def _die_with_parent(parent: int) -> None:
-    """In a forked worker: get SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``), and exit now if it
+    """In a worker: get SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``), and exit now if it
     already has."""
     import signal
     import sys
@@ -389,15 +627,40 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-_JOBS = 1
+_JOBS: int | str = 1
+_START_METHOD = os.environ.get("ICLR25_START_METHOD", "") or None
 
 
-def set_jobs(n: int) -> None:
-    """How many seeds :meth:`RunDir.map_seeds` may compute at once (worker processes); 1 = sequential."""
+def set_jobs(n: int | str) -> None:
+    """How many seeds :meth:`RunDir.map_seeds` may compute at once (worker processes); 1 = sequential;
+    ``"auto"`` = one per visible GPU when the run's device is ``cuda``, else one per CPU."""
     global _JOBS
+    if n == "auto":
+        _JOBS = "auto"
+        return
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"jobs must be an int >= 1, got {n!r}")
+        raise ValueError(f"jobs must be an int >= 1 or 'auto', got {n!r}")
     _JOBS = n
+
+
+def _jobs_setting() -> int | str:
+    """The current :func:`set_jobs` value (an int or ``"auto"``)."""
+    return _JOBS
+
+
+def start_method() -> str | None:
+    """The start method forced for seed workers (``ICLR25_START_METHOD=spawn`` or :func:`set_start_method`);
+    ``None``: fork on CPU, spawn when CUDA is involved."""
+    return _START_METHOD
+
+
+def set_start_method(method: str | None) -> None:
+    """Force ``"spawn"`` for seed workers even on CPU (to check that spawned workers give the same numbers), or
+    ``None`` for the default rule."""
+    global _START_METHOD
+    if method not in (None, "spawn"):
+        raise ValueError(f"start method must be None or 'spawn', got {method!r}")
+    _START_METHOD = method
 
 
 def _is_number(v: Any) -> bool:

@@ -91,10 +91,16 @@ def _dist_info() -> tuple[int, int]:
     return 0, 1
 
 
-def maybe_init_distributed() -> tuple[int, int]:
-    """Initialise the process group when launched by ``torchrun`` (gloo on CPU, nccl on CUDA)."""
+def maybe_init_distributed(device: str | torch.device | None = None) -> tuple[int, int]:
+    """Initialise the process group when launched by ``torchrun`` and nobody has (gloo for a CPU ``device``,
+    nccl for a CUDA one; without a device, nccl when CUDA is present). ``iclr25 run`` under ``torchrun`` has
+    initialised it already (:func:`iclr25.common.device.init_distributed`)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        from .device import init_distributed
+
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        init_distributed(str(device))
     return _dist_info()
 
 
@@ -143,7 +149,7 @@ def train_lm(
     """
     if train_tokens is None and batch_fn is None:
         raise ValueError("give train_tokens (a 1-D token stream) or batch_fn(step, generator)")
-    rank, world = maybe_init_distributed()
+    rank, world = maybe_init_distributed(device)
     if cfg.batch_size % world:
         raise ValueError(f"batch_size ({cfg.batch_size}) must be divisible by the world size ({world})")
     model.to(device).train()
