@@ -15,7 +15,6 @@ FAKE_REPL_SCRIPT=file.json (answer the k-th command with the k-th object of that
 import json
 import os
 import sys
-
 import types  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
