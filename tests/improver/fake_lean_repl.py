@@ -9,7 +9,7 @@ the goals *before* each tactic and a ``proofState`` id, as the real REPL's do) a
 Fault injection through the environment: FAKE_REPL_LOG (append every command as one JSON line),
 FAKE_REPL_CRASH_AT=n (exit without answering the n-th command, 0-based, of the first process only: a marker
 file next to the log records that it crashed once), FAKE_REPL_GARBAGE=1 (answer with a non-JSON line),
-FAKE_REPL_SCRIPT=file.json (answer the k-th command with the k-th object of that list: a recorded transcript).
+FAKE_REPL_HANG_AT=n (never answer the n-th command, first process only), FAKE_REPL_SCRIPT=file.json (answer the k-th command with the k-th object of that list: a recorded transcript).
 """
 
 import json
@@ -48,8 +48,9 @@ def main() -> None:
     log = os.environ.get("FAKE_REPL_LOG")
     crash_at = int(os.environ.get("FAKE_REPL_CRASH_AT", "-1"))
     marker = (log or "") + ".crashed"
-    if crash_at >= 0 and os.path.exists(marker):
-        crash_at = -1  # only the first process crashes
+    hang_at = int(os.environ.get("FAKE_REPL_HANG_AT", "-1"))
+    if os.path.exists(marker):
+        crash_at = hang_at = -1  # only the first process crashes or hangs
     checker, envs, states = ToyTacticChecker(), 0, {}
     script = None
     if os.environ.get("FAKE_REPL_SCRIPT"):
@@ -62,6 +63,11 @@ def main() -> None:
         if n == crash_at:
             open(marker, "w").close()
             sys.exit(1)  # the REPL dies without answering
+        if n == hang_at:
+            open(marker, "w").close()
+            import time
+
+            time.sleep(3600)  # the REPL hangs (killed by the checker's timeout)
         if os.environ.get("FAKE_REPL_GARBAGE"):
             sys.stdout.write("uncaught exception: INTERNAL PANIC\n\n")
             sys.stdout.flush()

@@ -43,11 +43,11 @@ REPLAYED = [{"proofState": 2, "goals": ["t : Nat\n⊢ Nat"]}, {"proofState": 3, 
 
 def _checker(tmp_path, monkeypatch, **env):
     monkeypatch.setenv("FAKE_REPL_LOG", str(tmp_path / "sent.jsonl"))
-    for k in ("FAKE_REPL_CRASH_AT", "FAKE_REPL_GARBAGE", "FAKE_REPL_SCRIPT"):
+    for k in ("FAKE_REPL_CRASH_AT", "FAKE_REPL_HANG_AT", "FAKE_REPL_GARBAGE", "FAKE_REPL_SCRIPT"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, str(v))
-    return lambda **kw: LeanReplChecker(tmp_path, repl_cmd=(sys.executable, FAKE), timeout_s=60, **kw)
+    return lambda **kw: LeanReplChecker(tmp_path, repl_cmd=(sys.executable, FAKE), **{"timeout_s": 60, **kw})
 
 
 def _sent(tmp_path) -> list[dict]:
@@ -138,6 +138,15 @@ def test_a_repl_crash_fails_the_rest_of_the_batch_and_restarts_the_repl(tmp_path
     again = chk.check_batch("import Mathlib", decl, ["exact h", "exact h"])  # a fresh REPL
     assert [r.correct for r in again] == [True, True] and chk.starts == 2
     assert sum(1 for c in _sent(tmp_path) if c.get("cmd") == "import Mathlib") == 2  # context re-elaborated
+    chk.close()
+
+
+def test_a_hanging_repl_times_out_fails_the_rest_and_is_restarted(tmp_path, monkeypatch):
+    chk = _checker(tmp_path, monkeypatch, FAKE_REPL_HANG_AT=1)(goals="next", timeout_s=3)
+    decl = "theorem t (p : Prop) (h : p) : p"
+    res = chk.check_batch("import Mathlib", decl, ["exact h", "exact h"])
+    assert [r.correct for r in res] == [False, False] and "timeout_s=3" in res[1].errors[0].text
+    assert chk.check("import Mathlib", decl, "exact h").correct and chk.starts == 2
     chk.close()
 
 
