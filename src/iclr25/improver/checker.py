@@ -151,7 +151,11 @@ def unsafe_commands(text: str) -> list[str]:
 
 
 class LeanReplError(RuntimeError):
-    """The Lean REPL process misbehaved (non-JSON output, died before answering, timed out)."""
+    """The Lean REPL process misbehaved (died before answering, timed out, or wrote non-JSON output)."""
+
+
+class LeanReplOutputError(LeanReplError):
+    """The Lean REPL wrote output that is not a JSON object (a setup problem: raised, never a failed proof)."""
 
 
 def _first_bytes(text: str, n: int = 120) -> str:
@@ -305,13 +309,13 @@ class LeanReplChecker:
             obj = json.loads(text)
         except json.JSONDecodeError:
             self.close()
-            raise LeanReplError(
+            raise LeanReplOutputError(
                 f"Lean REPL {' '.join(self.repl_cmd)!r} wrote output that is not JSON; first bytes: "
                 f"{_first_bytes(text)}"
             ) from None
         if not isinstance(obj, dict):
             self.close()
-            raise LeanReplError(f"Lean REPL answered a non-object: first bytes {_first_bytes(text)}")
+            raise LeanReplOutputError(f"Lean REPL answered a non-object: first bytes {_first_bytes(text)}")
         return obj
 
     def _env(self, context: str) -> int | None:
@@ -383,16 +387,17 @@ class LeanReplChecker:
                     cmd["env"] = env
                 resp = self._send(cmd)
                 out[i] = self._goals_after(resp, repl_response_to_result(resp, offset))
+            except LeanReplOutputError:
+                raise
             except LeanReplError as e:
-                if "not JSON" in str(e) or "non-object" in str(e):
-                    raise
                 # never drop a candidate: this one and the rest of the batch fail with the error; the next
                 # call starts a fresh REPL (the context is elaborated again there)
                 failed = CheckResult(messages=(Message("error", 0, f"not checked: {e}"),))
                 for j in todo[k:]:
                     out[j] = failed
                 break
-        return [r for r in out if r is not None]
+        assert all(r is not None for r in out)  # every candidate has a result
+        return list(out)  # type: ignore[arg-type]
 
     def check(self, context: str, decl: str, proof: str) -> CheckResult:
         return self.check_batch(context, decl, [proof])[0]
@@ -412,7 +417,7 @@ def parse_repl_output(stdout: str) -> list[dict]:
         try:
             obj, i = dec.raw_decode(s, i)
         except json.JSONDecodeError:
-            raise LeanReplError(
+            raise LeanReplOutputError(
                 f"Lean REPL output is not JSON at character {i}; first bytes there: {_first_bytes(s[i:])}"
             ) from None
         out.append(obj)
