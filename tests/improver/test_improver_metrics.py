@@ -102,3 +102,22 @@ def test_aggregate_reproduces_paper_tables_from_official_csvs(key):
     ):
         if want is not None:
             assert round(got, 2) == pytest.approx(want, abs=0.006)
+
+
+def test_aggregate_warns_with_the_count_of_rows_missing_correctness_values():
+    import warnings
+
+    from iclr25.improver.metrics import aggregate
+
+    rows = [
+        {"og_correct": True, "new_correct": True, "og_score": 4, "new_score": 2},
+        {"og_correct": None, "new_correct": True, "og_score": 4, "new_score": 2},
+        {"og_correct": True, "new_correct": "", "og_score": 4, "new_score": 2},
+        {"og_correct": True, "new_correct": float("nan"), "og_score": 4, "new_score": 2},
+    ]
+    with pytest.warns(UserWarning, match="3 of 4 rows have an empty og_correct/new_correct"):
+        agg = aggregate(rows)
+    assert agg["accuracy"] == 50.0 and agg["improved_accuracy"] == 25.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aggregate(rows[:1])  # complete rows: no warning

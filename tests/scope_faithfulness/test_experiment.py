@@ -55,7 +55,7 @@ def test_presets_are_configs():
     assert set(PRESETS) == {"smoke", "quick", "full"} and all(isinstance(c, Config) for c in PRESETS.values())
     q = PRESETS["quick"]
     assert (
-        q.seeds == 3 and q.alpha == 0.5 and q.beta == 0.1 and q.n_test == 300 and q.alphas == (0.1, 0.5, 0.9)
+        q.seeds == 5 and q.alpha == 0.5 and q.beta == 0.1 and q.n_test == 300 and q.alphas == (0.1, 0.5, 0.9)
     )
     assert q.temperature == 0.6 and q.top_p == 0.9 and q.n_untouched == 2
 

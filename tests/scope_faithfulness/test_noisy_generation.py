@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -192,3 +193,66 @@ def test_cad_runs_through_hf_guidance(pair, tok):
     assert cad.shape[0] == 4
     with pytest.raises(ValueError, match="alpha"):
         context_aware_generate(model, enc, -1.0)
+
+
+@pytest.mark.parametrize("alpha", ["0.5", True, False, np.bool_(True), None, [0.5]])
+def test_alpha_as_a_string_or_bool_is_refused(tok, alpha):
+    model, lm = make_model("gpt2", len(tok), 0), make_model("gpt2", len(tok), 1)
+    with pytest.raises(ValueError, match="alpha must be a float"):
+        generate_unfaithful(model, lm, _batch(tok, 2), alpha, tokenizer=tok, lm_tokenizer=tok)
+    with pytest.raises(ValueError, match="alpha"):
+        ScopeNoiseProcessor(lm, alpha)
+    if not isinstance(alpha, list):
+        with pytest.raises(ValueError, match="alpha"):
+            context_aware_generate(model, _batch(tok, 2), alpha)
+    assert ScopeNoiseProcessor(lm, np.float32(0.25)).alpha == 0.25  # numpy floats are numbers
+
+
+def test_fractional_and_out_of_vocabulary_ids_are_refused_not_truncated(tok):
+    model, lm = make_model("gpt2", len(tok), 0), make_model("gpt2", len(tok), 1)
+    enc = _batch(tok, 2)
+    for bad in ([1.5], [[1, 2.7]], [float("nan")]):
+        with pytest.raises(ValueError, match="lm_prompt_ids must be int token ids"):
+            ScopeNoiseProcessor(lm, 0.5, lm_prompt_ids=bad)
+        with pytest.raises(ValueError, match="lm_prompt_ids must be int token ids"):
+            context_aware_generate(model, enc, 0.5, lm_prompt_ids=bad, max_new_tokens=2)
+    for bad in ([len(tok)], [-1]):
+        with pytest.raises(ValueError, match=r"lm_prompt_ids must be token ids in \[0, "):
+            ScopeNoiseProcessor(lm, 0.5, lm_prompt_ids=bad)
+        with pytest.raises(ValueError, match=r"lm_prompt_ids must be token ids in \[0, "):
+            context_aware_generate(model, enc, 0.5, lm_prompt_ids=bad, max_new_tokens=2)
+    with pytest.raises(ValueError, match="lm_prompt_ids must be int token ids, got a bool"):
+        ScopeNoiseProcessor(lm, 0.5, lm_prompt_ids=torch.tensor([True]))
+    ids = enc["input_ids"].tolist()
+    for bad, what in (([[x + 0.5 for x in ids[0]]], "fractional"), ([[len(tok) + 3] * 3], r"in \[0, ")):
+        with pytest.raises(ValueError, match=f"input_ids.*{what}"):
+            generate_unfaithful(model, lm, {"input_ids": bad}, 0.5, tokenizer=tok, lm_tokenizer=tok)
+    with pytest.raises(ValueError, match=r"input_ids must be token ids in \[0, "):
+        generate_unfaithful(model, lm, torch.tensor([[len(tok)]]), 0.5, tokenizer=tok, lm_tokenizer=tok)
+    with pytest.raises(ValueError, match="int token ids, got torch.float64"):
+        ScopeNoiseProcessor(lm, 0.5, lm_prompt_ids=[1.0])  # floats are refused, even integral ones
+    assert ScopeNoiseProcessor(lm, 0.5, lm_prompt_ids=np.array([1, 4]))._lm_prompt.tolist() == [[1, 4]]
+
+
+def test_vocabulary_identity_not_only_its_size(tok):
+    """Two tokenizers of one size (as Llama-2 and Mistral, both 32 000 tokens) are told apart."""
+    from iclr25.scope_faithfulness.noisy_generation import check_same_vocabulary, vocabulary_fingerprint
+
+    model, lm = make_model("gpt2", len(tok), 0), make_model("gpt2", len(tok), 1)
+    other = word_tokenizer(World(n_names=39, n_jobs=9))  # same size, different token→id map
+    assert len(other) == len(tok) and vocabulary_fingerprint(other) != vocabulary_fingerprint(tok)
+    assert vocabulary_fingerprint(word_tokenizer(World())) == vocabulary_fingerprint(tok)  # a copy agrees
+    with pytest.raises(
+        ValueError, match=r"lm_tokenizer: its vocabulary .*fingerprint.*differs.*e\.g\. token"
+    ):
+        check_same_vocabulary(model, lm, tok, other)
+    check_same_vocabulary(model, lm, tok, word_tokenizer(World()))  # an equal vocabulary passes silently
+    with pytest.warns(UserWarning, match="only the vocabulary sizes"):
+        check_same_vocabulary(model, lm)  # sizes cannot tell two vocabularies apart: said, not silent
+    shifted = make_model("gpt2", len(tok), 1)
+    shifted.config.eos_token_id = 3
+    with pytest.raises(ValueError, match="eos_token_id differs"):
+        check_same_vocabulary(model, shifted, tok, tok)
+    small = make_model("gpt2", len(tok) - 4, 0)
+    with pytest.raises(ValueError, match="tokenizer: .* has .* tokens but the models score only"):
+        check_same_vocabulary(small, make_model("gpt2", len(tok) - 4, 1), tok, tok)

@@ -37,8 +37,9 @@ from .agent import (
     keep_best_update,
 )
 from .chain_of_states import render_chain_of_states, strip_chain_of_states
-from .checker import CheckResult, LeanReplChecker, Message, ProofChecker, Step, check_many
+from .checker import CheckResult, LeanReplChecker, LeanReplError, Message, ProofChecker, Step, check_many
 from .generators import OpenAICompatibleGenerator, ScriptedRewriter, TinyLMGenerator, scripted_edits
+from .lean_file import parse_lean_theorems, read_lean_theorems
 from .metrics import (
     DECLARATIVITY,
     LENGTH,
@@ -64,6 +65,7 @@ __all__ = [
     "ImProverConfig",
     "Improvement",
     "LeanReplChecker",
+    "LeanReplError",
     "Message",
     "Metric",
     "OpenAICompatibleGenerator",
@@ -90,7 +92,9 @@ __all__ = [
     "make_benchmark",
     "mmr",
     "parse_formula",
+    "parse_lean_theorems",
     "parse_proof",
+    "read_lean_theorems",
     "render_chain_of_states",
     "rewrite_pairs",
     "scripted_edits",

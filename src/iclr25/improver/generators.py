@@ -71,32 +71,56 @@ class OpenAICompatibleGenerator:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         self.model, self.temperature, self.max_tokens = model, float(temperature), max_tokens
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.client = openai.OpenAI(
-            base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+            base_url=self.base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
             timeout=timeout_s,
             max_retries=max_retries,
         )
+
+    def _create(self, messages: list[dict], n: int):
+        """One chat-completions call; a body that is not a chat completion raises a ``ValueError`` naming the
+        server and the first bytes it sent (instead of a bare ``JSONDecodeError``)."""
+        import json
+
+        raw = self.client.chat.completions.with_raw_response.create(
+            model=self.model,
+            messages=messages,
+            n=n,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        head = raw.http_response.text[:120]
+        try:
+            resp = raw.parse()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            resp = None
+        if resp is None or isinstance(resp, (str, bytes)) or not hasattr(resp, "choices"):
+            raise ValueError(
+                f"server {self.base_url!r} (model {self.model!r}) answered with a body that is not a chat "
+                f"completion (HTTP {raw.http_response.status_code}, "
+                f"{raw.http_response.headers.get('content-type', '?')}); first bytes: {head!r}"
+            )
+        return resp
 
     def generate(self, messages: list[dict], n: int) -> list[str]:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an int >= 1, got {n!r}")
         outs: list[str] = []
         for _ in range(n):  # at most n calls
-            resp = self.client.chat.completions.create(
-                model=self.model,
-                messages=messages,
-                n=n - len(outs),
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-            )
+            resp = self._create(messages, n - len(outs))
             choices = getattr(resp, "choices", None)
             if not choices:
-                raise ValueError(f"server returned no choices for model {self.model!r}: {str(resp)[:200]}")
+                raise ValueError(
+                    f"server {self.base_url!r} returned no choices for model {self.model!r}: {str(resp)[:200]}"
+                )
             for c in choices:
                 content = getattr(getattr(c, "message", None), "content", None)
                 if not isinstance(content, str):
-                    raise ValueError(f"server returned a choice without text content: {str(c)[:200]}")
+                    raise ValueError(
+                        f"server {self.base_url!r} returned a choice without text content: {str(c)[:200]}"
+                    )
                 outs.append(content)
             if len(outs) >= n:
                 break

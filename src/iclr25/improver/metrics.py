@@ -17,6 +17,7 @@ Accuracy = share of correct outputs; Improved accuracy = share with σ·δ > 0.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -133,6 +134,11 @@ def _num(x) -> float | None:
     return None if math.isnan(v) else v
 
 
+def _missing(x) -> bool:
+    """An empty correctness cell: ``None``, NaN or a blank string (``_bool`` reads it as False)."""
+    return x is None or (isinstance(x, float) and math.isnan(x)) or (isinstance(x, str) and not x.strip())
+
+
 def _bool(x) -> bool:
     if isinstance(x, str):
         return x.strip().lower() in ("true", "1", "yes")
@@ -170,6 +176,13 @@ def aggregate(rows: Iterable[Mapping], metric: Metric | str = "length") -> dict[
         missing = {"og_correct", "new_correct"} - set(r)
         if missing:
             raise ValueError(f"rows[{i}] lacks columns {sorted(missing)}")
+    blank = sum(1 for r in rows if any(_missing(r.get(k)) for k in ("og_correct", "new_correct")))
+    if blank:
+        warnings.warn(
+            f"aggregate: {blank} of {len(rows)} rows have an empty og_correct/new_correct value; they count as "
+            "incorrect (no δ, not accurate)",
+            stacklevel=2,
+        )
     deltas = [row_delta(r, m) for r in rows]
     defined = [d for d in deltas if d is not None]
     n = len(rows)

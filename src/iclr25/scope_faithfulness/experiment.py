@@ -27,7 +27,15 @@ from iclr25.common.claims import make_claim  # noqa: E402
 from iclr25.common.io import atomic_savefig, atomic_write_json, read_json  # noqa: E402
 from iclr25.common.lm import tiny_causal_lm  # noqa: E402
 from iclr25.common.progress import log  # noqa: E402
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
+from iclr25.common.results import (
+    ExperimentConfig,
+    RunDir,
+    RunResult,
+    aggregate,
+    mean_std,
+    t_interval95,
+    values,
+)  # noqa: E402
 from iclr25.common.seeding import derive_seed, seed_everything  # noqa: E402
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
 
@@ -128,7 +136,7 @@ PRESETS = {
         alphas=(0.1, 0.5),
         tune_epochs=1,
     ),
-    "quick": Config(),
+    "quick": Config(seeds=5),  # 5 seeds: a paired interval for alpha_trend's sign (3 left it to one seed)
     # GPU: a wider/deeper Llama on 10× the data; same protocol and claims.
     "full": Config(
         seeds=3,
@@ -233,8 +241,9 @@ def _greedy(model, tok, prompts: list[str], cfg: Config, device, cad: bool = Fal
 
 
 @torch.no_grad()
-def _sampled_halluc(model, tok, records: list[dict], cfg: Config, device, seed: int) -> float:
-    """Hallucination rate of temperature samples (T, top-p as for y⁻): a distribution-level view greedy hides."""
+def _sampled(model, tok, records: list[dict], cfg: Config, device, seed: int) -> dict:
+    """Hallucination rate and field recall of temperature samples (T, top-p as for y⁻): a distribution-level
+    view that greedy decoding hides (greedy field recall is 1.0 for every arm at this scale)."""
     tok.padding_side = "left"
     outs: list[str] = []
     prompts = [r["prompt"] for r in records]
@@ -245,7 +254,8 @@ def _sampled_halluc(model, tok, records: list[dict], cfg: Config, device, seed: 
             max_new_tokens=cfg.max_new_tokens, seed=seed + b0, pad_token_id=tok.pad_token_id,
         )  # fmt: skip
         outs.extend(_cut(tok, new))
-    return float(hallucination_and_recall(outs, records, World())["hallucinated"].mean())
+    m = hallucination_and_recall(outs, records, World())
+    return {"halluc_sampled": float(m["hallucinated"].mean()), "recall_sampled": float(m["recall"].mean())}
 
 
 def _cut(tok, new: torch.Tensor) -> list[str]:
@@ -339,7 +349,7 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
     )
     s_seed = derive_seed(seed, "sampled_eval")  # the same sampling seed for every arm
     res["sft"] = _scores(_greedy(sft, tok, test_prompts, cfg, device), test, world)
-    res["sft"]["halluc_sampled"] = _sampled_halluc(sft, tok, test, cfg, device, s_seed)
+    res["sft"].update(_sampled(sft, tok, test, cfg, device, s_seed))
     res["cad"] = _scores(_greedy(sft, tok, test_prompts, cfg, device, cad=True), test, world)
     # continued SFT on D₂: the same pairs' references, the same number of optimiser steps as DPO, no negatives
     tune_steps = cfg.tune_epochs * math.ceil(len(d2) / cfg.tune_batch)
@@ -350,11 +360,11 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
         warmup=math.ceil(cfg.warmup_ratio * tune_steps), optim="trl",
     )  # fmt: skip
     res["cont_sft"] = _scores(_greedy(cont, tok, test_prompts, cfg, device), test, world)
-    res["cont_sft"]["halluc_sampled"] = _sampled_halluc(cont, tok, test, cfg, device, s_seed)
+    res["cont_sft"].update(_sampled(cont, tok, test, cfg, device, s_seed))
     res["tune_steps"] = tune_steps
     # α = 0 control: p_θ₀'s own samples on D₂ at the same temperature / top-p
     gen_kw = dict(
-        tokenizer=tok, batch_size=cfg.gen_batch, n_untouched=cfg.n_untouched, temperature=cfg.temperature,
+        tokenizer=tok, lm_tokenizer=tok, batch_size=cfg.gen_batch, n_untouched=cfg.n_untouched, temperature=cfg.temperature,
         top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, lm_prompt_ids=_lm_prompt(tok),
     )  # fmt: skip
     ctrl = build_preference_pairs(sft, p_lm, d2, 0.0, seed=derive_seed(seed, "neg", 0), **gen_kw)
@@ -377,7 +387,7 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
         logs = [h for h in hist if "loss" in h]
         res[f"scope@{a:g}"] = {
             **_scores(_greedy(pol, tok, test_prompts, cfg, device), test, world),
-            "halluc_sampled": _sampled_halluc(pol, tok, test, cfg, device, s_seed),
+            **_sampled(pol, tok, test, cfg, device, s_seed),
             "neg_halluc": float(neg["hallucinated"].mean()),
             "neg_recall": float(neg["recall"].mean()),
             "rejected_differs": differs,
@@ -413,6 +423,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         cfg,
         required=tuple(f"{arm}/{k}" for arm in ("sft", "cont_sft", *scope_arms) for k in ("halluc", "recall"))
         + ("neg_halluc_alpha0", f"scope@{cfg.alpha:g}/neg_halluc")
+        + (f"scope@{cfg.alpha:g}/recall_sampled", "cont_sft/recall_sampled")
         + tuple(
             f"scope@{x:g}/{k}"
             for x in sorted({0.1, cfg.alpha})
@@ -441,7 +452,11 @@ def run(cfg: Config, out: Path) -> RunResult:
     d = np.asarray(values(per_seed, mid + "/halluc")) - np.asarray(values(per_seed, lo + "/halluc"))
     trend_note += (
         f" Paired per-seed differences (α = {cfg.alpha:g} − α = 0.1): {', '.join(f'{x:+.3f}' for x in d)}; "
-        f"{int((d < 0).sum())} of {len(d)} seeds lower, {int((d == 0).sum())} tied."
+        f"{int((d < 0).sum())} of {len(d)} seeds lower, {int((d == 0).sum())} tied; 95 % paired t interval "
+        f"{_interval(d)} — sign {_sign(d)}; when it is not decided the verdict (the mean's) is not a finding."
+    )
+    rk = np.asarray(values(per_seed, f"{a}/recall_sampled")) - np.asarray(
+        values(per_seed, "cont_sft/recall_sampled")
     )
     if mv(lo + "/halluc") == 0 and mv(mid + "/halluc") == 0:
         trend_note += (
@@ -465,20 +480,29 @@ def run(cfg: Config, out: Path) -> RunResult:
         make_claim(
             "recall_kept",
             "SCOPE keeps field recall within 0.03 of continued SFT",
-            "mean recall(SCOPE) − mean recall(continued SFT)",
-            method=values(per_seed, f"{a}/recall"),
-            baseline=values(per_seed, "cont_sft/recall"),
+            f"mean field recall of T = {cfg.temperature:g} samples, SCOPE − continued SFT",
+            method=values(per_seed, f"{a}/recall_sampled"),
+            baseline=values(per_seed, "cont_sft/recall_sampled"),
             threshold=-0.03,
             direction=">=",
             compare="difference",
             note=(
-                "field recall of every arm: "
+                f"field recall of temperature samples (T = {cfg.temperature:g}, top-p {cfg.top_p:g}, the sampling "
+                "of y⁻): "
+                + ", ".join(f"{k} {mv(k + '/recall_sampled'):.3f}" for k in ("sft", "cont_sft", mid, hi))
+                + (
+                    " — saturated at 1 here too (a sanity check, not a test)."
+                    if mv(mid + "/recall_sampled") == 1 and mv("cont_sft/recall_sampled") == 1
+                    else "."
+                )
+                + " Greedy field recall (the earlier metric) is a sanity check only: "
                 + ", ".join(f"{k} {mv(k + '/recall'):.3f}" for k in ("sft", "cont_sft", mid, hi))
                 + (
-                    " — saturated at 1 on this toy task (a sanity check more than a test)."
+                    " — saturated at 1 for every arm, it cannot fail at this scale."
                     if mv(mid + "/recall") == 1
                     else "."
                 )
+                + f" Paired per-seed differences {_interval(rk)} (95 % t interval)."
                 + note_small
             ),
         ),
@@ -529,6 +553,25 @@ def run(cfg: Config, out: Path) -> RunResult:
     )
 
 
+def _interval(d) -> str:
+    if len(d) < 2:
+        return "n/a (1 seed)"
+    lo, hi = t_interval95(d)
+    return f"[{lo:+.3f}, {hi:+.3f}]"
+
+
+def _sign(d) -> str:
+    """Whether the paired 95 % t interval of the per-seed differences decides the sign of their mean."""
+    if len(d) < 2:
+        return "not decided (1 seed)"
+    lo, hi = t_interval95(d)
+    if lo > 0:
+        return "decided: positive"
+    if hi < 0:
+        return "decided: negative"
+    return "not decided (the interval contains 0)"
+
+
 def _arms(cfg: Config) -> list[tuple[str, str]]:
     return [
         ("sft", "SFT on D₁ (p_θ₀)"),
@@ -543,8 +586,8 @@ def _report(per_seed: dict, cfg: Config) -> str:
         f"Greedy decoding on {cfg.n_test} faithful test records; mean ± std over seeds {seeds}.",
         "",
         "| model | hallucination rate ↓ | field recall ↑ | SacreBLEU ↑ | halluc. of samples (T = %g) ↓ | "
-        "unfaithful y⁻ on D₂ | DPO final loss |" % cfg.temperature,
-        "|---|---|---|---|---|---|---|",
+        "field recall of samples ↑ | unfaithful y⁻ on D₂ | DPO final loss |" % cfg.temperature,
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, name in _arms(cfg):
         v = lambda k, key=key: values(per_seed, f"{key}/{k}")  # noqa: E731
@@ -553,9 +596,10 @@ def _report(per_seed: dict, cfg: Config) -> str:
         )  # fmt: skip
         loss = mean_std(v("dpo_last_loss"), digits=3) if key.startswith("scope") else "—"
         samp = mean_std(v("halluc_sampled"), digits=3) if key != "cad" else "—"
+        srec = mean_std(v("recall_sampled"), digits=3) if key != "cad" else "—"
         rows.append(
             f"| {name} | {mean_std(v('halluc'), digits=3)} | {mean_std(v('recall'), digits=3)} | "
-            f"{mean_std(v('bleu'), digits=1)} | {samp} | {neg} | {loss} |"
+            f"{mean_std(v('bleu'), digits=1)} | {samp} | {srec} | {neg} | {loss} |"
         )
     ex = per_seed[seeds[0]].get("example_pair")
     if ex:

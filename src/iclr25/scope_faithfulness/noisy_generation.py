@@ -16,22 +16,54 @@ the noise model keeps its own KV cache and is advanced with the token actually c
 
 from __future__ import annotations
 
+import hashlib
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 
 def _check_alpha(alpha: float) -> float:
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r}") from None
+    """α as a float in [0, 1]; a string, a bool, NaN or a tensor with more than one value is refused."""
+    if isinstance(alpha, torch.Tensor) and alpha.numel() == 1 and alpha.dtype.is_floating_point:
+        alpha = float(alpha)
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r} ({type(alpha).__name__})")
+    a = float(alpha)
     if not (math.isfinite(a) and 0.0 <= a <= 1.0):
         raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r}")
     return a
+
+
+def _token_ids(name: str, ids, vocab: int | None = None) -> torch.Tensor:
+    """``ids`` (a tensor, array or nested list of token ids) as a long tensor; fractional, boolean or
+    out-of-vocabulary ids raise a ``ValueError`` naming ``name`` (they are never truncated to integers)."""
+    if isinstance(ids, (str, bytes)):
+        raise ValueError(f"{name} must be token ids (ints), got a string {ids!r:.60}")
+    try:
+        t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids))
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{name} must be a rectangular array of int token ids, got {ids!r:.80} ({e})"
+        ) from None
+    if t.dtype == torch.bool:
+        raise ValueError(f"{name} must be int token ids, got a bool tensor")
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        frac = t.numel() and not bool(torch.isfinite(t).all() and (t == t.round()).all())
+        raise ValueError(
+            f"{name} must be int token ids, got {t.dtype} values"
+            + (f" with fractional/non-finite entries (e.g. {t.flatten()[:4].tolist()})" if frac else "")
+        )
+    t = t.long()
+    if vocab is not None and t.numel() and (t.min() < 0 or t.max() >= vocab):
+        raise ValueError(
+            f"{name} must be token ids in [0, {vocab}) (the vocabulary), got range [{int(t.min())}, {int(t.max())}]"
+        )
+    return t
 
 
 def _vocab_size(model, name: str = "model") -> int:
@@ -43,11 +75,36 @@ def _vocab_size(model, name: str = "model") -> int:
     return int(model.config.vocab_size)
 
 
+def vocabulary_fingerprint(tokenizer) -> str:
+    """SHA-256 of a tokenizer's token→id map (sorted) and its special tokens: equal only for one vocabulary.
+
+    Two tokenizers of the same size (Llama-2 and Mistral both have 32 000 tokens) get different fingerprints."""
+    if not callable(getattr(tokenizer, "get_vocab", None)):
+        raise ValueError(
+            f"tokenizer must be a Hugging Face tokenizer (with get_vocab()), got {type(tokenizer).__name__}"
+        )
+    h = hashlib.sha256()
+    for tok, i in sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])):
+        h.update(f"{i}\t{tok}\n".encode("utf-8", "surrogatepass"))
+    for k in ("bos_token_id", "eos_token_id", "unk_token_id"):
+        h.update(f"{k}={getattr(tokenizer, k, None)}\n".encode())
+    return h.hexdigest()
+
+
+def _tok_name(tokenizer) -> str:
+    return repr(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+
+
 def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
     """Raise ``ValueError`` when the grounded model and the noise LM cannot share token ids.
 
-    The mixture is taken token by token, so both models must index the same vocabulary: equal output sizes and,
-    when both tokenizers are given, identical token→id maps.
+    The mixture is taken token by token, so both models must index one vocabulary. Checked: equal output sizes,
+    equal ``bos``/``eos`` ids in the two model configs, and — when both tokenizers are given — equal
+    :func:`vocabulary_fingerprint` (the whole token→id map, so Llama-2 and Mistral tokenisers, both of 32 000
+    tokens, cannot be mixed) and a tokenizer no larger than the models' output. Sizes alone cannot tell two
+    vocabularies apart: without ``lm_tokenizer`` (and ``lm`` not the same object as ``model``) a
+    ``UserWarning`` says the identity was not verified; pass the LM's own tokenizer (or the shared one) to
+    verify it.
     """
     v_main, v_lm = _vocab_size(model, "model"), _vocab_size(lm, "lm")
     if v_main != v_lm:
@@ -55,13 +112,42 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
             f"lm: tokenizer/vocabulary mismatch — the model scores {v_main} tokens but the noise LM scores {v_lm}; "
             "SCOPE mixes the two distributions token by token, so both must use the same tokenizer"
         )
-    if (
-        tokenizer is not None
-        and lm_tokenizer is not None
-        and tokenizer.get_vocab() != lm_tokenizer.get_vocab()
-    ):
-        raise ValueError(
-            "lm_tokenizer: its token→id map differs from tokenizer's; both models must share a tokenizer"
+    for k in ("bos_token_id", "eos_token_id"):
+        a, b = getattr(model.config, k, None), getattr(lm.config, k, None)
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"lm: config {k} differs ({a} for the model, {b} for the noise LM): the two models do not share "
+                "a tokenizer"
+            )
+    if tokenizer is not None and lm_tokenizer is not None:
+        if tokenizer is not lm_tokenizer:
+            fa, fb = vocabulary_fingerprint(tokenizer), vocabulary_fingerprint(lm_tokenizer)
+            if fa != fb:
+                va, vb = tokenizer.get_vocab(), lm_tokenizer.get_vocab()
+                diff = next((t for t in sorted(va) if vb.get(t) != va[t]), None)
+                raise ValueError(
+                    f"lm_tokenizer: its vocabulary ({_tok_name(lm_tokenizer)}, {len(vb)} tokens, fingerprint "
+                    f"{fb[:12]}) differs from tokenizer's ({_tok_name(tokenizer)}, {len(va)} tokens, fingerprint "
+                    f"{fa[:12]})"
+                    + (
+                        f", e.g. token {diff!r} is id {va[diff]} vs {vb.get(diff)}"
+                        if diff is not None
+                        else ""
+                    )
+                    + "; both models must share one tokenizer"
+                )
+        n = len(tokenizer)
+        if n > v_main:
+            raise ValueError(
+                f"tokenizer: {_tok_name(tokenizer)} has {n} tokens but the models score only {v_main}; "
+                "it is not their tokenizer"
+            )
+    elif lm is not model:
+        warnings.warn(
+            "check_same_vocabulary: only the vocabulary sizes and bos/eos ids were compared; pass tokenizer= and "
+            "lm_tokenizer= (the noise LM's own tokenizer) to verify that both models share one vocabulary",
+            UserWarning,
+            stacklevel=3,
         )
 
 
@@ -104,17 +190,13 @@ class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
                     "lm_prompt_ids: the noise LM has no bos_token_id; pass lm_prompt_ids explicitly"
                 )
             lm_prompt_ids = [int(bos)]
-        ids = torch.as_tensor(lm_prompt_ids, dtype=torch.long)
+        v = _vocab_size(lm, "lm")
+        ids = _token_ids("lm_prompt_ids", lm_prompt_ids, v)
         if ids.ndim == 1:
             ids = ids[None]
         if ids.ndim != 2 or ids.shape[1] == 0:
             raise ValueError(
                 f"lm_prompt_ids must be a non-empty (P,) or (B, P) id tensor, got shape {tuple(ids.shape)}"
-            )
-        v = _vocab_size(lm, "lm")
-        if ids.min() < 0 or ids.max() >= v:
-            raise ValueError(
-                f"lm_prompt_ids must be token ids in [0, {v}), got range [{int(ids.min())}, {int(ids.max())}]"
             )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be None or an int, got {seed!r}")
@@ -195,7 +277,10 @@ def _as_inputs(inputs, vocab: int | None = None) -> dict[str, torch.Tensor]:
         ids = inputs if inputs.ndim == 2 else inputs[None]
         out = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     elif isinstance(inputs, Mapping) and "input_ids" in inputs:
-        out = {"input_ids": torch.as_tensor(inputs["input_ids"])}
+        ids = inputs["input_ids"]
+        if not isinstance(ids, torch.Tensor):
+            ids = _token_ids("inputs: input_ids", ids)
+        out = {"input_ids": ids}
         if inputs.get("attention_mask") is not None:
             out["attention_mask"] = torch.as_tensor(inputs["attention_mask"])
         else:
@@ -304,11 +389,11 @@ def context_aware_generate(model, inputs, alpha: float = 0.5, *, lm_prompt_ids=N
     (``guidance_scale = 1 + α``, ``negative_prompt_ids`` = the context-free prompt, default BOS). Returns new ids.
     """
     if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, (int, float))
+        isinstance(alpha, (bool, np.bool_))
+        or not isinstance(alpha, (int, float, np.integer, np.floating))
         or not (math.isfinite(alpha) and alpha >= 0)
     ):
-        raise ValueError(f"alpha must be a finite float >= 0, got {alpha!r}")
+        raise ValueError(f"alpha must be a finite float >= 0, got {alpha!r} ({type(alpha).__name__})")
     if "max_new_tokens" in generate_kwargs:
         v = generate_kwargs["max_new_tokens"]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -319,7 +404,7 @@ def context_aware_generate(model, inputs, alpha: float = 0.5, *, lm_prompt_ids=N
     b = enc["input_ids"].shape[0]
     if lm_prompt_ids is None:
         lm_prompt_ids = [model.config.bos_token_id]
-    neg = torch.as_tensor(lm_prompt_ids, dtype=torch.long, device=dev)
+    neg = _token_ids("lm_prompt_ids", lm_prompt_ids, _vocab_size(model)).to(dev)
     if neg.ndim not in (1, 2) or neg.shape[-1] == 0:
         raise ValueError(
             f"lm_prompt_ids must be a non-empty (P,) or (B, P) id list, got shape {tuple(neg.shape)}"

@@ -144,6 +144,8 @@ def build_preference_pairs(
                 max_new_tokens=max_new_tokens,
                 seed=int(seed) * 1_000_003 + b0,
                 pad_token_id=tokenizer.pad_token_id,
+                tokenizer=tokenizer,  # checked above (and warned there once if lm_tokenizer is None)
+                lm_tokenizer=tokenizer if lm_tokenizer is None else lm_tokenizer,
                 **generate_kwargs,
             )
             rejected.extend(_continuations(tokenizer, enc, new))
