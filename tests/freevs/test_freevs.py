@@ -439,5 +439,41 @@ def test_smoke_experiment(tmp_path):
         for m in ("sim", "nosim", "holefill"):
             assert np.isfinite(r[m]["dy2"]["psnr"]) and 0 <= r[m]["dy2"]["ssim"] <= 1
     assert list((tmp_path / "cache").glob("toydrive_*.npz"))
+    assert all(set(r["curve"]) == {"sim", "nosim"} for r in res.per_seed.values())  # training curve logged
+    assert (tmp_path / "figures" / "freevs_training.png").exists()
     with pytest.raises(ValueError, match="offsets"):
         ex.Config(offsets=(0.0, 1.0))
+
+
+def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
+    """The held-out curve does not change training (same final weights with and without it), lands on evenly
+    spaced steps ending at the last one, and records a finite loss and PSNR per point."""
+    from dataclasses import replace
+
+    from iclr25.freevs import experiment as ex
+
+    cfg = replace(ex.PRESETS["smoke"], train_steps=6, curve_points=3)
+    assert ex._curve_steps(cfg) == [2, 4, 6]
+    data = ex.load_data(cfg, tmp_path)
+    dev = torch.device("cpu")
+    m1, s1 = ex.train_variant(cfg, data, 0.5, 0, dev)
+    m0, s0 = ex.train_variant(replace(cfg, curve_points=0), data, 0.5, 0, dev)
+    for a, b in zip(m1.state_dict().values(), m0.state_dict().values()):
+        assert torch.equal(a, b)
+    assert s1["loss_last"] == s0["loss_last"] and "curve" not in s0
+    c = s1["curve"]
+    assert c["step"] == [2.0, 4.0, 6.0]
+    assert all(np.isfinite(c[k]).all() and len(c[k]) == 3 for k in ("loss", "psnr_dy0", "psnr_dy2"))
+    text = ex.convergence_text({0: {"curve": {"sim": c, "nosim": c}}, 1: {"curve": {"sim": c, "nosim": c}}})
+    assert "converged" in text and "| 6 |" in text
+    with pytest.raises(ValueError, match="curve_points"):
+        ex.Config(curve_points=-1)
+
+
+def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
+    from iclr25.cli import main
+    from iclr25.freevs import experiment as ex
+
+    assert ex.PRESETS["full"].device == "cuda"
+    main(["config", "freevs", "--preset", "full"])
+    assert "cuda" in capsys.readouterr().out

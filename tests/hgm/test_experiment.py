@@ -54,3 +54,50 @@ def test_full_preset_builds_and_its_model_runs_at_toy_batch():
     m = _model(cfg, True, data.prior_vertices.shape[1])
     out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)
     assert out.merged.num == cfg.splat_size**2 and torch.isfinite(out.merged.means).all()
+
+
+def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
+    from iclr25.cli import main
+
+    assert PRESETS["full"].device == "cuda"
+    main(["config", "hgm", "--preset", "full"])  # printing the config must not need a GPU
+    assert '"device": "cuda"' in capsys.readouterr().out.replace("'", '"')
+
+
+@pytest.mark.parametrize("sup_views", [2, 3, 4, 8])
+@pytest.mark.parametrize("in_views", [[0], [0, 6]])
+def test_supervision_always_includes_views_that_are_not_inputs(in_views, sup_views):
+    import torch
+
+    from iclr25.hgm.experiment import BACK, supervision_views
+
+    gen = torch.Generator().manual_seed(0)
+    seen = set()
+    for _ in range(50):
+        sup = supervision_views(in_views, sup_views, gen)
+        assert sup[: len(in_views)] == in_views and len(set(sup)) == len(sup)
+        extra = [v for v in sup if v not in in_views]
+        assert len(extra) >= 1 and len(sup) == max(sup_views, len(in_views) + 1)
+        if BACK not in in_views:
+            assert BACK in sup  # the single-view models always see the back view
+        seen.update(extra)
+    if in_views == [0, 6]:  # the two-view model is supervised on random other views, not only its inputs
+        assert len(seen) >= 5
+
+
+def test_supervision_views_and_refinement_threshold_reject_bad_input():
+    import torch
+
+    from iclr25.hgm.experiment import supervision_views
+
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="in_views"):
+        supervision_views([0, 0], 3, gen)
+    with pytest.raises(ValueError, match="in_views"):
+        supervision_views([12], 3, gen)
+    with pytest.raises(ValueError, match="sup_views"):
+        supervision_views([0], 0, gen)
+    with pytest.raises(ValueError, match="body_refine_threshold"):
+        Config(body_refine_threshold=float("nan"))
+    with pytest.raises(ValueError, match="body_refine_threshold"):
+        Config(body_refine_threshold=1.0)

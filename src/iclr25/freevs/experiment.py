@@ -6,7 +6,9 @@ trajectories the car never drove?
    laterally shifted trajectories Δy ∈ ``offsets`` (GT by ray casting; pseudo-images from the recorded points).
 2. Per seed, two FreeVS-tiny models trained with the same steps, batch and optimiser: **with** the simulation
    (mismatch ratio 0.5, the paper's) and **without** (ratio 0). A classical hole-filling baseline and a detection
-   probe (trained on recorded GT frames) complete the comparison.
+   probe (trained on recorded GT frames) complete the comparison. While training, the loss (window means) and
+   the PSNR of sampled frames on a few held-out test clips (Δy = 0 and 2 m) are logged at ``curve_points``
+   evenly spaced steps — monitoring only: the model evaluated is always the last step's, nothing is selected.
 3. Metrics per Δy on the test clips: PSNR, hole-PSNR (pixels empty in the pseudo-image), SSIM, detection AP, FD-proxy.
 """
 
@@ -27,7 +29,15 @@ import torch  # noqa: E402
 
 from ..common.claims import all_of, make_claim  # noqa: E402
 from ..common.io import atomic_savefig, atomic_write_with  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
+from ..common.results import (  # noqa: E402
+    ExperimentConfig,
+    RunDir,
+    RunResult,
+    aggregate,
+    mean_std,
+    t_interval95,
+    values,
+)
 from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe  # noqa: E402
 from .model import EDMConfig, FreeVSTiny, edm_loss, sample  # noqa: E402
 from .pseudo import OCCUPANCY_RULES, pseudo_image, record_drive  # noqa: E402
@@ -64,6 +74,8 @@ class Config(ExperimentConfig):
     guidance: float = 2.0
     drop_prob: float = 0.2
     probe_steps: int = 200
+    curve_points: int = 6  # training curve: held-out PSNR measured at this many evenly spaced steps (0 = off)
+    curve_clips: int = 2  # held-out clips per monitored offset (Δy = 0 and 2 m) for the curve
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,6 +83,10 @@ class Config(ExperimentConfig):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        for name in ("curve_points", "curve_clips"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
         if self.occupancy not in OCCUPANCY_RULES:
             raise ValueError(f"occupancy must be one of {OCCUPANCY_RULES}, got {self.occupancy!r}")
         if isinstance(self.occupancy_radius, bool) or not isinstance(self.occupancy_radius, int):
@@ -101,7 +117,9 @@ PRESETS = {
         azimuths=360,
         beams=16,
     ),
-    "quick": Config(),
+    # quick: 4 seeds run in two waves of two on 2 cores (`--jobs auto`); 400 steps per variant fill the 8-minute
+    # budget (≈ 23 s data + 2 × (35 s probe/evaluation + 2 × 400 × 0.2 CPU-s + curve) ≈ 7 min on an idle machine).
+    "quick": Config(seeds=4, train_steps=400),
     "full": Config(
         device="cuda",
         width=192,
@@ -241,6 +259,52 @@ def _centres(arr: np.ndarray) -> np.ndarray:
 
 
 # --- training and evaluation ---------------------------------------------------------------------------------
+def _curve_steps(cfg: Config) -> list[int]:
+    """The steps (1-based, after the optimiser update) at which the training curve measures held-out PSNR."""
+    if cfg.curve_points == 0:
+        return []
+    return sorted(
+        {max(1, round(cfg.train_steps * (i + 1) / cfg.curve_points)) for i in range(cfg.curve_points)}
+    )
+
+
+def _monitor_set(cfg: Config, data: dict) -> tuple[torch.Tensor, torch.Tensor, np.ndarray] | None:
+    """Held-out clips for the curve: the first ``curve_clips`` test clips at Δy = 0 and at Δy = 2 m."""
+    if cfg.curve_points == 0 or cfg.curve_clips == 0:
+        return None
+    idx = [list(cfg.offsets).index(0.0), list(cfg.offsets).index(2.0)]
+    k = min(cfg.curve_clips, data["test_gt"].shape[1])
+    p = torch.tensor(data["test_pseudo"][idx, :k])  # (2, k, T, H, W, 3)
+    r = torch.tensor(data["test_ref"][idx, :k])  # (2, k, H, W, 3)
+    g = data["test_gt"][idx, :k]
+    pseudo = p.reshape(-1, *p.shape[2:]).permute(0, 1, 4, 2, 3) * 2 - 1
+    ref = r.reshape(-1, *r.shape[2:]).permute(0, 3, 1, 2) * 2 - 1
+    return pseudo, ref, g.reshape(-1, *g.shape[2:])
+
+
+def _monitor_psnr(cfg: Config, model: FreeVSTiny, mon, seed: int, device) -> list[float]:
+    """Mean PSNR of sampled frames on the monitor clips, [Δy = 0, Δy = 2 m] (same sampler noise at every call)."""
+    pseudo, ref, gt = mon
+    was = model.training
+    model.eval()
+    g = torch.Generator(device="cpu").manual_seed(20_000 + seed)
+    with torch.no_grad():
+        x = sample(
+            model,
+            pseudo.to(device),
+            ref.to(device),
+            EDMConfig(drop_prob=cfg.drop_prob),
+            cfg.sample_steps,
+            cfg.guidance,
+            g,
+        ).cpu()
+    model.train(was)
+    frames = ((x + 1) / 2).permute(0, 1, 3, 4, 2).numpy()  # (2k, T, H, W, 3)
+    per = np.array([np.mean([psnr(a, b) for a, b in zip(f, t)]) for f, t in zip(frames, gt)])
+    half = len(per) // 2
+    return [float(per[:half].mean()), float(per[half:].mean())]
+
+
 def train_variant(
     cfg: Config, data: dict, ratio: float, seed: int, device: torch.device
 ) -> tuple[FreeVSTiny, dict]:
@@ -255,7 +319,11 @@ def train_variant(
     T = cfg.clip_len
     t0 = time.process_time()
     losses = []
-    for _ in range(cfg.train_steps):
+    mon = _monitor_set(cfg, data)
+    at = set(_curve_steps(cfg)) if mon is not None else set()
+    curve: dict[str, list[float]] = {"step": [], "loss": [], "psnr_dy0": [], "psnr_dy2": []}
+    mon_cpu = 0.0
+    for step in range(1, cfg.train_steps + 1):
         si = torch.randint(0, S, (cfg.batch,), generator=g)
         ti = torch.randint(0, Fn - T + 1, (cfg.batch,), generator=g)
         frames = ti[:, None] + torch.arange(T)
@@ -273,12 +341,24 @@ def train_variant(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
+        if step in at:  # monitoring only (its CPU time is excluded from train_cpu_s)
+            c = time.process_time()
+            p0, p2 = _monitor_psnr(cfg, model, mon, seed, device)
+            prev = int(curve["step"][-1]) if curve["step"] else 0
+            curve["step"].append(float(step))
+            curve["loss"].append(float(np.mean(losses[prev:step])))
+            curve["psnr_dy0"].append(p0)
+            curve["psnr_dy2"].append(p2)
+            mon_cpu += time.process_time() - c
     n = max(1, len(losses) // 10)
-    return model.eval(), {
+    out = {
         "loss_first": float(np.mean(losses[:n])),
         "loss_last": float(np.mean(losses[-n:])),
-        "train_cpu_s": time.process_time() - t0,
+        "train_cpu_s": time.process_time() - t0 - mon_cpu,
     }
+    if curve["step"]:
+        out["curve"] = curve
+    return model.eval(), out
 
 
 def evaluate(cfg: Config, data: dict, frames: np.ndarray, probe, gt_feats: dict) -> dict:
@@ -339,6 +419,9 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
             ).cpu()
         frames = ((x + 1) / 2).permute(0, 1, 3, 4, 2).reshape(O, C, T, H, W, 3).numpy()
         samples[variant] = frames
+        curve = stats.pop("curve", None)
+        if curve is not None:
+            res.setdefault("curve", {})[variant] = curve
         res[variant] = {**evaluate(cfg, data, frames, probe, gt_feats), **stats}
     res["examples"] = {v: samples[v][:, 0, 0].tolist() for v in VARIANTS} if seed == cfg.seed else {}
     return res
@@ -347,7 +430,27 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
 # --- claims, figure, report ----------------------------------------------------------------------------------
 def _paired(a, b) -> str:
     d = np.asarray(a) - np.asarray(b)
-    return "per-seed differences " + ", ".join(f"{x:+.2f}" for x in d)
+    lo, hi = t_interval95(d)
+    return (
+        "paired per-seed differences "
+        + ", ".join(f"{x:+.2f}" for x in d)
+        + f" (95 % t-interval [{lo:+.2f}, {hi:+.2f}])"
+    )
+
+
+def _per_shift_rows(cfg: Config, ps: dict) -> list[str]:
+    """Paired per-seed differences at every Δy for the two claims that the paper states at one shift."""
+    v = lambda k: np.asarray(values(ps, k))  # noqa: E731
+    rows = [
+        "| Δy (m) | sim − nosim PSNR (recorded_parity: within ±0.5 at 0) | sim − hole filling PSNR (beats_hole_filling: ≥ 1.0 at 2) |",
+        "|---|---|---|",
+    ]
+    for dy in cfg.offsets:
+        k = f"dy{dy:g}/psnr"
+        rows.append(
+            f"| {dy:g} | {_paired(v('sim/' + k), v('nosim/' + k))} | {_paired(v('sim/' + k), v('holefill/' + k))} |"
+        )
+    return rows
 
 
 def _claims(cfg: Config, ps: dict) -> list:
@@ -421,6 +524,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     "<=",
                     baseline=nos0,
                     compare="difference",
+                    note=_paired(sim0, nos0),
                 ),
             ],
         ),
@@ -495,6 +599,83 @@ def _figure(cfg: Config, ps: dict, path: Path, data: dict) -> Path:
     return atomic_savefig(fig, path)
 
 
+def _curves(ps: dict) -> dict[str, dict[str, np.ndarray]] | None:
+    """Per variant: the curve's steps and the (seeds, points) arrays of window loss and monitor PSNR."""
+    if not all("curve" in r for r in ps.values()):
+        return None
+    out = {}
+    for m in VARIANTS:
+        cs = [r["curve"][m] for r in ps.values()]
+        out[m] = {"step": np.asarray(cs[0]["step"])} | {
+            k: np.asarray([c[k] for c in cs], dtype=float) for k in ("loss", "psnr_dy0", "psnr_dy2")
+        }
+    return out
+
+
+def _curve_figure(ps: dict, path: Path) -> Path | None:
+    cur = _curves(ps)
+    if cur is None:
+        return None
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for m, style in (("sim", "o-"), ("nosim", "s--")):
+        c = cur[m]
+        ax[0].errorbar(c["step"], c["loss"].mean(0), yerr=c["loss"].std(0), fmt=style, capsize=3, label=m)
+        for k, lab in (("psnr_dy0", "Δy 0"), ("psnr_dy2", "Δy 2 m")):
+            ax[1].errorbar(
+                c["step"], c[k].mean(0), yerr=c[k].std(0), fmt=style, capsize=3, label=f"{m}, {lab}"
+            )
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("EDM loss (window mean)")
+    ax[0].legend()
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("held-out PSNR (dB)")
+    ax[1].legend(fontsize=7)
+    ax[0].set_title("training loss")
+    ax[1].set_title("held-out sampled PSNR (monitor clips)")
+    fig.tight_layout()
+    return atomic_savefig(fig, path)
+
+
+def convergence_text(ps: dict) -> str:
+    """Table of the training curve (seed means) and a convergence verdict: converged when, between the last two
+    curve points, the window loss changes by < 5 % and the held-out PSNR at both offsets by < 0.2 dB, for both
+    variants."""
+    cur = _curves(ps)
+    if cur is None:
+        return "Training curve: not recorded (curve_points = 0)."
+    rows = ["| step | " + " | ".join(f"{m} loss | {m} PSNR Δy0 | {m} PSNR Δy2" for m in VARIANTS) + " |"]
+    rows.append("|---" * (1 + 3 * len(VARIANTS)) + "|")
+    steps = cur[VARIANTS[0]]["step"]
+    for i, st in enumerate(steps):
+        cells = []
+        for m in VARIANTS:
+            c = cur[m]
+            cells += [
+                f"{c['loss'][:, i].mean():.3f}",
+                f"{c['psnr_dy0'][:, i].mean():.2f}",
+                f"{c['psnr_dy2'][:, i].mean():.2f}",
+            ]
+        rows.append(f"| {st:.0f} | " + " | ".join(cells) + " |")
+    if len(steps) < 2:
+        return "\n".join(rows) + "\n\nConvergence: one curve point only, not assessed."
+    verdicts = []
+    for m in VARIANTS:
+        c = cur[m]
+        dl = (c["loss"][:, -1].mean() - c["loss"][:, -2].mean()) / max(abs(c["loss"][:, -2].mean()), 1e-12)
+        d0 = c["psnr_dy0"][:, -1].mean() - c["psnr_dy0"][:, -2].mean()
+        d2 = c["psnr_dy2"][:, -1].mean() - c["psnr_dy2"][:, -2].mean()
+        ok = abs(dl) < 0.05 and abs(d0) < 0.2 and abs(d2) < 0.2
+        verdicts.append(
+            f"{m}: loss {100 * dl:+.1f} %, PSNR Δy0 {d0:+.2f} dB, Δy2 {d2:+.2f} dB between steps {steps[-2]:.0f} and "
+            f"{steps[-1]:.0f} → {'converged' if ok else 'not converged'}"
+        )
+    return (
+        "\n".join(rows)
+        + "\n\nConvergence (criterion: between the last two curve points the window loss changes < 5 % and the "
+        "held-out PSNR < 0.2 dB at both offsets): " + "; ".join(verdicts) + "."
+    )
+
+
 def _report(cfg: Config, ps: dict) -> str:
     rows = ["| Δy (m) | method | PSNR | hole-PSNR | SSIM | AP | FD-proxy |", "|---|---|---|---|---|---|---|"]
     for dy in cfg.offsets:
@@ -513,7 +694,7 @@ def _report(cfg: Config, ps: dict) -> str:
     return "\n".join(
         [
             f"ToyDrive {cfg.width}×{cfg.height} px, {cfg.n_train_scenes} train / {cfg.n_test_scenes} test scenes (shared by "
-            f"all seeds; seeds vary the model initialisation, batches, noise and sampling). Both variants: {cfg.train_steps} "
+            f"all seeds; seeds vary the model initialisation, batches, noise and sampling). Both variants (same budget): {cfg.train_steps} "
             f"steps × batch {cfg.batch} clips of {cfg.clip_len} frames, AdamW lr {cfg.lr}; sampling {cfg.sample_steps} EDM "
             f"Euler steps, CFG {cfg.guidance}. Simulation: window centred at t ± {cfg.shift_k} frames with ratio "
             f"{cfg.mismatch_ratio}.",
@@ -521,6 +702,16 @@ def _report(cfg: Config, ps: dict) -> str:
             "Training: " + tr,
             "",
             *rows,
+            "",
+            "Per shift, paired per-seed differences (the claims read Δy = 0 and Δy = 2 m; the other rows show how "
+            "the comparison moves with the shift):",
+            "",
+            *_per_shift_rows(cfg, ps),
+            "",
+            f"Training curve (seed means; held-out PSNR of {cfg.sample_steps}-step samples of the first "
+            f"{cfg.curve_clips} test clips at Δy = 0 and 2 m — monitoring only, the last step's model is evaluated):",
+            "",
+            convergence_text(ps),
             "",
             "Deviations: pixel-space model (no VAE / SVD weights offline), EDM pixel-space noise prior (ln σ ~ N(−1.2, "
             "1.2²)) instead of SVD's (0.7, 1.6), a small learned reference-frame encoder instead of CLIP, FD-proxy on the "
@@ -543,12 +734,15 @@ def run(cfg: Config, out: Path) -> RunResult:
     ps = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
     claims = _claims(cfg, ps)
     fig = _figure(cfg, ps, rd.figures / "freevs_shift.png", data)
-    metrics = aggregate({s: {k: v for k, v in r.items() if k != "examples"} for s, r in ps.items()})
+    curve_fig = _curve_figure(ps, rd.figures / "freevs_training.png")
+    metrics = aggregate(
+        {s: {k: v for k, v in r.items() if k not in ("examples", "curve")} for s, r in ps.items()}
+    )
     return RunResult(
         seeds=cfg.seed_list,
         metrics=metrics,
         claims=claims,
         per_seed={s: {k: v for k, v in r.items() if k != "examples"} for s, r in ps.items()},
-        figures=[fig],
+        figures=[fig] + ([curve_fig] if curve_fig is not None else []),
         report_md=_report(cfg, ps),
     )
