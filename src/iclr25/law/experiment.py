@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
@@ -562,8 +563,6 @@ def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | No
     computes the two parts as separate tasks (``map_seed_parts``); given neither, both are built here in a
     temporary folder (the same numbers as in a run of ``cfg``)."""
     if st is None:
-        from iclr25.common.device import get_device
-
         tmp = Path(tempfile.mkdtemp(prefix="law-"))
         st = Setting(cfg, tmp, str(get_device(cfg.device)))
     if ft_lr is None:
@@ -659,8 +658,6 @@ def _remaining(ps: dict) -> list[float]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    from iclr25.common.device import get_device
-
     rd = RunDir(Path(out), cfg)
     st = Setting(cfg, rd.path, str(get_device(cfg.device)))
     ft_lr = st.tune(rd)

@@ -526,14 +526,11 @@ def run(cfg: Config, out: Path) -> RunResult:
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     counts, rows = param_tables(cfg)
+    tables = {"param_counts": {f"d{w}": c for w, c in counts.items()}, "scaling_table": rows}
     valid, reason = validity(cfg, per_seed)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics={
-            **aggregate(per_seed),
-            "param_counts": {f"d{w}": c for w, c in counts.items()},
-            "scaling_table": rows,
-        },
+        metrics={**aggregate(per_seed), **tables},
         claims=claims(cfg, per_seed),
         per_seed=per_seed,
         figures=[report.figure(cfg, per_seed, rd.figures / "quantum_peft.png", counts, rows, METHODS)],
