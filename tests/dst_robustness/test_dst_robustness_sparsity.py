@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from iclr25.dst_robustness import (
+    ClassifierTrainConfig,
     DSTConfig,
     DynamicSparseTraining,
-    TrainConfig,
     drop_count,
     erk_densities,
     granet_density,
@@ -214,7 +214,7 @@ def _small_cnn():
 @pytest.mark.parametrize("method", ["set", "rigl", "mest", "granet"])
 def test_sparsity_zero_equals_dense(method):
     x, y = _tiny_data()
-    tc = TrainConfig(epochs=2, batch_size=16)
+    tc = ClassifierTrainConfig(epochs=2, batch_size=16)
     dense, _, _ = train_classifier(_small_cnn, x, y, tc, seed=5)
     sp, eng, _ = train_classifier(
         _small_cnn, x, y, tc, seed=5, dst=DSTConfig(method, sparsity=0.0, delta_t=1)
@@ -226,7 +226,7 @@ def test_sparsity_zero_equals_dense(method):
 
 def test_engine_uses_its_own_rng_and_is_deterministic():
     x, y = _tiny_data()
-    tc = TrainConfig(epochs=2, batch_size=16)
+    tc = ClassifierTrainConfig(epochs=2, batch_size=16)
     torch.manual_seed(123)
     state = torch.get_rng_state()
     m1, e1, _ = train_classifier(_small_cnn, x, y, tc, seed=1, dst=DSTConfig("set", sparsity=0.5, delta_t=2))

@@ -17,10 +17,10 @@ import torch
 from iclr25.mofflow import (
     AtomFlowConfig,
     AtomFlowNet,
+    FlowTrainConfig,
     LatticePrior,
     MOFFlowConfig,
     MOFFlowNet,
-    TrainConfig,
     collate,
     euler_sample,
     match_structures,
@@ -29,7 +29,7 @@ from iclr25.mofflow import (
     train_atom_flow,
     train_mofflow,
 )
-from iclr25.mofflow.experiment import PRESETS, Config, make_claims, oracle_predictor
+from iclr25.mofflow.experiment import PRESETS, Config, claims, oracle_predictor
 from iclr25.mofflow.training import size_batches
 
 TINY = MOFFlowConfig(c_s=16, c_z=8, n_trunk=1, egnn_hidden=8)
@@ -61,9 +61,11 @@ def test_trainers_record_size_and_cpu_time_per_step():
     mofs, lp = _data()
     plan = {4: 2, 8: 1, 16: 1}
     torch.manual_seed(0)
-    h = train_mofflow(MOFFlowNet(TINY), mofs, lp, TrainConfig(steps=4, batch_size=2), 0, steps_per_size=plan)
+    h = train_mofflow(
+        MOFFlowNet(TINY), mofs, lp, FlowTrainConfig(steps=4, batch_size=2), 0, steps_per_size=plan
+    )
     ah = train_atom_flow(
-        AtomFlowNet(AtomFlowConfig(width=16, layers=1), TINY), mofs, lp, TrainConfig(steps=4, batch_size=2), 0,
+        AtomFlowNet(AtomFlowConfig(width=16, layers=1), TINY), mofs, lp, FlowTrainConfig(steps=4, batch_size=2), 0,
         steps_per_size=plan,
     )  # fmt: skip
     for hist in (h, ah):
@@ -110,11 +112,11 @@ def _per_seed(mof: dict, atom: dict) -> dict:
 def test_beats_atom_level_is_undefined_against_a_zero_baseline_not_floored():
     cfg = Config(seeds=3)
     mof = {s: (90.0, 0.0, 0.0) for s in range(3)}
-    zero = make_claims(cfg, _per_seed(mof, {s: (0.0, 0.0, 0.0) for s in range(3)}))
+    zero = claims(cfg, _per_seed(mof, {s: (0.0, 0.0, 0.0) for s in range(3)}))
     c = {x.id: x for x in zero}["beats_atom_level"]
     assert math.isnan(c.measured) and not c.holds and c.verdict == "undefined"
     assert "zero baseline" in c.undefined_reason and c.baseline.mean == 0.0  # the raw rate, no floor
-    some = make_claims(cfg, _per_seed(mof, {s: (15.0, 0.0, 0.0) for s in range(3)}))
+    some = claims(cfg, _per_seed(mof, {s: (15.0, 0.0, 0.0) for s in range(3)}))
     c = {x.id: x for x in some}["beats_atom_level"]
     assert c.measured == pytest.approx(6.0) and c.holds
     assert "M=4 90 vs 15" in c.note  # per-size rates of both methods are reported beside the verdict

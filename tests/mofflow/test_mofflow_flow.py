@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from iclr25.mofflow import (
+    FlowTrainConfig,
     LatticePrior,
     MOFFlowConfig,
     MOFFlowNet,
-    TrainConfig,
     collate,
     euler_sample,
     flow_matching_loss,
@@ -130,7 +130,7 @@ def test_training_reduces_loss_and_checkpoint_roundtrip(tmp_path):
             return float(flow_matching_loss(net(b, t, tr, R, lat), b, t, R)["loss"])
 
     before = eval_loss()
-    hist = train_mofflow(net, mofs, lp, TrainConfig(steps=40, batch_size=8, lr=2e-3, warmup=5), seed=0)
+    hist = train_mofflow(net, mofs, lp, FlowTrainConfig(steps=40, batch_size=8, lr=2e-3, warmup=5), seed=0)
     after = eval_loss()
     assert after < 0.97 * before, (before, after)
     p = save_checkpoint(net, tmp_path / "ck.pt", lp)
@@ -154,7 +154,7 @@ def test_overfits_one_cell_to_a_structure_matcher_match():
     torch.manual_seed(0)
     net = MOFFlowNet()
     prior_preds = predict(net, mofs, lp, 50, seed=1)
-    train_mofflow(net, mofs, lp, TrainConfig(steps=800, batch_size=8, lr=1e-3), seed=0)
+    train_mofflow(net, mofs, lp, FlowTrainConfig(steps=800, batch_size=8, lr=1e-3), seed=0)
     preds = predict(net, mofs, lp, 50, seed=1)
     gts = [m.to_structure() for m in mofs]
     assert match_structures(gts, [[p] for p in prior_preds if p is not None])["match_rate"] == 0.0
@@ -175,7 +175,7 @@ def test_lr_schedule_matches_the_replaced_warmup_cosine(monkeypatch):
         return step(self, *a, **k)
 
     monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
-    cfg = TrainConfig(steps=30, batch_size=4, lr=2e-3, warmup=6, min_lr_ratio=0.1)
+    cfg = FlowTrainConfig(steps=30, batch_size=4, lr=2e-3, warmup=6, min_lr_ratio=0.1)
     mofs = toymof_dataset(8, 3, sizes=(4,))
     lp = LatticePrior.fit(np.stack([m.lattice for m in mofs]))
     torch.manual_seed(0)

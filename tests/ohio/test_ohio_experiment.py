@@ -83,3 +83,28 @@ def test_config_rejects_bad_inverse_settings():
     with pytest.raises(ValueError, match="adam_lr"):
         Config(adam_lr=0.0)
     assert Config().solver == "adam" and Config().prior == 0.0  # the documented default (issue #16)
+
+
+def test_learners_take_a_device_and_return_cpu_policies():
+    """Issue #35: ``Config.device`` reaches the BC / IQL learners; on the CPU the default and an explicit
+    ``device="cpu"`` train the same weights, and the policy comes back on the CPU for the numpy rollouts."""
+    import numpy as np
+    import torch
+
+    from iclr25.ohio.learners import IQLConfig, train_bc, train_iql
+    from iclr25.ohio.relabel import OfflineDataset
+
+    rng = np.random.default_rng(0)
+    n = 64
+    ds = OfflineDataset(
+        rng.normal(size=(n, 3)), rng.normal(size=(n, 2)), rng.normal(size=n), rng.normal(size=(n, 3)),
+        np.zeros(n, bool), np.zeros(n, bool),
+    )  # fmt: skip
+    a = train_bc(ds, steps=5, batch_size=8, hidden=8, seed=1)
+    b = train_bc(ds, steps=5, batch_size=8, hidden=8, seed=1, device="cpu")
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert p.device.type == "cpu" and torch.equal(p, q)
+    pi, _ = train_iql(ds, IQLConfig(steps=3, batch_size=8, hidden=8), seed=1, device=torch.device("cpu"))
+    assert all(p.device.type == "cpu" for p in pi.parameters())
+    assert pi.act(ds.observations[:2]).shape == (2, 2)
+    assert PRESETS["full"].device == "auto" and PRESETS["quick"].device == "cpu"

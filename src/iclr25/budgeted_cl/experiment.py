@@ -17,18 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr25.common.claims import all_of, make_claim
-from iclr25.common.io import atomic_savefig
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.results import (
     ExperimentConfig,
     RunDir,
     RunResult,
     aggregate,
-    mean_std,
     t_interval95,
     values,
 )
 
+from . import report
 from .budget import count_block_flops, model_bytes
 from .model import TinyResNet
 from .runner import METHODS, equal_flops_online_iter, run_online
@@ -108,9 +107,7 @@ PRESETS = {
     "quick": Config(
         seeds=6, streams=("gaussian",), arms=("vanilla", "sar", "al_sar", "er_equal"), fisher="batch_mean"
     ),
-    "full": Config(
-        seeds=5, streams=("gaussian", "disjoint"), arms=ARMS, device="auto", fisher="batch_mean"
-    ),
+    "full": Config(seeds=5, streams=("gaussian", "disjoint"), arms=ARMS, device="auto", fisher="batch_mean"),
 }
 
 
@@ -204,38 +201,40 @@ def _strides(cfg: Config) -> tuple[int, ...]:
     return tuple(1 if i % 2 == 0 else 2 for i in range(len(cfg.widths)))
 
 
-def run(cfg: Config, out: Path) -> RunResult:
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims read on the first stream (A_auc of the claimed arms, GFLOPs of SAR vs aL-SAR) and the
+    per-sample Fisher share the notes and report quote; only arms this config runs."""
     s0 = cfg.streams[0]
-    # the keys the claims read on the first stream (A_auc of the claimed arms, GFLOPs of SAR vs aL-SAR) and the
-    # per-sample Fisher share the notes and report quote; only arms this config runs
     claimed = [a for a in ("vanilla", "sar", "al_sar", "er_equal") if a in cfg.arms]
-    rd = RunDir(
-        out,
-        cfg,
-        required=("per_sample_fisher_step_share", "total_bytes")
+    return (
+        ("per_sample_fisher_step_share", "total_bytes")
         + tuple(f"{s0}/{a}/a_auc" for a in claimed)
-        + tuple(f"{s0}/{a}/gflops" for a in ("sar", "al_sar") if a in cfg.arms),
+        + tuple(f"{s0}/{a}/gflops" for a in ("sar", "al_sar") if a in cfg.arms)
     )
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list, desc="budgeted_cl seeds")
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The claims whose arms this config runs (ids and thresholds fixed), on the first stream."""
+    s0 = cfg.streams[0]
 
     def v(arm: str, key: str) -> list[float]:
         return values(per_seed, f"{s0}/{arm}/{key}")
 
-    claims = []
+    found: list[Claim] = []
 
     def paired(a: list[float], b: list[float]) -> str:
         lo, hi = t_interval95(np.asarray(a) - np.asarray(b))
-        return f"per-seed differences {_diffs(a, b)}; paired 95 % t-interval of the mean [{lo:+.2f}, {hi:+.2f}]"
+        return f"per-seed differences {report.diffs(a, b)}; paired 95 % t-interval of the mean [{lo:+.2f}, {hi:+.2f}]"
 
-    note_fisher = (
-        f"Fisher estimator: {cfg.fisher}"
-        + (" (the official code's; the paper's per-sample estimator would add "
-           f"{np.mean(values(per_seed, 'per_sample_fisher_step_share')):.0%} of a step per update)"
-           if cfg.fisher == "batch_mean" else " (the paper's; charged in full)")
+    note_fisher = f"Fisher estimator: {cfg.fisher}" + (
+        " (the official code's; the paper's per-sample estimator would add "
+        f"{np.mean(values(per_seed, 'per_sample_fisher_step_share')):.0%} of a step per update)"
+        if cfg.fisher == "batch_mean"
+        else " (the paper's; charged in full)"
     )
     note_scale = "digits at 16×16, ~0.1 M-param ResNet, 1 437-sample stream; the paper's effects were measured on CIFAR/ImageNet"
     if {"sar", "vanilla"} <= set(cfg.arms):
-        claims.append(
+        found.append(
             make_claim(
                 "sampling_gain",
                 "Frequency-based (similarity-aware) retrieval beats random retrieval by ≥ 1.0 A_auc "
@@ -250,7 +249,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             )
         )
     if {"sar", "al_sar"} <= set(cfg.arms):
-        claims.append(
+        found.append(
             all_of(
                 "freezing_saves",
                 "Adaptive layer freezing saves ≥ 5 % training FLOPs with ≤ 1.0 A_auc point drop.",
@@ -281,11 +280,11 @@ def run(cfg: Config, out: Path) -> RunResult:
                 + paired(v("sar", "a_auc"), v("al_sar", "a_auc"))
                 + "; "
                 + note_fisher
-                + f"; frozen steps freeze {_depths(per_seed, s0, 'al_sar')}",
+                + f"; frozen steps freeze {report.depths(per_seed, s0, 'al_sar')}",
             )
         )
     if {"al_sar", "er_equal"} <= set(cfg.arms):
-        claims.append(
+        found.append(
             make_claim(
                 "equal_budget_win",
                 "At equal training FLOPs and equal memory bytes, aL-SAR's A_auc ≥ ER's + 1.0 point.",
@@ -295,34 +294,28 @@ def run(cfg: Config, out: Path) -> RunResult:
                 threshold=1.0,
                 direction=">=",
                 compare="difference",
-                note=note_scale + "; " + paired(v("al_sar", "a_auc"), v("er_equal", "a_auc")) + "; " + note_fisher,
+                note=note_scale
+                + "; "
+                + paired(v("al_sar", "a_auc"), v("er_equal", "a_auc"))
+                + "; "
+                + note_fisher,
             )
         )
 
-    fig = _figure(per_seed, cfg)
-    fig_path = atomic_savefig(fig, rd.figures / "anytime_accuracy.png")
+    return found
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list, desc="budgeted_cl seeds")
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(_scalars(per_seed)),
-        claims=claims,
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[fig_path],
-        report_md=_report(per_seed, cfg),
+        figures=[report.figure(cfg, per_seed, rd.figures / "anytime_accuracy.png")],
+        report_md=report.report_md(cfg, per_seed),
     )
-
-
-def _depth_hist(per_seed: dict, stream: str, arm: str) -> np.ndarray:
-    """Mean (over seeds) fraction of steps that froze n = 0..L leading blocks."""
-    return np.mean([per_seed[s][stream][arm]["frozen_depth_hist"] for s in sorted(per_seed)], axis=0)
-
-
-def _depths(per_seed: dict, stream: str, arm: str) -> str:
-    h = _depth_hist(per_seed, stream, arm)
-    return ", ".join(f"{n} blocks on {x:.1%} of steps" for n, x in enumerate(h) if x > 0)
-
-
-def _diffs(a: list[float], b: list[float]) -> str:
-    return ", ".join(f"{x - y:+.2f}" for x, y in zip(a, b, strict=True))
 
 
 def _scalars(per_seed: dict) -> dict:
@@ -337,96 +330,3 @@ def _scalars(per_seed: dict) -> dict:
         }
         for s, res in per_seed.items()
     }
-
-
-def _figure(per_seed: dict, cfg: Config):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cfg.streams), figsize=(5.5 * len(cfg.streams), 3.8), squeeze=False)
-    for ax, stream in zip(axes[0], cfg.streams, strict=True):
-        for arm in cfg.arms:
-            curves = [np.asarray(per_seed[s][stream][arm]["curve"]) for s in sorted(per_seed)]
-            n = min(len(c) for c in curves)
-            x = per_seed[sorted(per_seed)[0]][stream][arm]["curve_x"][:n]
-            ax.plot(x, np.mean([c[:n] for c in curves], 0), label=arm)
-        ax.set_xlabel("stream samples")
-        ax.set_ylabel("accuracy on seen classes (%)")
-        ax.set_title(f"digits, {stream} stream (mean of {len(per_seed)} seeds)")
-        ax.legend(fontsize=8)
-    return fig
-
-
-def _report(per_seed: dict, cfg: Config) -> str:
-    rows = []
-    for stream in cfg.streams:
-        rows.append(
-            f"\n### {stream} stream\n\n| arm | A_auc (%) | A_last (%) | GFLOPs | online_iter | exemplars | "
-            "bytes used | frozen steps | mean frozen blocks |\n|---|---|---|---|---|---|---|---|---|"
-        )
-        for arm in cfg.arms:
-
-            def ms(key: str, arm: str = arm, stream: str = stream) -> str:
-                return mean_std([per_seed[s][stream][arm][key] for s in sorted(per_seed)], digits=2)
-
-            rows.append(
-                f"| {arm} | {ms('a_auc')} | {ms('a_last')} | {ms('gflops')} | {ms('online_iter')} | "
-                f"{ms('capacity')} | {ms('memory_bytes')} | {ms('frozen_step_fraction')} | "
-                f"{ms('mean_frozen_blocks')} |"
-            )
-    for stream in cfg.streams:
-        for arm in [a for a in cfg.arms if cfg.method(a).freezing]:
-            h = _depth_hist(per_seed, stream, arm)
-            fs = np.mean([per_seed[s][stream][arm]["fisher_share"] for s in sorted(per_seed)], axis=0)
-            bs = per_seed[sorted(per_seed)[0]][stream][arm]["backward_share"]
-            L = len(h) - 1
-            rows.append(
-                f"\n**{arm}, {stream}: frozen depth and the Fisher profile** (mean over seeds). Depth n = the "
-                "first n blocks frozen (block 0 = stem).\n\n| | "
-                + " | ".join(f"n = {n}" for n in range(L + 1))
-                + " |\n|---|"
-                + "---|" * (L + 1)
-                + "\n| share of steps | "
-                + " | ".join(f"{x:.1%}" for x in h)
-                + " |\n\n| block | "
-                + " | ".join(str(i) for i in range(L))
-                + " |\n|---|"
-                + "---|" * L
-                + "\n| Fisher share φ_i/Σφ | "
-                + " | ".join(f"{x:.3f}" for x in fs)
-                + " |\n| backward-FLOPs share | "
-                + " | ".join(f"{x:.3f}" for x in bs)
-                + " |\n| Fisher per backward FLOP (relative) | "
-                + " | ".join(f"{f / b:.2f}" if b > 0 else "—" for f, b in zip(fs, bs, strict=True))
-                + " |\n\nWhy the depth is all-or-nothing here: the BFC (Eq. 4) can prefer an intermediate "
-                "prefix n only if freezing it gives up less Fisher than the backward FLOPs it saves, i.e. if "
-                "(I/C)_n > 1 for some n (Eq. 3). In these small from-scratch networks the Fisher per backward FLOP "
-                "falls with depth, so max_m (I/C)_m = (I/C)_0 = 1 and BFC_n = b_t·share_n + saved_n/UC, whose "
-                "maximum sits at n = 0 (informative batch) or at n = L (uninformative batch: b_t below "
-                "saved_L/UC). The threshold does not involve φ, so the decisions depend on b_t only while the "
-                "profile stays front-loaded; a back-loaded profile yields intermediate depths (unit test)."
-            )
-    share = np.mean(values(per_seed, "per_sample_fisher_step_share"))
-    rows.append(
-        f"\nFisher estimator for these runs: `{cfg.fisher}`. The paper's per-sample estimator computes each block "
-        f"weight's per-sample gradient outside the batched backward: {share:.1%} of a full step's FLOPs per update "
-        "(charged in full when `fisher='per_sample'`); the official code's batch-mean estimator squares the step's "
-        "own gradients (2 FLOPs per parameter)."
-    )
-    total = per_seed[sorted(per_seed)[0]]["total_bytes"]
-    return (
-        "## Results\n"
-        f"Memory budget {total} B (model + {cfg.extra_bytes} B) for every arm; GFLOPs use the official MAC-style "
-        "convention (bwd = 2× fwd, freezing saves the frozen prefix's backward) incl. method overheads."
-        + "\n".join(rows)
-        + "\n\n## Deviations from the paper at this scale\n"
-        "- scikit-learn digits (16×16, 10 classes, 1 437 stream samples) and a 0.1 M-param ResNet instead of "
-        "CIFAR/ImageNet with ResNet-18/32; no data augmentation, fp32 (no AMP).\n"
-        "- The classifier head has all outputs from the start, unseen classes masked (equivalent to the growing head).\n"
-        "- SAR's per-sample gradients are only used on steps where every target layer was trained (frozen blocks "
-        "have no backward, hence no gradients).\n"
-        "- ER's equal-FLOPs `online_iter` is solved from aL-SAR's measured FLOPs; memory: exemplars = "
-        "⌊(budget − model − method state) / (image + per-exemplar state)⌋ per method.\n"
-    )

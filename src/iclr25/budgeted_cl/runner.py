@@ -128,7 +128,9 @@ class OnlineResult:
             "mean_frozen_blocks": float(fb.mean()) if fb.size else 0.0,
             # fraction of steps that froze exactly n leading blocks, n = 0..n_blocks
             "frozen_depth_hist": (
-                (np.bincount(fb.astype(int), minlength=self.n_blocks + 1) / fb.size).tolist() if fb.size else []
+                (np.bincount(fb.astype(int), minlength=self.n_blocks + 1) / fb.size).tolist()
+                if fb.size
+                else []
             ),
             "fisher_share": list(self.fisher_share),
             "backward_share": list(self.backward_share),
@@ -285,7 +287,11 @@ class _OnlineLearner:
         self.capture = PerSampleGradCapture(capture_layers) if capture_layers else None
         positions = self._positions(data, [*self.targets, *[m for ls in self.fisher_layers for m in ls]])
         self.sar_entry_flops = (
-            float(sum(int(i.numel()) * positions[id(m)] for m, i in zip(self.targets, self.sub_idx, strict=True)))
+            float(
+                sum(
+                    int(i.numel()) * positions[id(m)] for m, i in zip(self.targets, self.sub_idx, strict=True)
+                )
+            )
             if sar
             else 0.0
         )
@@ -294,7 +300,11 @@ class _OnlineLearner:
         # squared and summed (2 FLOPs per entry and sample). Charged in full; the batch-mean estimator reuses the
         # step's gradients and costs only the squares.
         self.fisher_persample_macs = float(
-            sum(m.weight[0].numel() * m.weight.shape[0] * positions[id(m)] for ls in self.fisher_layers for m in ls)
+            sum(
+                m.weight[0].numel() * m.weight.shape[0] * positions[id(m)]
+                for ls in self.fisher_layers
+                for m in ls
+            )
         )
 
     def _positions(self, data: ImageStreamData, layers) -> dict[int, int]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -386,6 +386,11 @@ def one_seed_pretrained(cfg: Config, seed: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- run
+def one_seed(cfg: Config, seed: int) -> dict:
+    """One seed of the configured mode: the trained recall model (``recall``) or a checkpoint (``pretrained``)."""
+    return (one_seed_recall if cfg.mode == "recall" else one_seed_pretrained)(cfg, seed)
+
+
 def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
     ds = cfg.distances
     inside = [d for d in ds if d < cfg.cache_size]
@@ -394,14 +399,17 @@ def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
     return inside, beyond, outside
 
 
-def run(cfg: Config, out: Path) -> RunResult:
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims read: both caches' accuracy at every split distance, the prefill ratios."""
     inside, beyond, outside = _split_distances(cfg)
-    required = tuple(f"{n}/acc_d{d}" for d in (*inside, *beyond, *outside) for n in ("cascade", "streaming"))
-    rd = RunDir(
-        out, cfg, required=(*required, "timing/cascade_ratio", "timing/full_ratio")
-    )  # what the claims read
-    fn = one_seed_recall if cfg.mode == "recall" else one_seed_pretrained
-    per_seed = rd.map_seeds(lambda s: fn(cfg, s), cfg.seed_list)
+    acc = tuple(f"{n}/acc_d{d}" for d in (*inside, *beyond, *outside) for n in ("cascade", "streaming"))
+    return (*acc, "timing/cascade_ratio", "timing/full_ratio")
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): window parity, retrieval beyond the window, the span bound and
+    linear prefill."""
+    inside, beyond, outside = _split_distances(cfg)
     N, span = cfg.cache_size, cfg.span_limit
 
     def v(key: str) -> list[float]:
@@ -410,18 +418,44 @@ def run(cfg: Config, out: Path) -> RunResult:
     parity = all_of(
         "window_parity",
         f"Inside the window (d < N = {N}) the cascade and StreamingLLM both retrieve the needle (accuracy >= 0.9).",
-        [make_claim("window_parity", f"{name} accuracy at d={d}", f"{name}/acc_d{d}", method=v(f"{name}/acc_d{d}"),
-                    threshold=0.9, direction=">=") for d in inside for name in ("cascade", "streaming")],
-    )  # fmt: skip
+        [
+            make_claim(
+                "window_parity",
+                f"{name} accuracy at d={d}",
+                f"{name}/acc_d{d}",
+                method=v(f"{name}/acc_d{d}"),
+                threshold=0.9,
+                direction=">=",
+            )
+            for d in inside
+            for name in ("cascade", "streaming")
+        ],
+    )
     casc_beyond = [
         float(np.mean([v(f"cascade/acc_d{d}")[i] for d in beyond])) for i in range(len(cfg.seed_list))
     ]
     beyond_parts = [
-        make_claim("retrieval_beyond_window", f"cascade − StreamingLLM accuracy at d={d}", f"acc_d{d}",
-                   method=v(f"cascade/acc_d{d}"), baseline=v(f"streaming/acc_d{d}"), threshold=0.5, direction=">=",
-                   compare="difference") for d in beyond
-    ] + [make_claim("retrieval_beyond_window", f"cascade accuracy averaged over d in {beyond}", "cascade/acc_beyond",
-                    method=casc_beyond, threshold=0.7, direction=">=")]  # fmt: skip
+        make_claim(
+            "retrieval_beyond_window",
+            f"cascade − StreamingLLM accuracy at d={d}",
+            f"acc_d{d}",
+            method=v(f"cascade/acc_d{d}"),
+            baseline=v(f"streaming/acc_d{d}"),
+            threshold=0.5,
+            direction=">=",
+            compare="difference",
+        )
+        for d in beyond
+    ] + [
+        make_claim(
+            "retrieval_beyond_window",
+            f"cascade accuracy averaged over d in {beyond}",
+            "cascade/acc_beyond",
+            method=casc_beyond,
+            threshold=0.7,
+            direction=">=",
+        )
+    ]
     retrieval = all_of(
         "retrieval_beyond_window",
         f"Beyond the window (d in {beyond}, N = {N}) the cascade (C = {cfg.cascades}) retrieves the needle: accuracy "
@@ -432,35 +466,72 @@ def run(cfg: Config, out: Path) -> RunResult:
     bound = all_of(
         "span_bound",
         f"Beyond the cascade's span W·(2^C−1) = {span} (d in {outside}) both caches fail (accuracy <= 0.25).",
-        [make_claim("span_bound", f"{name} accuracy at d={d}", f"{name}/acc_d{d}", method=v(f"{name}/acc_d{d}"),
-                    threshold=0.25, direction="<=") for d in outside for name in ("cascade", "streaming")],
-    )  # fmt: skip
+        [
+            make_claim(
+                "span_bound",
+                f"{name} accuracy at d={d}",
+                f"{name}/acc_d{d}",
+                method=v(f"{name}/acc_d{d}"),
+                threshold=0.25,
+                direction="<=",
+            )
+            for d in outside
+            for name in ("cascade", "streaming")
+        ],
+    )
     L = cfg.timing_length
     linear = all_of(
         "prefill_linear",
         f"Strided prefill is linear: time(4L)/time(L) <= 5 at L = {L} >= 8N, while full attention's ratio is >= 8.",
         [
-            make_claim("prefill_linear", "cascade prefill time(4L)/time(L)", "timing/cascade_ratio",
-                       method=v("timing/cascade_ratio"), threshold=5.0, direction="<="),
-            make_claim("prefill_linear", "full-attention prefill time(4L)/time(L)", "timing/full_ratio",
-                       method=v("timing/full_ratio"), threshold=8.0, direction=">="),
+            make_claim(
+                "prefill_linear",
+                "cascade prefill time(4L)/time(L)",
+                "timing/cascade_ratio",
+                method=v("timing/cascade_ratio"),
+                threshold=5.0,
+                direction="<=",
+            ),
+            make_claim(
+                "prefill_linear",
+                "full-attention prefill time(4L)/time(L)",
+                "timing/full_ratio",
+                method=v("timing/full_ratio"),
+                threshold=8.0,
+                direction=">=",
+            ),
         ],
         note=f"process CPU time on CPU ({cfg.full_attn_impl} full attention, one forward over the prompt), best of "
         f"{cfg.timing_repeats} interleaved rounds (robust to a loaded machine; a single run can still be noisy)",
-    )  # fmt: skip
-    claims = [parity, retrieval, bound, linear]
+    )
+    return [parity, retrieval, bound, linear]
 
+
+def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
+    """A recall run is valid only when the trained model answers in distribution with full attention."""
     valid, reason = True, ""
     if cfg.mode == "recall":
-        accs = v("full/in_dist_acc")
+        accs = values(per_seed, "full/in_dist_acc")
         if min(accs) < cfg.valid_min_acc:
             valid = False
-            reason = (f"the trained model reaches only {min(accs):.3f} < {cfg.valid_min_acc} in-distribution accuracy "
-                      "with full attention (train longer): the cache comparison is not meaningful")  # fmt: skip
+            reason = (
+                f"the trained model reaches only {min(accs):.3f} < {cfg.valid_min_acc} in-distribution accuracy "
+                "with full attention (train longer): the cache comparison is not meaningful"
+            )
+    return valid, reason
 
-    figs = [figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")]
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    valid, reason = validity(cfg, per_seed)
     return RunResult(
-        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
-        figures=figs, report_md=report_md(cfg, per_seed), valid=valid,
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=claims(cfg, per_seed),
+        per_seed=per_seed,
+        figures=[figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")],
+        report_md=report_md(cfg, per_seed),
+        valid=valid,
         invalid_reason=reason,
-    )  # fmt: skip
+    )

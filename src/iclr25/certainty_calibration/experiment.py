@@ -18,19 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ..common.claims import all_of, make_claim  # noqa: E402
-from ..common.io import atomic_savefig  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
-from .baselines import HistogramBinningOnPhrases, PlattOnMeans  # noqa: E402
-from .metrics import binned_ece, brier, brier_exact, calibration_error, plot_reliability  # noqa: E402
-from .phrases import PhraseSet, phrase_set  # noqa: E402
-from .transport import OTCalibrator  # noqa: E402
+from ..common.claims import Claim, all_of, make_claim
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from . import report
+from .baselines import HistogramBinningOnPhrases, PlattOnMeans
+from .metrics import binned_ece, brier, brier_exact, calibration_error
+from .phrases import PhraseSet, phrase_set
+from .transport import OTCalibrator
 
 
 @dataclass(frozen=True)
@@ -210,65 +206,42 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return out
 
 
-def _figure(cfg: Config, seed: int, path: Path) -> None:
-    ps = phrase_set(cfg.phrases)
-    _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
-    cal, test = _stratified_halves(idx, seed)
-    ot_cal = OTCalibrator(ps, bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, seed=seed)
-    new = ot_cal.fit(idx[cal], y[cal]).transform(idx[test])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    plot_reliability(axes[0], calibration_error(idx[test], y[test], ps, 20), "before", "C3")
-    plot_reliability(axes[0], calibration_error(new, y[test], ps, 20), "after OT", "C0")
-    axes[0].set_title(f"data A, seed {seed}: reliability (20 bins, exact)")
-    axes[0].legend(loc="upper left")
-    im = axes[1].imshow(ot_cal.row_probabilities(), cmap="Blues", vmin=0, vmax=1)
-    axes[1].set_xticks(range(len(ps)), ps.names, rotation=70, fontsize=7)
-    axes[1].set_yticks(range(len(ps)), ps.names, fontsize=7)
-    axes[1].set_xlabel("say instead")
-    axes[1].set_ylabel("phrase used")
-    axes[1].set_title("OT calibration map P(new | old)")
-    fig.colorbar(im, ax=axes[1], fraction=0.04)
-    atomic_savefig(fig, path)
+# the keys the claims read on data A and B (drops, Brier before/after, gECE vs HB→phrase, bin gap)
+REQUIRED = (
+    "A/ot/drop",
+    "A/ot/brier",
+    "A/before/brier",
+    "A/ot/gece",
+    "A/hb_nearest_phrase/gece",
+    "A/platt/ece",
+    "A/hist_binning/ece",
+    "A/bin_gap",
+    "B/ot/drop",
+    "B/ot/brier",
+    "B/before/brier",
+    "B/n_test",
+    # and what the report table reads for both data sets
+    *(
+        f"{d}/{k}"
+        for d in ("A", "B")
+        for k in (
+            "before/gece",
+            "ot/gece",
+            "hb_nearest_phrase/gece",
+            "platt/ece",
+            "hist_binning/ece",
+            "before/brier",
+            "ot/brier",
+        )
+    ),
+)
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims read on data A and B (drops, Brier before/after, gECE vs HB→phrase, bin gap)
-    rd = RunDir(
-        out,
-        cfg,
-        required=(
-            "A/ot/drop",
-            "A/ot/brier",
-            "A/before/brier",
-            "A/ot/gece",
-            "A/hb_nearest_phrase/gece",
-            "A/platt/ece",
-            "A/hist_binning/ece",
-            "A/bin_gap",
-            "B/ot/drop",
-            "B/ot/brier",
-            "B/before/brier",
-            "B/n_test",
-            # and what the report table reads for both data sets
-            *(
-                f"{d}/{k}"
-                for d in ("A", "B")
-                for k in (
-                    "before/gece",
-                    "ot/gece",
-                    "hb_nearest_phrase/gece",
-                    "platt/ece",
-                    "hist_binning/ece",
-                    "before/brier",
-                    "ot/brier",
-                )
-            ),
-        ),
-    )
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The three claims (ids and thresholds fixed): data A's gECE drop, data B's, and the bin robustness."""
     v = lambda k: values(per_seed, k)  # noqa: E731
     n = cfg.seeds
-    claims = [
+    return [
         all_of(
             "synthetic_gece_drop",
             "Experiment A: OT cuts held-out gECE by ≥ 60% on every seed, exact Brier drops, and OT is within 0.03 "
@@ -346,37 +319,18 @@ def run(cfg: Config, out: Path) -> RunResult:
             reduce="all",
         ),
     ]
-    fig_path = rd.figures / "reliability_and_map.png"
-    _figure(cfg, cfg.seed, fig_path)
-    rows = []
-    for data in ("A", "B"):
-        rows.append(
-            f"| {data} | {mean_std(v(f'{data}/before/gece'))} | {mean_std(v(f'{data}/ot/gece'))} | "
-            f"{mean_std(v(f'{data}/hb_nearest_phrase/gece'))} | {mean_std(v(f'{data}/platt/ece'))} | "
-            f"{mean_std(v(f'{data}/hist_binning/ece'))} | {mean_std(v(f'{data}/before/brier'))} | {mean_std(v(f'{data}/ot/brier'))} |"
-        )
-    m0 = per_seed[cfg.seed_list[0]]["A"]["map"]
-    report = (
-        "## Held-out calibration (mean ± std over seeds)\n\n"
-        "| data | gECE before | gECE OT | gECE HB→phrase | ECE Platt (numbers) | ECE HB (numbers) | Brier before | Brier OT |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        f"OT map on data A, seed {cfg.seed_list[0]}: "
-        + ", ".join(f"{k} → {t}" for k, t in m0.items())
-        + "\n\n"
-        f"Settings: phrases `{cfg.phrases}`, M = {cfg.bins} bins with exact bin integrals, ε = τ = {cfg.eps:g}, "
-        f"solver `{cfg.solver}`, cost from the {'full-data' if cfg.n_bootstrap == 0 else f'{cfg.n_bootstrap}-resample bootstrap-median'} "
-        "gECE. Deviation from the paper's code: exact integration instead of the midpoint rule, and the full-data "
-        "estimate instead of bootstrap medians (both selectable). The paper's radiology data are private; data A and "
-        "B stand in for them.\n"
-    )
-    report += _split_table(per_seed, cfg)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=REQUIRED)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims,
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[fig_path],
-        report_md=report,
+        figures=[report.figure(cfg, per_seed, rd.figures / "reliability_and_map.png")],
+        report_md=report.report_md(cfg, per_seed),
     )
 
 
@@ -403,33 +357,4 @@ def _split_note(per_seed: dict, cfg: Config) -> str:
         + f" of splits; the claim would hold on {st['all_seeds']}/{cfg.alt_splits} split indices "
         f"(P ≈ {st['p_indep']:.2f} for independent random splits): with this few test items the split decides "
         "the verdict."
-    )
-
-
-def _split_table(per_seed: dict, cfg: Config) -> str:
-    st = _split_stats(per_seed, cfg)
-    if st is None:
-        return ""
-    rows = []
-    for s, r in zip(cfg.seed_list, st["rates"], strict=True):
-        sw = per_seed[s]["B_splits"]
-        ok = per_seed[s]["B"]["ot"]["drop"] >= DIGITS_MIN_DROP and (
-            per_seed[s]["B"]["ot"]["brier"] - per_seed[s]["B"]["before"]["brier"] <= DIGITS_MAX_BRIER_DELTA
-        )
-        rows.append(
-            f"| {s} | {per_seed[s]['B']['ot']['drop']:.3f} ({'pass' if ok else 'fail'}) | "
-            f"{sw['drop_min']:.3f} / {sw['drop_median']:.3f} / {sw['drop_max']:.3f} | "
-            f"{max(sw['brier_delta']):+.3f} | {sum(sw['passed'])}/{cfg.alt_splits} ({r:.0%}) |"
-        )
-    return (
-        f"\n## Data B: the verdict over {cfg.alt_splits} alternative cal/test splits per seed\n\n"
-        "Same speaker (same 40 % training split and classifier), the remaining items re-halved at random "
-        "(`np.random.default_rng([seed, j])`, j = 1..n); a split passes when the OT drop is ≥ "
-        f"{DIGITS_MIN_DROP:.2f} and exact Brier is not higher.\n\n"
-        "| seed | protocol split: drop | alternative splits: drop min / median / max | worst ΔBrier | splits passing |\n"
-        "|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        f"The claim (every seed passes) would hold on {st['all_seeds']} of the {cfg.alt_splits} split indices j; if each "
-        f"seed's split were drawn independently it would hold with probability ≈ {st['p_indep']:.2f}. With "
-        f"{int(np.mean(values(per_seed, 'B/n_test')))} test items per seed the cal/test split, not the method, decides "
-        "this verdict.\n"
     )

@@ -51,7 +51,7 @@ from .sparsity import (
     uniform_densities,
 )
 from .spectral import frequency_filter, ra_curve
-from .training import TrainConfig, train_classifier
+from .training import ClassifierTrainConfig, train_classifier
 
 __all__ = [
     "CIFAR_C",
@@ -63,7 +63,7 @@ __all__ = [
     "DynamicSparseTraining",
     "ResNet18",
     "SmallVGG",
-    "TrainConfig",
+    "ClassifierTrainConfig",
     "build_model",
     "corrupt",
     "corrupted_test_set",

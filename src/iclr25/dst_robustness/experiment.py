@@ -28,20 +28,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
-from iclr25.common.io import atomic_savefig
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.progress import log
 from iclr25.common.results import (  # one_sided_bound95 re-exported: the claim notes and tests use it
     ExperimentConfig,
     RunDir,
     RunResult,
     aggregate,
-    mean_std,
     one_sided_bound95,
     values,
 )
 from iclr25.common.seeding import derive_seed
 
+from . import report
 from .corruptions import COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, corrupted_test_set, noise_at_level
 from .data import digits32, to_tensor
 from .models import build_model
@@ -49,13 +48,11 @@ from .robustness import (
     corruption_accuracy,
     group_accuracy,
     mce,
-    relative_gain,
     robust_accuracy,
-    zero_error_corruptions,
 )
 from .sparsity import METHODS, DSTConfig
 from .spectral import max_radius, ra_curve
-from .training import TrainConfig, train_classifier
+from .training import ClassifierTrainConfig, train_classifier
 
 SLUG = "dst_robustness"
 
@@ -148,11 +145,13 @@ class Config(ExperimentConfig):
             )
         if self.ra_max_radius <= 0:
             raise ValueError(f"ra_max_radius must be > 0, got {self.ra_max_radius!r}")
-        TrainConfig(self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad)
+        ClassifierTrainConfig(
+            self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad
+        )
 
     @property
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(
+    def train_config(self) -> ClassifierTrainConfig:
+        return ClassifierTrainConfig(
             self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad
         )
 
@@ -180,6 +179,7 @@ PRESETS = {
         seeds=5, arch="resnet18", widths=(64, 64, 64), epochs=160, delta_t=100,
         methods=("rigl", "set", "mest_r", "mest_g", "granet_r", "granet_g"),
         sparsities=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), claim_sparsity=0.5, ra_points=12,
+        device="cuda",  # ResNet-18, 160 epochs, 43 arms per seed: a GPU run
     ),
 }  # fmt: skip
 
@@ -200,7 +200,7 @@ def noise_ladder(cfg: Config) -> list[tuple[str, tuple[float, ...]]]:
     ]
 
 
-def _data(cfg: Config, cache: Path) -> dict:
+def _data(cfg: Config, cache: Path | None) -> dict:
     xtr, ytr, xte, yte = digits32(cfg.split_seed)
     if cfg.n_test is not None:
         xte, yte = xte[: cfg.n_test], yte[: cfg.n_test]
@@ -223,8 +223,11 @@ def _data(cfg: Config, cache: Path) -> dict:
             "mean": mean, "std": std}  # fmt: skip
 
 
-def one_seed(cfg: Config, seed: int, data: dict) -> dict:
-    """Train and evaluate every arm for one seed."""
+def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
+    """Train and evaluate every arm for one seed. ``data`` is ``_data(cfg, cache)``, built once per run and shared
+    by the seeds (built here, uncached, when not given)."""
+    if data is None:
+        data = _data(cfg, None)
     dev = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
                        ("cpu" if cfg.device == "auto" else cfg.device))  # fmt: skip
     mean, std = data["mean"], data["std"]
@@ -286,18 +289,15 @@ def _bound_note(d: np.ndarray, threshold: float, side: str) -> str:
             f"one-sided 95 % t-interval {iv} vs threshold {threshold:+g}: {verdict}")  # fmt: skip
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims and the validity check read: clean, robust and noise-ladder accuracy of dense and of
-    # the pre-registered DST arm (Config checks that it is one of the arms run)
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims and the validity check read: clean, robust and noise-ladder accuracy of dense and of
+    the pre-registered DST arm (``Config`` checks that it is one of the arms run)."""
     claim_arm = arm_name(cfg.claim_method, cfg.claim_sparsity)
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(f"{a}/{k}" for a in ("dense", claim_arm) for k in ("clean", "robust", "noise_ladder")),
-    )
-    data = _data(cfg, rd.path / "cache")
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
-    arms = [a for a, _ in cfg.arms()]
+    return tuple(f"{a}/{k}" for a in ("dense", claim_arm) for k in ("clean", "robust", "noise_ladder"))
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The three claims on the pre-registered DST arm, paired over seeds (ids and thresholds fixed)."""
     arm = arm_name(cfg.claim_method, cfg.claim_sparsity)  # pre-registered, never chosen from the results
     pick = f"pre-registered DST arm = {arm} (fixed before the run; other arms reported, not picked)"
     scale = "10-class digits at 32×32 and a tiny CNN; the paper's own CIFAR10-C gain is only +0.4 pp"
@@ -320,159 +320,78 @@ def run(cfg: Config, out: Path) -> RunResult:
         f"The pre-registered DST arm ({arm})'s robust accuracy (mean over 15 corruptions × 5 severities) is "
         "≥ dense − 0.5 points.",
         "robust accuracy (points): DST − dense",
-        method=values(per_seed, f"{arm}/robust"), baseline=values(per_seed, "dense/robust"),
-        threshold=-0.5, direction=">=", compare="difference",
+        method=values(per_seed, f"{arm}/robust"),
+        baseline=values(per_seed, "dense/robust"),
+        threshold=-0.5,
+        direction=">=",
+        compare="difference",
         note=f"{pick}; {_bound_note(d_rob, -0.5, 'lower')}; {scale}",
-    )  # fmt: skip
+    )
     c_noise = make_claim(
         "noise_group_gain",
         f"On gaussian/shot/impulse noise at the two strongest ladder levels (where dense loses ≥ "
         f"{cfg.min_noise_drop:g} points) the DST arm ({arm})'s mean accuracy exceeds dense.",
         "noise-ladder accuracy (points): DST − dense (> 0)",
-        method=values(per_seed, f"{arm}/noise_ladder"), baseline=values(per_seed, "dense/noise_ladder"),
-        threshold=1e-9, direction=">=", compare="difference",
+        method=values(per_seed, f"{arm}/noise_ladder"),
+        baseline=values(per_seed, "dense/noise_ladder"),
+        threshold=1e-9,
+        direction=">=",
+        compare="difference",
         note=f"{pick}; {_bound_note(d_noise, 0.0, 'lower')}; {drop_note}; {NOISE_LADDER_NOTE}",
-    )  # fmt: skip
-    clean_kw = dict(method=values(per_seed, f"{arm}/clean"), baseline=values(per_seed, "dense/clean"),
-                    compare="difference")  # fmt: skip
+    )
+    clean_kw = dict(
+        method=values(per_seed, f"{arm}/clean"),
+        baseline=values(per_seed, "dense/clean"),
+        compare="difference",
+    )
     c_clean = all_of(
         "clean_parity",
         f"The DST arm ({arm})'s clean accuracy is within 1.5 points of dense.",
         [
-            make_claim("clean_parity", "DST − dense ≥ −1.5", "clean accuracy (points): DST − dense",
-                       threshold=-1.5, direction=">=", note=_bound_note(d_clean, -1.5, "lower"), **clean_kw),
-            make_claim("clean_parity", "DST − dense ≤ +1.5", "clean accuracy (points): DST − dense",
-                       threshold=1.5, direction="<=", note=_bound_note(d_clean, 1.5, "upper"), **clean_kw),
+            make_claim(
+                "clean_parity",
+                "DST − dense ≥ −1.5",
+                "clean accuracy (points): DST − dense",
+                threshold=-1.5,
+                direction=">=",
+                note=_bound_note(d_clean, -1.5, "lower"),
+                **clean_kw,
+            ),
+            make_claim(
+                "clean_parity",
+                "DST − dense ≤ +1.5",
+                "clean accuracy (points): DST − dense",
+                threshold=1.5,
+                direction="<=",
+                note=_bound_note(d_clean, 1.5, "upper"),
+                **clean_kw,
+            ),
         ],
         note=f"{pick}; lower: {_bound_note(d_clean, -1.5, 'lower')}; upper: one-sided 95 % bound "
         f"{one_sided_bound95(d_clean, 'upper'):+.2f} vs +1.5",
-    )  # fmt: skip
-    claims = [c_robust, c_noise, c_clean]
+    )
+    return [c_robust, c_noise, c_clean]
 
-    figs = [_figure(cfg, per_seed, arms, arm, rd.figures / "dst_robustness.png")]
+
+def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
+    """The comparison means something only when the dense model learns the task."""
     dense_clean = float(np.mean(values(per_seed, "dense/clean")))
     valid = dense_clean >= 100 * cfg.min_clean_acc
+    return valid, "" if valid else f"dense clean accuracy {dense_clean:.1f}% < {100 * cfg.min_clean_acc:.0f}%"
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    data = _data(cfg, rd.path / "cache")
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
+    valid, reason = validity(cfg, per_seed)
     return RunResult(
-        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims, per_seed=per_seed,
-        figures=figs, report_md=_report(cfg, per_seed, arms, arm),
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=claims(cfg, per_seed),
+        per_seed=per_seed,
+        figures=[report.figure(cfg, per_seed, rd.figures / "dst_robustness.png")],
+        report_md=report.report_md(cfg, per_seed),
         valid=valid,
-        invalid_reason="" if valid else f"dense clean accuracy {dense_clean:.1f}% < {100 * cfg.min_clean_acc:.0f}%",
-    )  # fmt: skip
-
-
-def _ms(per_seed: dict, key: str) -> str:
-    return mean_std(values(per_seed, key), digits=2)
-
-
-def _mce_note(per_seed: dict) -> str:
-    """Why an mCE is NaN: the seeds whose dense reference makes no error on some corruption (CE_c = x / 0)."""
-    undefined = {
-        s: zero_error_corruptions(np.asarray(per_seed[s]["dense"]["acc_grid"]) / 100, COMMON_CORRUPTIONS)
-        for s in sorted(per_seed)
-    }
-    undefined = {s: c for s, c in undefined.items() if c}
-    if not undefined:
-        return ""
-    which = "; ".join(f"seed {s}: {', '.join(c)}" for s, c in undefined.items())
-    return (
-        f"\n\nmCE vs dense is undefined (NaN) for {len(undefined)}/{len(per_seed)} seeds: the dense reference makes "
-        f"no error at any severity of a corruption ({which}), so CE_c = E / 0 has no value (not floored, not "
-        "dropped). The claims do not use mCE.\n"
+        invalid_reason=reason,
     )
-
-
-def _report(cfg: Config, per_seed: dict, arms: list[str], best: str) -> str:
-    rows = ["| arm | density | clean acc | robust acc | noise ladder (claim) | CIFAR-C noise sev 4–5 "
-            "| mCE vs dense | low-pass RA mean |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for a in arms:
-        ra = np.mean([np.mean(per_seed[s][a]["ra_low"]) for s in per_seed])
-        rows.append(
-            f"| {a} | {np.mean(values(per_seed, f'{a}/density')):.3f} | {_ms(per_seed, f'{a}/clean')} | "
-            f"{_ms(per_seed, f'{a}/robust')} | {_ms(per_seed, f'{a}/noise_ladder')} | "
-            f"{_ms(per_seed, f'{a}/noise45_cifar')} | "
-            f"{mean_std(values(per_seed, f'{a}/mce_vs_dense'))} | {ra:.2f} |"
-        )
-    grid_d = np.mean([per_seed[s]["dense"]["acc_grid"] for s in per_seed], axis=0)
-    grid_b = np.mean([per_seed[s][best]["acc_grid"] for s in per_seed], axis=0)
-    per_c = "\n".join(
-        f"| {c} | {grid_d[i].mean():.1f} | {grid_b[i].mean():.1f} | {grid_b[i].mean() - grid_d[i].mean():+.1f} |"
-        for i, c in enumerate(COMMON_CORRUPTIONS)
-    )
-    return f"""## Results (accuracy in %, mean ± std over seeds {cfg.seed_list})
-
-{chr(10).join(rows)}{_mce_note(per_seed)}
-
-Per corruption (mean over severities), dense vs the pre-registered DST arm `{best}`:
-
-| corruption | dense | {best} | Δ |
-|---|---|---|---|
-{per_c}
-
-## Setup and deviations from the paper
-- Data: scikit-learn digits (1 797 images) upsampled to 32×32 RGB, one stratified 80/20 split
-  (split seed {cfg.split_seed}) shared by all seeds; seeds vary the initialisation, data order and masks.
-  Test images used: {cfg.n_test or "all"}.
-- Corruptions: our numpy/scipy/PIL port of the 15 CIFAR-10-C corruptions with CIFAR-10-C severity constants,
-  generated once with seed {cfg.corruption_seed}; glass blur reproduces make_cifar_c.py's loop exactly (its
-  numpy-view "swap" is a copy), motion blur / snow re-implement ImageMagick's MotionBlurImage (offsets along
-  +θ), frost source: {cfg.frost_source} ("corrupt_tta" = the real frost photos shipped in the corrupt-tta wheel).
-- Model: {cfg.arch} widths {cfg.widths}, FC {cfg.fc} (paper: VGG16 / ResNet34 / EfficientNet-B0 on CIFAR/TinyImageNet).
-- Training: SGD {cfg.momentum} lr {cfg.lr} cosine, wd {cfg.weight_decay}, batch {cfg.batch_size},
-  {cfg.epochs} epochs, crop pad {cfg.crop_pad}. DST: {cfg.distribution.upper()}, ΔT = {cfg.delta_t} steps,
-  p0 = {cfg.p0} cosine-decayed to 0 at {cfg.t_end_frac:.0%} of training; drop k = ⌊p_t·nnz⌋ by magnitude,
-  regrow random (SET) or by dense |grad| (RigL), new weights 0 with zero momentum.
-- Baseline is vanilla dense training of the same network and recipe (as in the paper).
-- Claims use one pre-registered DST arm, `{cfg.claim_method}` at sparsity {cfg.claim_sparsity} (fixed before
-  the run); every other arm is reported only. Verdict = mean paired difference vs threshold; each claim note
-  gives the paired one-sided 95 % t-bound and whether it clears the threshold.
-- `noise_group_gain` is measured on a noise ladder, not on the CIFAR-C noise severities 4–5: those (σ ≤ 0.10)
-  and even ImageNet-C's (σ ≤ 0.38) leave the dense digits model within a few points of clean. Levels: gaussian
-  σ {cfg.noise_gaussian}, shot λ {cfg.noise_shot}, impulse p {cfg.noise_impulse}; {NOISE_LADDER_NOTE}.
-  Per noise and level (mean over seeds), dense vs `{best}`: {_ladder_table(cfg, per_seed, best)}.
-  The CIFAR-C sev 4–5 noise column is reported for comparison (not a claim).
-- RA curves: radii 0…{cfg.ra_max_radius} (upsampled 8×8 digits have almost no energy beyond); the paper
-  finds dense models lose more than DST when high frequencies are removed (low-pass curves).
-"""
-
-
-def _ladder_table(cfg: Config, per_seed: dict, arm: str) -> str:
-    parts = []
-    for i, (name, levels) in enumerate(noise_ladder(cfg)):
-        for j, lv in enumerate(levels):
-            dn = np.mean([per_seed[s]["dense"]["noise_ladder_grid"][i][j] for s in per_seed])
-            ar = np.mean([per_seed[s][arm]["noise_ladder_grid"][i][j] for s in per_seed])
-            parts.append(f"{name} {lv:g}: {dn:.1f} vs {ar:.1f}")
-    return "; ".join(parts)
-
-
-def _figure(cfg: Config, per_seed: dict, arms: list[str], best: str, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
-    sev = np.asarray(SEVERITIES)
-    for a in arms:
-        g = np.mean([per_seed[s][a]["acc_grid"] for s in per_seed], axis=0)  # (15, 5)
-        ax[0].plot(sev, g.mean(0), marker="o", label=a)
-    ax[0].set(xlabel="severity", ylabel="accuracy (%)", title="mean corrupted accuracy", xticks=sev)
-    ax[0].legend(fontsize=8)
-    gd = np.mean([per_seed[s]["dense"]["acc_grid"] for s in per_seed], axis=0)
-    gb = np.mean([per_seed[s][best]["acc_grid"] for s in per_seed], axis=0)
-    rel = 100 * relative_gain(gb, gd)
-    lim = float(np.nanmax(np.abs(rel))) if np.isfinite(rel).any() else 1.0
-    im = ax[1].imshow(rel, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-    ax[1].set(yticks=range(len(COMMON_CORRUPTIONS)), yticklabels=COMMON_CORRUPTIONS, xticks=range(5),
-              xticklabels=sev, xlabel="severity", title=f"relative gain {best} vs dense (%)")  # fmt: skip
-    ax[1].tick_params(axis="y", labelsize=7)
-    fig.colorbar(im, ax=ax[1])
-    radii = per_seed[next(iter(per_seed))]["radii"]
-    for a in arms:
-        lo = np.mean([per_seed[s][a]["ra_low"] for s in per_seed], axis=0)
-        hi = np.mean([per_seed[s][a]["ra_high"] for s in per_seed], axis=0)
-        (ln,) = ax[2].plot(radii, lo, marker="o", label=f"{a} low-pass")
-        ax[2].plot(radii, hi, ls="--", marker="x", color=ln.get_color(), label=f"{a} high-pass")
-    ax[2].set(xlabel="radius r", ylabel="accuracy (%)", title="Radius–Accuracy curves")
-    ax[2].legend(fontsize=7)
-    return atomic_savefig(fig, path)

@@ -21,7 +21,7 @@ from .sparsity import DSTConfig, DynamicSparseTraining
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class ClassifierTrainConfig:
     """SGD recipe (README, "Reproduction"): momentum 0.9, lr 0.05 with per-step cosine decay, wd 5e-4, batch 64, crop pad 2."""
 
     epochs: int = 30
@@ -50,7 +50,7 @@ def train_classifier(
     make_model: Callable[[], nn.Module],
     x_train: np.ndarray,
     y_train: np.ndarray,
-    cfg: TrainConfig,
+    cfg: ClassifierTrainConfig,
     seed: int,
     dst: DSTConfig | None = None,
     mean: float = 0.0,

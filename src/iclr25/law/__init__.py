@@ -28,6 +28,7 @@ from .washing import (
     wash,
     wash_objective,
 )
+from .world import World, WorldConfig
 
 __all__ = [
     "ARCHITECTURES",
@@ -39,6 +40,8 @@ __all__ = [
     "MemitResult",
     "MemoryLayer",
     "WashReport",
+    "World",
+    "WorldConfig",
     "ZConfig",
     "apply_delta",
     "associative_recall_facts",

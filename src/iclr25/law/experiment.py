@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +27,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
-from iclr25.common.io import atomic_savefig, atomic_write_with
+from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
+from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import derive_seed, torch_generator
 from iclr25.common.train import causal_lm_loss_sum
 
+from . import report
 from .baselines import ft_to_eos, ft_unlearn
 from .covariance import key_covariance
 from .evaluation import fact_accuracy, generic_loss
@@ -353,6 +356,35 @@ class Setting:
         self.before = self.metrics(self.model, [])
         self.known = self.before["retained"]
         self.recall_known = self.before["recall"]
+        tr = self.train
+        log(
+            f"[law] model: facts known {self.known:.3f}, recall {self.recall_known:.3f} "
+            f"({tr['steps']} steps, {tr['cpu_s']:.0f} s CPU)"
+        )
+
+    def precondition(self) -> str:
+        """Why washing is not meaningful on the trained model ("" when it knows enough facts and recall)."""
+        cfg = self.cfg
+        if self.known >= cfg.known_threshold and self.recall_known >= cfg.known_threshold:
+            return ""
+        return (
+            f"the trained model knows {self.known:.3f} of the facts and {self.recall_known:.3f} of recall "
+            f"(< {cfg.known_threshold}): washing is not meaningful"
+        )
+
+    def summary(self, ft_lr: dict) -> dict:
+        """The run-level numbers (one model per run): what it knows, its training, λ and the tuned FT lr."""
+        tr = self.train
+        return {
+            "facts_known": self.known,
+            "recall_known": self.recall_known,
+            "train_cpu_s": tr["cpu_s"],
+            "train_steps": tr["steps"],
+            "train_trace": tr["trace"],
+            "lam": self.lam,
+            "tune_subjects": self.tune_subjects,
+            "ft_lr": ft_lr,
+        }
 
     def split(self, subjects: list[int]):
         s = set(subjects)
@@ -525,10 +557,31 @@ def map_seed_parts(rd: RunDir, st: Setting, ft_lr: dict) -> dict:
     return {s: _merge(work[2 * s], work[2 * s + 1], st.cfg) for s in seeds}
 
 
-# -- claims and report -------------------------------------------------------------------------------------
+def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | None = None) -> dict:
+    """One seed: the main comparison and the report-only extras on its washed subset. ``st`` (the run's trained
+    model and covariances) and ``ft_lr`` (the tuned FT learning rates) are shared by the seeds of a run, which
+    computes the two parts as separate tasks (``map_seed_parts``); given neither, both are built here in a
+    temporary folder (the same numbers as in a run of ``cfg``)."""
+    if st is None:
+        tmp = Path(tempfile.mkdtemp(prefix="law-"))
+        st = Setting(cfg, tmp, str(get_device(cfg.device)))
+    if ft_lr is None:
+        ft_lr = st.tune(RunDir(Path(tempfile.mkdtemp(prefix="law-tune-")), cfg))
+    return _merge(seed_main(st, seed, ft_lr), seed_extras(st, seed), cfg)
 
 
-def _claims(ps: dict, valid_note: str) -> list:
+# -- claims ---------------------------------------------------------------------------------------------------
+
+
+def claims(cfg: Config, per_seed: dict, precondition: str = "") -> list[Claim]:
+    """The three claims (ids and thresholds fixed). ``precondition`` is ``Setting.precondition()``: when it names a
+    problem the claims say they are not meaningful; otherwise each failed claim carries its measured reason."""
+    if precondition:
+        return _claims(per_seed, "precondition not reached (the claims are not meaningful): " + precondition)
+    return _annotate(_claims(per_seed, ""), per_seed)
+
+
+def _claims(ps: dict, valid_note: str) -> list[Claim]:
     v = lambda k: values(ps, k)  # noqa: E731
     washed = make_claim(
         "washed", "LaW washes the targeted facts: washed-fact accuracy ≤ 0.2 (mean over seeds)",
@@ -604,183 +657,19 @@ def _remaining(ps: dict) -> list[float]:
     return [float(np.mean([p["law_layers"][i]["remaining_after"] for p in ps.values()])) for i in range(n)]
 
 
-def _table(ps: dict) -> str:
-    rows = ["| method | washed acc ↓ | retained acc ↑ | recall acc ↑ | generic loss | FT steps | time (s) |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
-    names = {"before": "before", "law": "LaW", "memit": "MEMIT→EOS", "ft_ul": "FT-UL (matched forgetting)",
-             "ft_eos": "FT→EOS (matched forgetting)"}  # fmt: skip
-    for k, name in names.items():
-        steps = mean_std(values(ps, f"{k}/steps"), 1) if k.startswith("ft") else "—"
-        tm = mean_std(values(ps, f"{k}/time_s"), 1) if k != "before" else "—"
-        rows.append(
-            f"| {name} | {mean_std(values(ps, f'{k}/washed'))} | {mean_std(values(ps, f'{k}/retained'))} | "
-            f"{mean_std(values(ps, f'{k}/recall'))} | {mean_std(values(ps, f'{k}/generic_loss'))} | {steps} | {tm} |"
-        )
-    return "\n".join(rows)
-
-
-def _sweep_table(ps: dict) -> str:
-    keys = list(next(iter(ps.values()))["sweep"])
-    rows = [
-        "| washed subjects | method | washed acc | retained acc | recall acc | generic loss |",
-        "|---|---|---|---|---|---|",
-    ]
-    for k in keys:
-        for meth, name in (("law", "LaW"), ("memit", "MEMIT→EOS")):
-            p = f"sweep/{k}/{meth}"
-            rows.append(
-                f"| {k.replace('pct', ' %')} | {name} | {mean_std(values(ps, p + '/washed'))} | "
-                f"{mean_std(values(ps, p + '/retained'))} | {mean_std(values(ps, p + '/recall'))} | "
-                f"{mean_std(values(ps, p + '/generic_loss'))} |"
-            )
-    return "\n".join(rows)
-
-
-def _ablation_table(ps: dict) -> str:
-    if not all("ablation" in p for p in ps.values()):
-        return "(ablations off)"
-    rows = [
-        "| LaW variant | washed acc ↓ | retained acc ↑ | recall acc ↑ | generic loss |",
-        "|---|---|---|---|---|",
-    ]
-    for key, name in (("law", "LaW (MEMIT→EOS Δ⁰, successive elimination)"),
-                      ("ablation/no_elimination", "without successive elimination"),
-                      ("ablation/random_init", "random Δ⁰ ~ N(0, 0.001²), same β per layer")):  # fmt: skip
-        rows.append(
-            f"| {name} | {mean_std(values(ps, key + '/washed'))} | {mean_std(values(ps, key + '/retained'))} | "
-            f"{mean_std(values(ps, key + '/recall'))} | {mean_std(values(ps, key + '/generic_loss'))} |"
-        )
-    return "\n".join(rows)
-
-
-def _figure(ps: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
-    meths = ["law", "memit", "ft_ul", "ft_eos"]
-    labels = ["LaW", "MEMIT→EOS", "FT-UL", "FT→EOS"]
-    x = np.arange(len(meths))
-    for j, (metric, lab) in enumerate(
-        (("washed", "washed acc"), ("retained", "retained acc"), ("recall", "recall acc"))
-    ):
-        mu = [np.mean(values(ps, f"{m}/{metric}")) for m in meths]
-        sd = [np.std(values(ps, f"{m}/{metric}")) for m in meths]
-        ax[0].bar(x + (j - 1) * 0.27, mu, 0.27, yerr=sd, label=lab)
-    ax[0].set_xticks(x, labels)
-    ax[0].set_ylim(0, 1.05)
-    ax[0].legend(fontsize=8)
-    ax[0].set_title("10 % of subjects washed (mean ± std over seeds)")
-    keys = list(next(iter(ps.values()))["sweep"])
-    fr = [int(k.replace("pct", "")) for k in keys]
-    for meth, name in (("law", "LaW"), ("memit", "MEMIT→EOS")):
-        for metric, ls in (("retained", "-"), ("recall", "--")):
-            ax[1].plot(fr, [np.mean(values(ps, f"sweep/{k}/{meth}/{metric}")) for k in keys], ls, marker="o",
-                       label=f"{name} {metric}")  # fmt: skip
-    ax[1].set_xlabel("washed subjects (%)")
-    ax[1].set_ylim(0, 1.05)
-    ax[1].legend(fontsize=8)
-    ax[1].set_title("washed-fraction sweep")
-    atomic_savefig(fig, path)
-    return path
-
-
-def _lam_table(tuned: dict) -> str:
-    return "; ".join(
-        f"λ={float(k):g}: washed {v['washed']:.3f}, retained {v['retained']:.3f}, recall {v['recall']:.3f}"
-        for k, v in tuned["lam_table"].items()
-    )
-
-
 def run(cfg: Config, out: Path) -> RunResult:
-    from iclr25.common.device import get_device
-
-    device = str(get_device(cfg.device))
-    out = Path(out)
-    rd = RunDir(out, cfg)
-    st = Setting(cfg, rd.path, device)
-    tr = st.train
-    log(
-        f"[law] model: facts known {st.known:.3f}, recall {st.recall_known:.3f} "
-        f"({tr['steps']} steps, {tr['cpu_s']:.0f} s CPU)"
-    )
-    valid = st.known >= cfg.known_threshold and st.recall_known >= cfg.known_threshold
-    reason = (
-        ""
-        if valid
-        else f"the trained model knows {st.known:.3f} of the facts and {st.recall_known:.3f} of recall "
-        f"(< {cfg.known_threshold}): washing is not meaningful"
-    )
+    rd = RunDir(Path(out), cfg)
+    st = Setting(cfg, rd.path, str(get_device(cfg.device)))
     ft_lr = st.tune(rd)
-    ps = map_seed_parts(rd, st, ft_lr)
-    note = "" if valid else "precondition not reached (the claims are not meaningful): " + reason
-    claims = _claims(ps, note)
-    if valid:
-        claims = _annotate(claims, ps)
-    fig = _figure(ps, rd.figures / "law_washing.png")
-    report = f"""## LaW on a small world
-
-One tiny {cfg.arch} (d={cfg.hidden}, {cfg.layers} layers) trained once per run on {cfg.subjects} subjects ×
-{cfg.relations} relations, associative recall ({cfg.recall_pairs} pairs) and Markov generic text
-({tr["steps"]} of at most {cfg.train_steps} steps, early stop at {cfg.train_stop_at} on a separate recall probe set,
-{tr["cpu_s"]:.0f} s CPU; facts known {st.known:.3f}, recall {st.recall_known:.3f}); the seeds {cfg.seed_list} vary the
-washed subset ({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.subjects)) * cfg.relations} facts),
-drawn from the subjects not held out for tuning.
-Edit layers {list(cfg.edit_layers)}, λ = {st.lam:g} (chosen from {list(cfg.lam_grid)} on {len(st.tune_subjects)}
-held-out tuning subjects: best retained accuracy among λ washing them to ≤ {cfg.tune_max_washed}; MEMIT→EOS uses
-the same λ), z: {cfg.z_steps} Adam steps,
-clamp {cfg.z_clamp}·‖h₀‖; LaW ascent {cfg.ascent_steps} steps, lr {cfg.ascent_lr}, β = {cfg.beta_ratio}×
-the MEMIT initialisation's C-norm; successive elimination {"on" if cfg.successive_elimination else "off"}.
-FT baselines (all weights, Adam, full batch, ≤ {cfg.ft_max_steps} steps) stop at LaW's washed accuracy;
-their lr from {list(cfg.ft_lrs)} chosen on the same tuning subjects by the same rule (matched to LaW's forgetting
-there): FT-UL {ft_lr["ft_ul"]}, FT→EOS {ft_lr["ft_eos"]}.
-
-Tuning table (LaW, tuning subjects): {_lam_table(ft_lr)}
-The MEMIT target vectors z {"reach" if np.mean(values(ps, "law/z_nll")) <= np.log(2) else "do NOT reach"} the EOS target: mean NLL {mean_std(values(ps, "law/z_nll"), 3)} nats over the washed facts
-(LaW's initialisation; an edit can only wash facts whose z makes the model emit EOS, i.e. NLL well below ln 2).
-Accuracy = greedy continuation starts with the answer (teacher-forced exact match).
-
-{_table(ps)}
-
-### LaW vs MEMIT→EOS and the washed-fraction sweep (report only)
-
-{_sweep_table(ps)}
-
-### Ablations of LaW (report only, the same washed subsets)
-
-{_ablation_table(ps)}
-
-### Deviations from the paper
-- Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.subjects * cfg.relations} synthetic facts instead of
-  GPT2-XL / GPT-J with 19K–332K real facts; reasoning = in-context associative recall + generic-text loss
-  instead of LAMBADA / HellaSwag / ARC.
-- Prompts put the relation first ("r s₁ s₂" → o): with "s₁ s₂ r" this small model looks facts up at the relation
-  token and no δ at the subject's last token makes it emit EOS, so nothing can be washed (see the README).
-- One trained model per run; seeds vary only the washed subset (and so the edits).
-- z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ chosen from a grid on
-  held-out subjects instead of the official norm-band search; ascent lr {cfg.ascent_lr} instead of 1e-7.
-"""
+    per_seed = map_seed_parts(rd, st, ft_lr)
+    model, reason = st.summary(ft_lr), st.precondition()
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=aggregate(ps)
-        | {
-            "model": {
-                "facts_known": st.known,
-                "recall_known": st.recall_known,
-                "train_cpu_s": tr["cpu_s"],
-                "train_steps": tr["steps"],
-                "train_trace": tr["trace"],
-                "lam": st.lam,
-                "tune_subjects": st.tune_subjects,
-                "ft_lr": ft_lr,
-            }
-        },  # fmt: skip
-        claims=claims,
-        per_seed=ps,
-        figures=[fig],
-        report_md=report,
-        valid=valid,
+        metrics=aggregate(per_seed) | {"model": model},
+        claims=claims(cfg, per_seed, reason),
+        per_seed=per_seed,
+        figures=[report.figure(cfg, per_seed, rd.figures / "law_washing.png")],
+        report_md=report.report_md(cfg, per_seed, model),
+        valid=not reason,
         invalid_reason=reason,
     )

@@ -46,7 +46,7 @@ from .flow import (
 from .network import MOFFlowConfig, MOFFlowNet
 from .so3 import calc_rot_vf, exp_map, geodesic, log_map, uniform_so3
 from .toymof import ToyMOFConfig, make_toymof, toymof_dataset
-from .training import TrainConfig, load_checkpoint, save_checkpoint, train_mofflow
+from .training import FlowTrainConfig, load_checkpoint, save_checkpoint, train_mofflow
 
 
 def predict(
@@ -72,7 +72,7 @@ __all__ = [
     "validate_structure",
     "ToyMOFConfig", "make_toymof", "toymof_dataset",
     "LatticePrior", "sample_prior", "interpolate", "loss_scale", "flow_matching_loss", "euler_sample",
-    "model_predictor", "MOFFlowConfig", "MOFFlowNet", "TrainConfig", "train_mofflow", "save_checkpoint",
+    "model_predictor", "MOFFlowConfig", "MOFFlowNet", "FlowTrainConfig", "train_mofflow", "save_checkpoint",
     "load_checkpoint", "predict", "match_structures", "default_matcher", "MATCHER_KWARGS",
     "AtomFlowConfig", "AtomFlowNet", "train_atom_flow", "sample_atom_flow", "random_search", "prior_only",
     "assembly_energy", "geodesic", "exp_map", "log_map", "calc_rot_vf", "uniform_so3",

@@ -24,7 +24,7 @@ from iclr25.common.progress import progress
 from .building_blocks import MOF
 from .flow import MIN_T, TRANS_SCALE, LatticePrior, loss_scale
 from .network import NM, BlockEmbedder, MOFFlowConfig, final_linear, gaussian_rbf, time_embedding
-from .training import TrainConfig, make_optimizer, make_scheduler, size_batches
+from .training import FlowTrainConfig, make_optimizer, make_scheduler, size_batches
 
 
 @dataclass
@@ -192,7 +192,7 @@ def train_atom_flow(
     model: AtomFlowNet,
     mofs: list[MOF],
     lattice_prior: LatticePrior,
-    cfg: TrainConfig,
+    cfg: FlowTrainConfig,
     seed: int = 0,
     device="cpu",
     steps_per_size: Mapping[int, int] | None = None,

@@ -19,7 +19,7 @@ from .network import MOFFlowConfig, MOFFlowNet
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class FlowTrainConfig:
     """Optimiser settings. Paper: AdamW lr 1e-4, betas (0.9, 0.98), wd 0.01, clip 0.5, batch 160."""
 
     steps: int = 1000
@@ -109,14 +109,14 @@ def size_batches(
         yield sizes[k], b[torch.randint(len(b), (batch_size,), generator=g)]
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, cfg: FlowTrainConfig) -> torch.optim.AdamW:
     """AdamW with the paper's betas / weight decay (fused kernel: one call for all parameters)."""
     return torch.optim.AdamW(
         model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=True
     )
 
 
-def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(opt: torch.optim.Optimizer, cfg: FlowTrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up over ``cfg.warmup`` steps (step s at lr·(s+1)/warmup), then cosine decay to
     ``min_lr_ratio · lr`` at ``cfg.steps`` — transformers' schedule via :mod:`iclr25.common.schedule`; call
     ``.step()`` after each optimiser step."""
@@ -127,7 +127,7 @@ def train_mofflow(
     model: MOFFlowNet,
     mofs: list[MOF],
     lattice_prior: LatticePrior,
-    cfg: TrainConfig = TrainConfig(),
+    cfg: FlowTrainConfig = FlowTrainConfig(),
     seed: int = 0,
     device: str | torch.device = "cpu",
     steps_per_size: Mapping[int, int] | None = None,

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
+from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
@@ -163,6 +164,7 @@ PRESETS = {
         net_episodes=300,
         net_bc_steps=5000,
         net_eval_episodes=50,
+        device="auto",  # the BC / IQL networks train on a GPU when there is one (small MLPs: CPU works too)
     ),
 }
 
@@ -213,7 +215,8 @@ def _reacher(cfg: Config, seed: int) -> dict:
     ev_seed = derive_seed(seed, "eval")
     ev = dict(params=p, n_episodes=cfg.eval_episodes, seed=ev_seed, horizon=cfg.horizon)
     expert = evaluate_flat(lambda o: flat_expert_action(o, p), **ev).mean()
-    bc = dict(steps=cfg.bc_steps, hidden=cfg.bc_hidden, lr=cfg.bc_lr, batch_size=cfg.batch_size)
+    dev = get_device(cfg.device)  # the learners train there; rollouts run on the CPU
+    bc = dict(steps=cfg.bc_steps, hidden=cfg.bc_hidden, lr=cfg.bc_lr, batch_size=cfg.batch_size, device=dev)
     out: dict = {"expert_return": float(expert), "n_windows": len(ds) // cfg.k}
 
     def hier_score(low: LQRLowLevel, pi: torch.nn.Module) -> float:
@@ -245,7 +248,7 @@ def _reacher(cfg: Config, seed: int) -> dict:
                 batch_size=cfg.batch_size,
                 lr=cfg.bc_lr,
             )
-            pi, _ = train_iql(sub, icfg, seed=s)
+            pi, _ = train_iql(sub, icfg, seed=s, device=dev)
         else:
             pi = train_bc(sub, seed=s, **bc)
         d = out if dest is None else dest
@@ -340,6 +343,7 @@ def _network(cfg: Config, seed: int) -> dict:
     ds = collect_network_dataset(P, c_train, cfg.net_episodes, derive_seed(seed, "net_data"))
     hd = relabel(ds, LPLowLevel(c_train), "analytic", threshold=0.0)  # exact inverse: residual must be 0
     kw = dict(steps=cfg.net_bc_steps, hidden=cfg.net_hidden, lr=cfg.bc_lr, batch_size=cfg.batch_size)
+    kw["device"] = get_device(cfg.device)  # training only; the LP low level and rollouts run on the CPU
     pi = train_bc(hd, policy="dirichlet", seed=derive_seed(seed, "net_ohio"), **kw)
     e2e = train_bc(ds, seed=derive_seed(seed, "net_e2e"), **kw)
     ev_seed = derive_seed(seed, "net_eval")
@@ -373,7 +377,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
 NUMERICAL_ARMS = ("ohio_numerical", "hr_ohio_numerical", "me_ohio_numerical")
 
 
-def build_claims(v: Callable[[str], list[float]]) -> list:
+def build_claims(v: Callable[[str], list[float]]) -> list[Claim]:
     """The four claims (fixed ids and thresholds) from a per-seed getter ``v(metric key)``."""
     num, e2e = v("reacher/ohio_numerical"), v("reacher/e2e_bc")
     claims = [
@@ -451,7 +455,7 @@ def build_claims(v: Callable[[str], list[float]]) -> list:
     return claims
 
 
-def ablation_claims(per_seed: dict, tag: str) -> list:
+def ablation_claims(per_seed: dict, tag: str) -> list[Claim]:
     """The same claims with every numerical arm taken from inverse-ablation variant ``tag`` (report only)."""
 
     def v(key: str) -> list[float]:
@@ -463,33 +467,31 @@ def ablation_claims(per_seed: dict, tag: str) -> list:
     return build_claims(v)
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys build_claims reads; with the inverse ablation, also its numerical arms under every variant
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys ``build_claims`` reads; with the inverse ablation, also its numerical arms under every variant."""
     claim_keys = ("reacher/ohio_numerical", "reacher/e2e_bc", "reacher/hr_observed_state")
     claim_keys += ("reacher/hr_ohio_numerical", "reacher/me_ohio_numerical", "reacher/me_ohio_analytic")
     claim_keys += ("network/ohio_loss", "network/e2e_loss")
-    rd = RunDir(
-        out,
-        cfg,
-        required=claim_keys
-        + tuple(
-            f"reacher/ablation/{tag}/{name}"
-            for tag in (ABLATION if cfg.inverse_ablation else ())
-            for name in NUMERICAL_ARMS
-        ),
-    )
+    tags = ABLATION if cfg.inverse_ablation else ()
+    return claim_keys + tuple(f"reacher/ablation/{tag}/{name}" for tag in tags for name in NUMERICAL_ARMS)
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed); a failed claim carries its measured reason."""
+    return _annotate(build_claims(lambda k: values(per_seed, k)))
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
-    claims = build_claims(lambda k: values(per_seed, k))
     ablation = {tag: ablation_claims(per_seed, tag) for tag in ABLATION} if cfg.inverse_ablation else {}
-    claims = _annotate(claims)
-    figs = [figure(per_seed, rd.figures / "ohio_returns.png")]
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims,
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=figs,
-        report_md=report_md(per_seed, cfg, ablation),
+        figures=[figure(cfg, per_seed, rd.figures / "ohio_returns.png")],
+        report_md=report_md(cfg, per_seed, ablation),
     )
 
 

@@ -121,13 +121,13 @@ class DirichletPolicy(nn.Module):
 POLICIES = {"gaussian": GaussianPolicy, "dirichlet": DirichletPolicy}
 
 
-def _tensors(ds: OfflineDataset) -> dict[str, torch.Tensor]:
+def _tensors(ds: OfflineDataset, device: torch.device | None = None) -> dict[str, torch.Tensor]:
     return {
-        "obs": torch.as_tensor(ds.observations, dtype=torch.float32),
-        "act": torch.as_tensor(ds.actions, dtype=torch.float32),
-        "rew": torch.as_tensor(ds.rewards, dtype=torch.float32),
-        "next_obs": torch.as_tensor(ds.next_observations, dtype=torch.float32),
-        "done": torch.as_tensor(ds.terminations, dtype=torch.float32),
+        "obs": torch.as_tensor(ds.observations, dtype=torch.float32, device=device),
+        "act": torch.as_tensor(ds.actions, dtype=torch.float32, device=device),
+        "rew": torch.as_tensor(ds.rewards, dtype=torch.float32, device=device),
+        "next_obs": torch.as_tensor(ds.next_observations, dtype=torch.float32, device=device),
+        "done": torch.as_tensor(ds.terminations, dtype=torch.float32, device=device),
     }
 
 
@@ -142,9 +142,11 @@ def train_bc(
     layers: int = 2,
     seed: int = 0,
     cosine: bool = True,
+    device: str | torch.device = "cpu",
 ) -> nn.Module:
     """Behaviour cloning: maximise E log π(a|s) with Adam (official BC: lr 1e-4, batch 256), the learning rate
-    decayed to 0 over ``steps`` by a cosine schedule (``cosine=False``: constant)."""
+    decayed to 0 over ``steps`` by a cosine schedule (``cosine=False``: constant). Trained on ``device``; the
+    policy is returned on the CPU (the rollouts feed it numpy observations)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {policy!r}")
     need_type("ds", ds, OfflineDataset)
@@ -159,20 +161,21 @@ def train_bc(
     need_bool("cosine", cosine)
     _check_finite_ds(ds)
     torch.manual_seed(seed)
-    pi = POLICIES[policy](ds.observations, ds.actions, hidden, layers)
-    t = _tensors(ds)
+    dev = torch.device(device)
+    pi = POLICIES[policy](ds.observations, ds.actions, hidden, layers).to(dev)
+    t = _tensors(ds, dev)
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(pi.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if cosine else None
     for _ in range(steps):
-        b = torch.randint(0, len(ds), (batch_size,), generator=g)
+        b = torch.randint(0, len(ds), (batch_size,), generator=g).to(dev)  # drawn on the CPU generator
         loss = -pi.log_prob(t["obs"][b], t["act"][b]).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
         if sched is not None:
             sched.step()
-    return pi.eval()
+    return pi.cpu().eval()
 
 
 @dataclass(frozen=True)
@@ -302,9 +305,14 @@ class IQL(nn.Module):
 
 
 def train_iql(
-    ds: OfflineDataset, cfg: IQLConfig = IQLConfig(), *, policy: str = "gaussian", seed: int = 0
+    ds: OfflineDataset,
+    cfg: IQLConfig = IQLConfig(),
+    *,
+    policy: str = "gaussian",
+    seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> tuple[nn.Module, IQL]:
-    """Train IQL for ``cfg.steps`` steps; returns (policy, agent)."""
+    """Train IQL for ``cfg.steps`` steps on ``device``; returns (policy, agent), both moved back to the CPU."""
     need_type("ds", ds, OfflineDataset)
     need_type("cfg", cfg, IQLConfig)
     if policy not in POLICIES:
@@ -312,10 +320,12 @@ def train_iql(
     need_seed("seed", seed)
     if len(ds) == 0:
         raise ValueError("ds must hold at least one transition, got an empty dataset")
-    agent = IQL(ds, cfg, policy, seed)
-    t = _tensors(ds)
+    dev = torch.device(device)
+    agent = IQL(ds, cfg, policy, seed).to(dev)  # in place: the optimisers keep their parameters
+    t = _tensors(ds, dev)
     g = torch.Generator().manual_seed(seed)
     for _ in range(cfg.steps):
-        idx = torch.randint(0, len(ds), (cfg.batch_size,), generator=g)
+        idx = torch.randint(0, len(ds), (cfg.batch_size,), generator=g).to(dev)  # drawn on the CPU generator
         agent.update({k: v[idx] for k, v in t.items()})
+    agent.cpu()
     return agent.pi.eval(), agent

@@ -32,7 +32,7 @@ ARMS = (
 )
 
 
-def figure(per_seed: dict, path: Path) -> Path:
+def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,7 +90,7 @@ def _ablation_md(ablation: dict) -> str:
     )
 
 
-def report_md(per_seed: dict, cfg: Config, ablation: dict | None = None) -> str:
+def report_md(cfg: Config, per_seed: dict, ablation: dict | None = None) -> str:
     def ms(sec: str, k: str, sci: bool = False) -> str:
         x = [d[sec][k] for d in per_seed.values()]
         return Stat.of(x).fmt(2) if sci else mean_std(x)

@@ -15,24 +15,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from iclr25.common.claims import Claim, make_claim
+from iclr25.common.lm import n_params, tiny_causal_lm
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything
+from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 
-from iclr25.common.claims import make_claim  # noqa: E402
-from iclr25.common.lm import n_params, tiny_causal_lm  # noqa: E402
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values  # noqa: E402
-from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything  # noqa: E402
-from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
-
-from .corpus import SOURCES, make_markov_corpus  # noqa: E402
-from .dsir import dsir_log_weights  # noqa: E402
-from .pmp import pmp_scores  # noqa: E402
-from .report import ARMS, figure, report_md  # noqa: E402, F401  (ARMS: the arms one_seed trains)
-from .scorer import NgramRidgeScorer, build_data_scorer, normalize_scores, spearman, train_data_scorer  # noqa: E402
-from .selection import gumbel_top_k_select, random_select  # noqa: E402
+from . import report
+from .corpus import SOURCES, make_markov_corpus
+from .dsir import dsir_log_weights
+from .pmp import pmp_scores
+from .scorer import NgramRidgeScorer, build_data_scorer, normalize_scores, spearman, train_data_scorer
+from .selection import gumbel_top_k_select, random_select
 
 
 @dataclass(frozen=True)
@@ -451,21 +448,23 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return out
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims read: mean PMP score per source, the scorer's Spearman, PDS vs random final loss
-    # and PDS's steps to reach random's final loss
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(f"pmp/mean_z/{name}" for name in SOURCES)
-        + ("scorer/spearman", "pds/final_loss", "random/final_loss", "pds/steps_frac_to_random_final"),
-    )
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+# the keys the claims read: mean PMP score per source, the scorer's Spearman, PDS vs random final loss and PDS's
+# steps to reach random's final loss
+REQUIRED = tuple(f"pmp/mean_z/{name}" for name in SOURCES) + (
+    "scorer/spearman",
+    "pds/final_loss",
+    "random/final_loss",
+    "pds/steps_frac_to_random_final",
+)
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): clean scores highest, scorer fidelity, final loss, acceleration."""
     mz = lambda name: values(per_seed, f"pmp/mean_z/{name}")  # noqa: E731
     best_other = [max(o) for o in zip(*(mz(n) for n in SOURCES[1:]))]
     small = cfg.n_pool < 12000 or cfg.train_steps < 400
     note_small = " (smoke-scale run: too small for the claim)" if small else ""
-    claims = [
+    return [
         make_claim(
             "clean_scores_highest",
             "Clean target-chain documents get the highest mean PMP score of all sources",
@@ -511,13 +510,16 @@ def run(cfg: Config, out: Path) -> RunResult:
             note=("a value > 1 means never reached within the budget" + note_small),
         ),
     ]
-    fig = figure(per_seed, cfg, rd.figures / "pds_curves.png")
-    agg = aggregate(per_seed)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=REQUIRED)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=agg,
-        claims=claims,
+        metrics=aggregate(per_seed),
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[fig],
-        report_md=report_md(per_seed, cfg),
+        figures=[report.figure(cfg, per_seed, rd.figures / "pds_curves.png")],
+        report_md=report.report_md(cfg, per_seed),
     )

@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from iclr25.common.io import atomic_savefig
+from iclr25.common.results import mean_std
 
-from iclr25.common.io import atomic_savefig  # noqa: E402
-from iclr25.common.results import mean_std  # noqa: E402
-
-from .corpus import SOURCES  # noqa: E402
+from .corpus import SOURCES
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -22,7 +18,13 @@ if TYPE_CHECKING:  # the experiment imports this module
 ARMS = ("random", "pds", "dsir", "pds_t1")  # the arms one_seed trains, in table order
 
 
-def figure(per_seed: dict, cfg: Config, path: Path) -> Path:
+def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
+    """Clean test loss curves of every arm and the mean PMP score per source."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     seeds = sorted(per_seed)
     steps = per_seed[seeds[0]]["curve_steps"]
@@ -44,7 +46,8 @@ def figure(per_seed: dict, cfg: Config, path: Path) -> Path:
     return atomic_savefig(fig, path)
 
 
-def report_md(per_seed: dict, cfg: Config) -> str:
+def report_md(cfg: Config, per_seed: dict) -> str:
+    """The arms table, the PMP scores by source and the set-up notes."""
     seeds = sorted(per_seed)
     arms = [a for a in ARMS if a in per_seed[seeds[0]]]
     rows = [

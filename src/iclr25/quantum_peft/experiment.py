@@ -26,16 +26,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from iclr25.common.claims import all_of, make_claim
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.io import atomic_savefig
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 
+from . import report
 from .model import QuantumPEFTConfig, get_qpeft_model
 from .params import comparison_table
-from .report import figure, report_md
 
 METHODS = ("head_only", "lora_r1", "qpeft", "full_ft")
 LR_GRID = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the one grid every method is tuned on
@@ -392,25 +391,24 @@ def one_seed(cfg: Config, seed: int) -> dict:
 # ---------------------------------------------------------------------------------------------------
 # run
 # ---------------------------------------------------------------------------------------------------
-def _scaling_rows(cfg: Config) -> list[dict]:
-    return comparison_table([(1 << n, 1 << n) for n in cfg.scaling_qubits], rank=1, layers=1, lora_rank=1)
-
-
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims and the validity check read, at every width: the source accuracy and the target
-    # accuracy of head-only, LoRA-r1 and Quantum-PEFT
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(
-            f"d{w}/{k}"
-            for w in cfg.widths
-            for k in ("source_acc", "head_only/acc", "lora_r1/acc", "qpeft/acc")
-        ),
-    )
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+def param_tables(cfg: Config) -> tuple[dict, list[dict]]:
+    """Seed-independent parameter counts: adapters instantiated at ``param_widths`` and the analytic scaling table
+    over ``scaling_qubits`` (N = M = 2^n, K = 1, L = 1 vs LoRA r = 1)."""
     counts = {w: adapter_param_counts(cfg, w) for w in cfg.param_widths}
-    rows = _scaling_rows(cfg)
+    rows = comparison_table([(1 << n, 1 << n) for n in cfg.scaling_qubits], rank=1, layers=1, lora_rank=1)
+    return counts, rows
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims and the validity check read, at every width: the source accuracy and the target
+    accuracy of head-only, LoRA-r1 and Quantum-PEFT."""
+    keys = ("source_acc", "head_only/acc", "lora_r1/acc", "qpeft/acc")
+    return tuple(f"d{w}/{k}" for w in cfg.widths for k in keys)
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): adapter learns, parameter ratio, competitive, log scaling."""
+    counts, rows = param_tables(cfg)
     ns = list(cfg.scaling_qubits)
     ratios = [r["ratio"] for r in rows]
     nseed = len(cfg.seed_list)
@@ -483,7 +481,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         if gap > 0.08
         else ""
     )
-    claims = [
+    return [
         all_of(
             "adapter_learns",
             "Quantum-PEFT adapters learn the rotated-digits task: ≥ head-only + 8 points",
@@ -515,24 +513,28 @@ def run(cfg: Config, out: Path) -> RunResult:
         ),
     ]
 
+
+def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
+    """The comparison means something only when the pre-trained ViT solves the upright source task."""
     src_all = [v for w in cfg.widths for v in values(per_seed, f"d{w}/source_acc")]
     valid = min(src_all) >= cfg.min_source_acc
+    reason = f"pre-trained ViT reaches only {min(src_all):.3f} < {cfg.min_source_acc} on upright test digits"
+    return valid, "" if valid else reason
 
-    fig = figure(cfg, per_seed, counts, rows, METHODS)
-    figpath = atomic_savefig(fig, rd.figures / "quantum_peft.png")
-    report = report_md(cfg, per_seed, counts, rows, METHODS)
-    metrics = aggregate(per_seed)
-    metrics["param_counts"] = {f"d{w}": c for w, c in counts.items()}
-    metrics["scaling_table"] = rows
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    counts, rows = param_tables(cfg)
+    tables = {"param_counts": {f"d{w}": c for w, c in counts.items()}, "scaling_table": rows}
+    valid, reason = validity(cfg, per_seed)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=metrics,
-        claims=claims,
+        metrics={**aggregate(per_seed), **tables},
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[figpath],
-        report_md=report,
+        figures=[report.figure(cfg, per_seed, rd.figures / "quantum_peft.png", counts, rows, METHODS)],
+        report_md=report.report_md(cfg, per_seed, counts, rows, METHODS),
         valid=valid,
-        invalid_reason=""
-        if valid
-        else f"pre-trained ViT reaches only {min(src_all):.3f} < {cfg.min_source_acc} on upright test digits",
+        invalid_reason=reason,
     )

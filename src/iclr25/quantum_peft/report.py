@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from iclr25.common.io import atomic_savefig
 from iclr25.common.results import mean_std, values
 
 from .params import comparison_markdown
@@ -15,7 +17,10 @@ if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
 
 
-def figure(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods: Sequence[str]):
+def figure(
+    cfg: Config, per_seed: dict, path: Path, counts: dict, rows: list[dict], methods: Sequence[str]
+) -> Path:
+    """Target accuracy of every method per width, and the parameter scaling with n."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,7 +45,7 @@ def figure(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods:
     ax.set_title("parameter scaling")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return fig
+    return atomic_savefig(fig, path)
 
 
 def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods: Sequence[str]) -> str:

@@ -13,32 +13,28 @@ Sensitivities are ESTIMATES (2 × the largest realised gap over 5 random forget 
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from threadpoolctl import threadpool_limits
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from ..common.claims import Stat, all_of, make_claim  # noqa: E402
-from ..common.io import atomic_savefig  # noqa: E402
-from ..common.progress import progress  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values  # noqa: E402
-from .model import AnchorTopicModel, max_column_l1, topic_permutation  # noqa: E402
-from .synthetic import sample_documents, separable_topics  # noqa: E402
-from .unlearning import (  # noqa: E402
+from ..common.claims import Claim, all_of, make_claim
+from ..common.progress import progress
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from ..common.timing import best_times
+from . import report
+from .model import AnchorTopicModel, max_column_l1, topic_permutation
+from .synthetic import sample_documents, separable_topics
+from .unlearning import (
     LinearHead,
-    retrain_scratch,
     deletion_capacity,
     estimate_sensitivity,
     fit_head,
     gaussian_sigma,
     newton_unlearn,
     retrain_reference,
+    retrain_scratch,
     utility_passes,
 )
 
@@ -111,17 +107,6 @@ PRESETS = {
 }
 
 
-def _timed(fn, reps: int) -> float:
-    """Median process (CPU) time of ``fn`` over ``reps`` runs, single-threaded BLAS: insensitive to other load."""
-    ts = []
-    with threadpool_limits(1):
-        for _ in range(reps):
-            t = time.process_time()
-            fn()
-            ts.append(time.process_time() - t)
-    return float(np.median(ts))
-
-
 def one_seed(cfg: Config, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     A_star, true_anchors = separable_topics(cfg.n_words, cfg.n_topics, cfg.anchor_mass, cfg.topic_beta, rng)
@@ -150,7 +135,8 @@ def one_seed(cfg: Config, seed: int) -> dict:
             "anchors_changed": float(moved),
         }
         # Newton exact (gap 0): the ratio is +inf; both zero: undefined
-        ratios.append(g_nothing / g_newton if g_newton > 0 else (float("inf") if g_nothing > 0 else float("nan")))
+        undefined = float("inf") if g_nothing > 0 else float("nan")
+        ratios.append(g_nothing / g_newton if g_newton > 0 else undefined)
     out["newton_gap"] = gaps
     out["min_ratio_nothing_over_newton"] = float(min(ratios))
 
@@ -158,18 +144,24 @@ def one_seed(cfg: Config, seed: int) -> dict:
     Xs = X[: cfg.m_small]
     small = AnchorTopicModel(cfg.n_topics, min_doc_freq=cfg.min_doc_freq).fit(Xs)
     forget = np.arange(cfg.timing_forget)
-    cost = {}
-    for name, mdl, data in (("small", small, Xs), ("large", model, X)):
-        keep = data[cfg.timing_forget :]
-        cost[name] = {
-            "unlearn_s": _timed(
-                lambda mdl=mdl, data=data: newton_unlearn(mdl.stats_, data[forget]), cfg.timing_reps
-            ),
-            "retrain_s": _timed(
-                lambda keep=keep: AnchorTopicModel(cfg.n_topics, min_doc_freq=cfg.min_doc_freq).fit(keep),
-                max(1, cfg.timing_reps // 2),
-            ),
-        }
+    # CPU time, single-threaded BLAS, best of the interleaved repeats (small and large alternate each round)
+    keep = {"small": Xs[cfg.timing_forget :], "large": X[cfg.timing_forget :]}
+    fit = {"small": (small, Xs), "large": (model, X)}
+    with threadpool_limits(1):
+        unlearn = best_times(
+            {n: (lambda n=n: newton_unlearn(fit[n][0].stats_, fit[n][1][forget])) for n in fit},
+            cfg.timing_reps,
+            warmup=0,
+        )
+        retrain = best_times(
+            {
+                n: (lambda n=n: AnchorTopicModel(cfg.n_topics, min_doc_freq=cfg.min_doc_freq).fit(keep[n]))
+                for n in fit
+            },
+            max(1, cfg.timing_reps // 2),
+            warmup=0,
+        )
+    cost = {n: {"unlearn_s": unlearn[n], "retrain_s": retrain[n]} for n in fit}
     out["cost"] = cost
     out["unlearn_time_ratio"] = cost["large"]["unlearn_s"] / cost["small"]["unlearn_s"]
     out["retrain_time_ratio"] = cost["large"]["retrain_s"] / cost["small"]["retrain_s"]
@@ -192,9 +184,20 @@ def one_seed(cfg: Config, seed: int) -> dict:
     grid = sorted(set(cfg.capacity_grid) | set(cfg.head_grid))
     for m_f in progress(grid, desc=f"capacity seed {seed}"):
         s_seed = int(rng.integers(2**31))
-        est = lambda method, ref, h=None: estimate_sensitivity(  # noqa: E731
-            model, X, m_f, cfg.sensitivity_trials, cfg.sensitivity_safety, method, h, seed=s_seed, reference=ref
-        )
+
+        def est(method, ref, h=None, m_f=m_f, s_seed=s_seed):
+            return estimate_sensitivity(
+                model,
+                X,
+                m_f,
+                cfg.sensitivity_trials,
+                cfg.sensitivity_safety,
+                method,
+                h,
+                seed=s_seed,
+                reference=ref,
+            )
+
         d_new = {r: est("newton", r, head) for r in refs}
         sens[str(m_f)] = {
             "newton_A": d_new["fixed_anchors"]["A"],
@@ -223,10 +226,15 @@ def one_seed(cfg: Config, seed: int) -> dict:
                 acc0 = _head_acc(head, A_f, Xt[te], y[te])
                 acc_base = [_head_acc(head, A_f + mult * d_new[r]["A"] * z, Xt[te], y[te]) for z in Z]
                 acc_head = [
-                    _head_acc(head, None, Xt[te], y[te], B=A_f @ head.w + mult * d_new[r]["B"] * z) for z in zb
+                    _head_acc(head, None, Xt[te], y[te], B=A_f @ head.w + mult * d_new[r]["B"] * z)
+                    for z in zb
                 ]
-                cap_pass["base" + sfx][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_base)), cfg.head_tolerance)
-                cap_pass["head" + sfx][m_f] = utility_passes(np.abs(acc0 - np.asarray(acc_head)), cfg.head_tolerance)
+                cap_pass["base" + sfx][m_f] = utility_passes(
+                    np.abs(acc0 - np.asarray(acc_base)), cfg.head_tolerance
+                )
+                cap_pass["head" + sfx][m_f] = utility_passes(
+                    np.abs(acc0 - np.asarray(acc_head)), cfg.head_tolerance
+                )
     out["sensitivity"] = sens
     out["capacity"] = {k: deletion_capacity(v) for k, v in cap_pass.items()}
     out["capacity_pass"] = {k: {str(m): bool(p) for m, p in v.items()} for k, v in cap_pass.items()}
@@ -265,24 +273,25 @@ def real_text_smoke() -> dict:
     }
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims and their notes read: the Newton/nothing ratio, the time ratios, the deletion
-    # capacities (fixed-anchor and from-scratch) and the base recovery error
-    caps = ("newton", "noise_only", "head", "base")
-    rd = RunDir(
-        out,
-        cfg,
-        required=("min_ratio_nothing_over_newton", "unlearn_time_ratio", "retrain_time_ratio", "base_error")
-        + tuple(f"capacity/{c}{sfx}" for c in caps for sfx in ("", "_scratch")),
-    )
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+# the keys the claims and their notes read: the Newton/nothing ratio, the time ratios, the deletion capacities
+# (fixed-anchor and from-scratch) and the base recovery error
+REQUIRED = (
+    "min_ratio_nothing_over_newton",
+    "unlearn_time_ratio",
+    "retrain_time_ratio",
+    "base_error",
+) + tuple(f"capacity/{c}{sfx}" for c in ("newton", "noise_only", "head", "base") for sfx in ("", "_scratch"))
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): Newton vs nothing, cost, and the two deletion capacities."""
     v = lambda k: values(per_seed, k)  # noqa: E731
     capn, capb = v("capacity/newton"), v("capacity/noise_only")
     caph, capbase = v("capacity/head"), v("capacity/base")
     capn_s, capb_s = v("capacity/newton_scratch"), v("capacity/noise_only_scratch")
     caph_s, capbase_s = v("capacity/head_scratch"), v("capacity/base_scratch")
     n_capped = int(np.sum(np.asarray(caph) >= max(cfg.head_grid)))
-    claims = [
+    return [
         make_claim(
             "newton_vs_nothing",
             f"gap to fixed-anchor retraining ≥ 5× smaller with the Newton step than doing nothing, for every "
@@ -314,7 +323,7 @@ def run(cfg: Config, out: Path) -> RunResult:
                     ">=",
                 ),
             ],
-            note="median process time, single-threaded BLAS",
+            note="best of the interleaved repeats (common.timing), process CPU time, single-threaded BLAS",
         ),
         make_claim(
             "capacity_vs_noise_only",
@@ -345,92 +354,17 @@ def run(cfg: Config, out: Path) -> RunResult:
             f"sensitivities: head {mean_std(caph_s)} vs base {mean_std(capbase_s)}",
         ),
     ]
-    smoke = real_text_smoke()
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    s0 = per_seed[cfg.seed_list[0]]
-    ms = [int(k) for k in s0["newton_gap"]]
-    ax[0].loglog(ms, [s0["newton_gap"][str(m)]["newton"] for m in ms], "o-", label="Newton step")
-    ax[0].loglog(ms, [s0["newton_gap"][str(m)]["nothing"] for m in ms], "s-", label="do nothing")
-    ax[0].set_xlabel("forgotten documents m_f")
-    ax[0].set_ylabel("||A − A_retrain(fixed anchors)||_F")
-    ax[0].set_title(f"seed {cfg.seed_list[0]}, m = {cfg.m}")
-    ax[0].legend()
-    sm = [int(k) for k in s0["sensitivity"]]
-    ax[1].loglog(sm, [s0["sensitivity"][str(m)]["newton_A"] for m in sm], "o-", label="Δ_A Newton")
-    ax[1].loglog(
-        [m for m in sm if "none_A" in s0["sensitivity"][str(m)]],
-        [s0["sensitivity"][str(m)]["none_A"] for m in sm if "none_A" in s0["sensitivity"][str(m)]],
-        "s-",
-        label="Δ_A noise-only",
-    )
-    ax[1].loglog(sm, [s0["sensitivity"][str(m)]["head_B"] for m in sm], "^-", label="Δ_B head")
-    ax[1].set_xlabel("m_f")
-    ax[1].set_ylabel("estimated sensitivity")
-    ax[1].legend()
-    fig_path = rd.figures / "gaps_and_sensitivities.png"
-    atomic_savefig(fig, fig_path)
 
-    def ms_(k):  # significant digits: the gaps span 1e-16 .. 1e-1
-        return Stat.of(v(k)).fmt(4)
 
-    rows = "\n".join(
-        f"| {m} | {ms_(f'newton_gap/{m}/newton')} | {ms_(f'newton_gap/{m}/nothing')} | "
-        f"{ms_(f'newton_gap/{m}/newton_scratch')} | {ms_(f'newton_gap/{m}/nothing_scratch')} | "
-        f"{int(sum(v(f'newton_gap/{m}/anchors_changed')))}/{len(cfg.seed_list)} |"
-        for m in cfg.newton_grid
-    )
-    sgrid = [int(k) for k in s0["sensitivity"]]
-    cap_rows = "\n".join(
-        f"| {name} | {mean_std(v(f'capacity/{key}'))} | {mean_std(v(f'capacity/{key}_scratch'))} |"
-        for name, key in (
-            ("Newton + noise (A)", "newton"),
-            ("noise only (A)", "noise_only"),
-            ("head release B = A^F w", "head"),
-            ("noisy base, head accuracy", "base"),
-        )
-    )
-    sens_rows = "\n".join(
-        f"| {m} | {ms_(f'sensitivity/{m}/newton_A')} | {ms_(f'sensitivity/{m}/newton_A_scratch')} | "
-        f"{ms_(f'sensitivity/{m}/head_B')} | {ms_(f'sensitivity/{m}/head_B_scratch')} | "
-        f"{Stat.of(v(f'sensitivity/{m}/anchors_changed')).fmt(2)} |"
-        for m in sgrid
-    )
-    report = (
-        "## Newton step vs doing nothing (Frobenius gap to retraining)\n\n"
-        "Fixed-anchor retraining is what the Newton step approximates (exact where supports do not change) and "
-        "what the claim uses; retraining from scratch re-runs the anchor search on the remaining documents (the "
-        "paper's comparison path U(∅, A(S'), T(S'))). Last column: seeds whose anchors moved.\n\n"
-        "| m_f | Newton (fixed) | nothing (fixed) | Newton (scratch) | nothing (scratch) | anchors moved |\n"
-        "|---|---|---|---|---|---|\n" + rows + "\n\n"
-        "## Which retraining the (ε, δ) release is calibrated against\n\n"
-        "Deletion capacities (documents, mean ± std over seeds) with sensitivities estimated against each "
-        "reference. The claims use the fixed-anchor column: that release is (ε, δ)-unlearning relative to the "
-        "fixed-anchor learner only.\n\n| release | fixed-anchor Δ | from-scratch Δ |\n|---|---|---|\n"
-        + cap_rows
-        + "\n\nEstimated sensitivities (2 × max gap over "
-        f"{cfg.sensitivity_trials} forget sets; mean over seeds) and the fraction of forget sets whose scratch "
-        "retraining moved the anchors:\n\n| m_f | Δ_A fixed | Δ_A scratch | Δ_B fixed | Δ_B scratch | "
-        "anchors moved |\n|---|---|---|---|---|---|\n" + sens_rows + "\n\n"
-        f"## Cost (CPU s, median)\n\nunlearn: {ms_('cost/small/unlearn_s')} (m={cfg.m_small}) vs "
-        f"{ms_('cost/large/unlearn_s')} (m={cfg.m}); retrain: {ms_('cost/small/retrain_s')} vs "
-        f"{ms_('cost/large/retrain_s')}.\n\n"
-        f"## Deletion capacities (documents, per seed)\n\nNewton+noise {capn}, noise-only {capb}; head release "
-        f"{caph}, base release {capbase}. Noise-free head accuracy {ms_('head/noise_free_accuracy')}. "
-        f"Base recovery error max-col-L1(A(S), A*) {ms_('base_error')}; true anchors found per seed "
-        f"{[int(x) for x in v('anchors_true')]} of {cfg.n_topics}.\n\n"
-        f"## Real text (gensim's Lee corpus, no claim)\n\n{smoke['docs']} documents, {smoke['vocab']} words, 5 "
-        f"topics; anchors {smoke['anchors']}; unlearning 10 documents: Newton gap {smoke['gap_newton']:.2e} vs "
-        f"doing nothing {smoke['gap_nothing']:.2e}. Topics: " + "; ".join(smoke["top_words"]) + "\n\n"
-        "Reconstructed parts (the paper's text was not available): the face-restricted Newton step, the head "
-        "definition (least squares on Aᵀx̄) and the empirical sensitivity estimates; see the README.\n"
-    )
-    metrics = aggregate(per_seed)
-    metrics["real_text"] = smoke
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg, required=REQUIRED)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    real_text = real_text_smoke()
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=metrics,
-        claims=claims,
+        metrics={**aggregate(per_seed), "real_text": real_text},
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[fig_path],
-        report_md=report,
+        figures=[report.figure(cfg, per_seed, rd.figures / "gaps_and_sensitivities.png")],
+        report_md=report.report_md(cfg, per_seed, real_text),
     )

@@ -303,7 +303,9 @@ class AnchorTopicModel(TransformerMixin, BaseEstimator):
         else:
             anchors = _check_anchors(self.anchors, int(self.n_topics), X.shape[1])
         keys = doc_keys(X)
-        return self._set(Sigma, m, anchors, keys=DocKeys(Counter(zip(keys[:, 0].tolist(), keys[:, 1].tolist()))))
+        return self._set(
+            Sigma, m, anchors, keys=DocKeys(Counter(zip(keys[:, 0].tolist(), keys[:, 1].tolist())))
+        )
 
     def fit_from_stats(self, Sigma: np.ndarray, m: int, anchors) -> AnchorTopicModel:
         """Learn from a given statistic with fixed anchors (used by unlearning and by reference retraining).

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.progress import log
@@ -600,7 +600,9 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-def _claims(cfg: Config, ps: dict) -> list:
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The claims from per-seed results (ids and thresholds fixed)."""
+    ps = per_seed
     n_shift = len(cfg.shift_tasks)
     lora_a = values(ps, "lora/rl_A")
     lora_sft_a = values(ps, "lora/sft_A")
@@ -789,16 +791,9 @@ def _claims(cfg: Config, ps: dict) -> list:
     ]
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-
-    def fn(seed: int) -> dict:
-        r = one_seed(cfg, seed, expert_dir=rd.path / "experts" / f"seed_{seed}")
-        log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
-        return r
-
-    # the keys the claims and their notes read: task-A experts and LoRA, counts of the expert diagnostics,
-    # the dispatch routing (per prompt wording) and the CEM adaptation on every shifted task
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims and their notes read: task-A experts and LoRA, counts of the expert diagnostics, the
+    dispatch routing (per prompt wording) and the CEM adaptation on every shifted task."""
     required = ("base/A", "expert/A", "lora/rl_A", "lora/sft_A", "params/lora", "params/svf", "specificity_A")
     required += ("n_tasks_gain_3pt", "diag_dominant_cells", "shuffle_hurts_cases")
     required += ("cem_minus_best_single", "cem_minus_base_min", "cem_argmax_matching")
@@ -808,22 +803,38 @@ def run(cfg: Config, out: Path) -> RunResult:
     required += tuple(
         f"adapt/{t}/{k}" for t in cfg.shift_tasks for k in ("base", "cem", "best_single", "matching")
     )
-    ps = rd.map_seeds(fn, cfg.seed_list, required=required)
-    claims = _claims(cfg, ps)
-    fig = rd.figures / "experts_and_adaptation.png"
-    figure(cfg, ps, fig)
-    base_mean = float(np.mean([np.mean(list(ps[s]["base"].values())) for s in ps]))
+    return required
+
+
+def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
+    """The experts need headroom: the base model must have learnt the skills, but not perfectly."""
+    base_mean = float(np.mean([np.mean(list(per_seed[s]["base"].values())) for s in per_seed]))
     valid = 0.3 <= base_mean <= 0.97
+    reason = (
+        f"base model mean skill accuracy {base_mean:.3f} outside [0.3, 0.97]: no headroom for experts (or the base "
+        "did not learn the skills)"
+    )
+    return valid, "" if valid else reason
+
+
+def _logged_seed(cfg: Config, seed: int, expert_dir: Path) -> dict:
+    r = one_seed(cfg, seed, expert_dir=expert_dir)
+    log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
+    return r
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg)
+    fn = lambda s: _logged_seed(cfg, s, rd.path / "experts" / f"seed_{s}")  # noqa: E731
+    per_seed = rd.map_seeds(fn, cfg.seed_list, required=required_keys(cfg))
+    valid, reason = validity(cfg, per_seed)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=aggregate(ps),
-        claims=claims,
-        per_seed=ps,
-        figures=[fig],
-        report_md=report_md(cfg, ps),
+        metrics=aggregate(per_seed),
+        claims=claims(cfg, per_seed),
+        per_seed=per_seed,
+        figures=[figure(cfg, per_seed, rd.figures / "experts_and_adaptation.png")],
+        report_md=report_md(cfg, per_seed),
         valid=valid,
-        invalid_reason=""
-        if valid
-        else f"base model mean skill accuracy {base_mean:.3f} outside "
-        "[0.3, 0.97]: no headroom for experts (or the base did not learn the skills)",
+        invalid_reason=reason,
     )

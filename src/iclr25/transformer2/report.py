@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
 
 
-def figure(cfg: Config, ps: dict, path: Path) -> None:
+def figure(cfg: Config, ps: dict, path: Path) -> Path:
+    """Skill accuracy of the base and every expert on each task, and the few-shot adaptation on the shifted tasks."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +53,7 @@ def figure(cfg: Config, ps: dict, path: Path) -> None:
     axes[1].legend(fontsize=8)
     axes[1].set_title("few-shot CEM mixture vs single experts")
     fig.tight_layout()
-    atomic_savefig(fig, path)
+    return atomic_savefig(fig, path)
     plt.close(fig)
 
 

@@ -1,0 +1,111 @@
+"""The run contract (CONTRIBUTING, "The run contract"), checked over every system in ``registry.SYSTEMS``.
+
+Each ``iclr25.<slug>.experiment`` provides ``Config`` (an ``ExperimentConfig`` dataclass), ``PRESETS`` with
+``smoke``, ``quick`` and ``full``, ``one_seed(cfg, seed) -> dict``, ``claims(cfg, per_seed) -> list[Claim]`` and
+``run(cfg, out)`` of a few lines; ``report.py``, where there is one, provides ``figure(cfg, ...)`` and
+``report_md(cfg, ...)``. Extra
+parameters after the contract's are allowed only with defaults, so ``one_seed(cfg, seed)`` and
+``claims(cfg, per_seed)`` can always be called as written. A 20th system copies any folder and this test holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+
+from iclr25 import registry
+from iclr25.common.results import ExperimentConfig
+
+# Systems whose experiment is being restructured to the skeleton by other open changes (issue #39): expected to
+# conform once those land; remove each slug here when its change is merged.
+PENDING = {
+    "birdset",
+    "fosp",
+    "freevs",
+    "hgm",
+    "improver",
+    "pfes_gim",
+    "scope_faithfulness",
+    "tool_planner",
+}
+
+SLUGS = [s.slug for s in registry.SYSTEMS]
+MAX_RUN_LINES = 16  # "run(cfg, out) in a few lines": about 15 (ohio and fosp show it), the def line included
+
+
+def _params(fn) -> list[inspect.Parameter]:
+    return list(inspect.signature(fn).parameters.values())
+
+
+def _check_signature(fn, names: tuple[str, ...]) -> None:
+    ps = _params(fn)
+    got = [p.name for p in ps[: len(names)]]
+    assert got == list(names), (
+        f"{fn.__qualname__} must take ({', '.join(names)}, ...), got ({', '.join(got)})"
+    )
+    for p in ps[len(names) :]:
+        assert p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD), (
+            f"{fn.__qualname__}: extra parameter {p.name!r} needs a default (the contract calls it with "
+            f"{len(names)} arguments)"
+        )
+
+
+def _mark(slug: str):
+    if slug in PENDING:
+        return pytest.param(
+            slug,
+            marks=pytest.mark.xfail(reason="issue #39: restructured by another open change", strict=False),
+        )
+    return slug
+
+
+CASES = [_mark(s) for s in SLUGS]
+
+
+def test_pending_names_real_systems():
+    assert PENDING <= set(SLUGS), f"PENDING names unknown systems: {sorted(PENDING - set(SLUGS))}"
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_experiment_follows_the_run_contract(slug):
+    exp = importlib.import_module(registry.get(slug).module)
+    assert dataclasses.is_dataclass(exp.Config) and issubclass(exp.Config, ExperimentConfig)
+    assert set(exp.PRESETS) == {"smoke", "quick", "full"}
+    assert all(isinstance(c, exp.Config) for c in exp.PRESETS.values())
+    for name, args in (
+        ("one_seed", ("cfg", "seed")),
+        ("claims", ("cfg", "per_seed")),
+        ("run", ("cfg", "out")),
+    ):
+        fn = getattr(exp, name, None)
+        assert inspect.isfunction(fn), f"{exp.__name__} has no function {name}()"
+        _check_signature(fn, args)
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_run_is_a_few_lines(slug):
+    exp = importlib.import_module(registry.get(slug).module)
+    tree = ast.parse(Path(exp.__file__).read_text(encoding="utf-8"))
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run"]
+    n = node.end_lineno - node.lineno + 1
+    assert n <= MAX_RUN_LINES, f"{exp.__name__}.run is {n} lines (at most {MAX_RUN_LINES})"
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_report_module_has_figure_and_report_md(slug):
+    name = f"iclr25.{slug}.report"
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{slug} has no report.py")
+    rep = importlib.import_module(name)
+    for fn in ("figure", "report_md"):
+        assert inspect.isfunction(getattr(rep, fn, None)), f"{name} has no function {fn}()"
+        first = [p.name for p in _params(getattr(rep, fn))[:1]]
+        assert first == ["cfg"], (
+            f"{name}.{fn} must take the config first (cfg, per-seed results, ...), got {first}"
+        )
