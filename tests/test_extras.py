@@ -122,7 +122,9 @@ def test_extras_table_matches_pyproject():
         for m in modules:
             have = providers(m)
             assert have, f"module {m!r} of [{extra}] is not installed here, cannot check it"
-            assert have & names, f"registry.EXTRAS[{extra!r}] lists {m!r} ({have}) but [{extra}] declares {names}"
+            assert have & names, (
+                f"registry.EXTRAS[{extra!r}] lists {m!r} ({have}) but [{extra}] declares {names}"
+            )
 
 
 @pytest.mark.parametrize("slug", [s.slug for s in registry.SYSTEMS])
@@ -163,7 +165,10 @@ def no_gymnasium(monkeypatch):
 def test_run_with_a_missing_extra_prints_one_line_naming_it(no_gymnasium, tmp_path, capsys):
     assert main(["run", "fosp", "--preset", "smoke", "--out", str(tmp_path)]) == 1
     cap = capsys.readouterr()
-    assert cap.err == "iclr25: error: fosp needs the [rl] extra (no module 'gymnasium'): pip install 'iclr25[rl]'\n"
+    assert (
+        cap.err
+        == "iclr25: error: fosp needs the [rl] extra (no module 'gymnasium'): pip install 'iclr25[rl]'\n"
+    )
     assert "Traceback" not in cap.out + cap.err and not any(tmp_path.iterdir())
     assert main(["config", "ohio"]) == 1
     assert "pip install 'iclr25[rl]'" in capsys.readouterr().err
@@ -202,3 +207,20 @@ def test_an_import_error_met_while_importing_is_reported_as_the_extra(tmp_path, 
     assert str(e.value) == (
         "fake_extra needs the [rl] extra (no module 'no_such_module_iclr25_test'): pip install 'iclr25[rl]'"
     )
+
+
+def test_readme_extras_table_matches_the_registry():
+    readme = ROOT / "README.md"
+    if not readme.is_file():
+        pytest.skip("no checkout")
+    text = readme.read_text()
+    table = text.split("## Install", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        m = re.match(r"\|\s*(`\[(\w+)\]`|\*\(core\)\*)\s*\|[^|]*\|(.*)\|\s*$", line)
+        if m:
+            rows[m.group(2) or ""] = set(re.findall(r"`(\w+)`", m.group(3).split("(", 1)[0]))
+    _, extras = declared()
+    assert set(rows) == {""} | (set(extras) - set(NOT_EXTRAS))
+    for extra, slugs in rows.items():
+        assert slugs == {s.slug for s in registry.SYSTEMS if s.extra == extra}, extra

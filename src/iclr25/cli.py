@@ -361,7 +361,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cmd_report(args)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)
-    except (RunPathError, registry.MissingExtraError) as e:  # a missing extra: the one `pip install` line
+    except (RunPathError, registry.MissingExtraError, registry.DependencyVersionError) as e:  # one line
         return _fail(str(e), EXIT_FAIL)
     except BrokenPipeError:
         raise

@@ -57,6 +57,10 @@ def _module_present(name: str) -> bool:
         return False
 
 
+class DependencyVersionError(ImportError):
+    """An installed dependency is older than a system's code path needs (the message names both versions)."""
+
+
 class MissingExtraError(ImportError):
     """A system's optional extra is not installed; the message is the one line that says what to install."""
 

@@ -379,13 +379,17 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
         report_html = ""
         if f is not None and (rep.exists() or rep.is_symlink()):
             try:
-                text = read_bytes_limited(rep, MAX_REPORT_MD_BYTES, within=d).decode("utf-8", errors="replace")
+                text = read_bytes_limited(rep, MAX_REPORT_MD_BYTES, within=d).decode(
+                    "utf-8", errors="replace"
+                )
             except UnsafeFileError as e:
                 report_html = f"<p>report.md is refused ({html.escape(str(e))})</p>"
             except OSError as e:
                 report_html = f"<p>report.md cannot be read ({html.escape(str(e.strerror or e))})</p>"
         if text is not None:
-            first = re.search(r"\]\(figures/([^)\s]+)\)", text)  # the experiment's first figure is its main one
+            first = re.search(
+                r"\]\(figures/([^)\s]+)\)", text
+            )  # the experiment's first figure is its main one
             if first:
                 figs.sort(key=lambda g: g["name"] != first.group(1))
         main = figs[0] if figs else None
