@@ -136,6 +136,11 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
     (whl,) = (tmp_path / "w").glob("iclr25-*.whl")
     names = set(zipfile.ZipFile(whl).namelist())
     assert {f"iclr25/_reference/{p.as_posix()}" for p in committed} <= names
+    quick = ROOT / "results" / "quick"
+    pngs = {
+        p.relative_to(quick).as_posix() for pat in ("*/*.png", "*/figures/*.png") for p in quick.glob(pat)
+    }
+    assert {f"iclr25/_reference/{p}" for p in pngs} <= names  # the reference column's figures travel too
     assert "iclr25/report/templates/index.html" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     meta = zipfile.ZipFile(whl).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
