@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--reference",
         default=None,
-        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick",
+        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick, else the copy shipped in the package",
     )
     return p
 
