@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--reference",
         default=None,
-        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick",
+        help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick, else the copy shipped in the package",
     )
     return p
 
@@ -168,12 +168,15 @@ def _check_preset(preset: str) -> None:
 def cmd_list() -> int:
     print(f"iclr25 {version()} — {len(registry.SYSTEMS)} ICLR 2025 systems\n")
     rows = [("slug", "status", "arXiv", "paper")]
-    rows += [(s.slug, s.status, s.arxiv, s.title) for s in registry.SYSTEMS]
+    rows += [(s.slug, s.availability, s.arxiv, s.title) for s in registry.SYSTEMS]
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}")
     n_impl = len(registry.implemented())
+    needs = sorted({s.missing_extra for s in registry.implemented() if s.missing_extra})
     print(f"\n{len(registry.SYSTEMS)} systems, {n_impl} implemented.")
+    if needs:
+        print(f"Missing extras: {', '.join(needs)} — pip install 'iclr25[{','.join(needs)}]'")
     return 0
 
 
@@ -217,7 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not s.implemented:
                 log(f"skip {s.slug}: planned (no runner yet)")
     else:
-        registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
+        system = registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
+        if system.missing_extra:  # one line naming the extra to install, exit 1, before the header
+            raise registry.MissingExtraError(system.slug, system.extra, system.missing_modules)
         slugs = [args.slug]
     set_quiet(
         args.quiet or is_quiet() or not main_rank
@@ -306,8 +311,11 @@ def _launcher(args: argparse.Namespace):  # noqa: ANN202
     return make_launcher(args.launcher, options)
 
 
-def _device_note(device: str) -> str:
-    """What ``iclr25 config`` says about the device: the one the run asks for, and whether it is here."""
+def _device_note(device: str, numpy_only: bool = False) -> str:
+    """What ``iclr25 config`` says about the device: the one the run asks for, and whether it is here (never
+    initialises CUDA when the run would not ask for it)."""
+    if numpy_only:
+        return f"{device} (numpy-only system: it computes on the CPU whatever the device; no accelerator is used)"
     if device.startswith("cuda"):
         import torch
 
@@ -344,7 +352,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "config_class": type(cfg).__name__,
         "overrides": to_jsonable(applied),
         "config_hash": config_hash(cfg),
-        "device": _device_note(getattr(cfg, "device", "cpu")),
+        "device": _device_note(getattr(cfg, "device", "cpu"), registry.get(args.slug).numpy_only),
         "config": to_jsonable(dataclasses.asdict(cfg)),
     }
     print(json.dumps(doc, indent=2))
@@ -408,7 +416,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cmd_report(args)
     except UsageError as e:
         return _fail(str(e), EXIT_USAGE)
-    except (RunPathError, LaunchError) as e:
+    except (
+        RunPathError,
+        LaunchError,
+        registry.MissingExtraError,
+        registry.DependencyVersionError,
+    ) as e:  # one line
         return _fail(str(e), EXIT_FAIL)
     except BrokenPipeError:
         raise

@@ -3,6 +3,11 @@
 A system is ``implemented`` exactly when its runner ``iclr25.<slug>.experiment`` (``Config``, ``PRESETS``,
 ``run(cfg, out)``) exists in the package, so the status can never go stale; the runner is imported only
 when the system is run.
+
+Each system names the optional extra its code imports (``extra``; ``""`` = the core dependencies suffice).
+:attr:`System.missing_extra` tells, without importing anything heavy (``importlib.util.find_spec`` on the
+extra's top-level modules), whether that extra is installed; running a system whose extra is missing raises
+:class:`MissingExtraError` with the one ``pip install`` line that fixes it.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +23,52 @@ from types import ModuleType
 
 STATUSES = ("implemented", "planned")
 _PKG_DIR = Path(__file__).resolve().parent
+
+# The top-level modules each optional extra of pyproject.toml provides (what `find_spec` checks). The extras
+# themselves are declared in pyproject.toml; tests/test_extras.py checks that the two agree and that every
+# system's third-party imports are covered by the core dependencies plus its extra.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "llm": ("peft", "datasets", "data_selection", "trl", "sacrebleu"),
+    "rl": ("gymnasium",),
+    "chem": ("pymatgen",),
+    "vision": ("PIL", "corrupt_tta"),
+    "audio": ("soundfile", "soxr", "torchmetrics", "librosa", "pandas", "datasets"),
+    "text": ("gensim",),
+    "stats": ("ot",),
+    "agents": ("jsonschema", "openai"),
+    "generative": ("diffusers", "skimage"),
+    "human": ("gsplat", "torchmetrics", "PIL", "diffusers"),
+    "cluster": ("submitit",),
+}
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs ``extra`` (``pip install 'iclr25[rl]'``)."""
+    return f"pip install 'iclr25[{extra}]'" if extra else "pip install iclr25"
+
+
+def _module_present(name: str) -> bool:
+    """Whether the top-level module ``name`` can be imported (found on ``sys.path``; nothing is imported)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None  # ``None`` there means "import blocked" (as Python treats it)
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class DependencyVersionError(ImportError):
+    """An installed dependency is older than a system's code path needs (the message names both versions)."""
+
+
+class MissingExtraError(ImportError):
+    """A system's optional extra is not installed; the message is the one line that says what to install."""
+
+    def __init__(self, slug: str, extra: str, missing: list[str] | tuple[str, ...]):
+        self.slug, self.extra, self.missing = slug, extra, tuple(missing)
+        what = ", ".join(repr(m) for m in self.missing)
+        need = f"the [{extra}] extra" if extra else "its core dependencies"
+        super().__init__(f"{slug} needs {need} (no module {what}): {install_hint(extra)}")
 
 
 @dataclass(frozen=True)
@@ -28,6 +80,8 @@ class System:
     claim: str  # the paper's headline claim, in one sentence
     api: str = ""  # a one-line API example, once implemented
     runner: str = ""  # the experiment module; default ``iclr25.<slug>.experiment``
+    extra: str = ""  # the optional extra its code imports (a key of EXTRAS); "" = core dependencies only
+    numpy_only: bool = False  # computes with numpy/scipy alone: no accelerator is ever used
 
     @property
     def module(self) -> str:
@@ -50,6 +104,24 @@ class System:
         return self.status == "implemented"
 
     @property
+    def missing_modules(self) -> tuple[str, ...]:
+        """The top-level modules of the system's extra that cannot be found (none imported)."""
+        return tuple(m for m in EXTRAS.get(self.extra, ()) if not _module_present(m))
+
+    @property
+    def missing_extra(self) -> str:
+        """The extra to install before this system can run (``""`` when nothing is missing)."""
+        return self.extra if self.extra and self.missing_modules else ""
+
+    @property
+    def availability(self) -> str:
+        """What ``iclr25 list`` shows: ``implemented``, ``needs [extra]`` (its extra is not installed) or
+        ``planned``."""
+        if self.implemented and self.missing_extra:
+            return f"needs [{self.missing_extra}]"
+        return self.status
+
+    @property
     def url(self) -> str:
         return f"https://arxiv.org/abs/{self.arxiv}" if self.arxiv else ""
 
@@ -57,7 +129,16 @@ class System:
         """The system's ``experiment`` module (``Config``, ``PRESETS``, ``run``)."""
         if not self.implemented:
             raise LookupError(f"system {self.slug!r} is planned: it has no runner yet")
-        return importlib.import_module(self.module)
+        missing = self.missing_modules
+        if missing:
+            raise MissingExtraError(self.slug, self.extra, missing)
+        try:
+            return importlib.import_module(self.module)
+        except ModuleNotFoundError as e:  # a third-party module of the system (or of a dependency) is absent
+            top = (e.name or "").split(".")[0]
+            if not top or top == "iclr25":
+                raise
+            raise MissingExtraError(self.slug, self.extra, [top]) from e
 
 
 SYSTEMS: tuple[System, ...] = (
@@ -67,6 +148,7 @@ SYSTEMS: tuple[System, ...] = (
         "Yuxian Gu, Li Dong, Hongning Wang, Yaru Hao, Qingxiu Dong, Furu Wei, Minlie Huang",
         "2410.07064",
         "Selecting pre-training data with PMP-derived scores accelerates LM training about 2x and lowers final loss.",
+        extra="llm",
     ),
     System(
         "topic_unlearning",
@@ -75,6 +157,8 @@ SYSTEMS: tuple[System, ...] = (
         "2411.12600",
         "Anchor-word topic models can provably unlearn documents at a cost independent of corpus size, and a "
         "downstream head can unlearn more documents than the base model.",
+        extra="text",
+        numpy_only=True,
     ),
     System(
         "transformer2",
@@ -83,6 +167,7 @@ SYSTEMS: tuple[System, ...] = (
         "2501.06252",
         "Singular-value fine-tuning experts trained with RL, dispatched in a two-pass inference, adapt an LLM to "
         "unseen tasks with far fewer parameters than LoRA.",
+        extra="llm",
     ),
     System(
         "quantum_peft",
@@ -91,6 +176,7 @@ SYSTEMS: tuple[System, ...] = (
         "2503.05431",
         "Pauli-parameterised unitary adapters need logarithmically many parameters in the layer width and stay "
         "competitive with LoRA.",
+        extra="llm",
     ),
     System(
         "fosp",
@@ -98,6 +184,7 @@ SYSTEMS: tuple[System, ...] = (
         "Chenyang Cao, Yucheng Xin, Silang Wu, Longxiang He, Zichen Yan, Junbo Tan, Xueqian Wang",
         "2407.04942",
         "An offline-pretrained safe world-model policy fine-tunes online with fewer constraint violations.",
+        extra="rl",
     ),
     System(
         "dst_robustness",
@@ -106,6 +193,7 @@ SYSTEMS: tuple[System, ...] = (
         "Decebal Constantin Mocanu, Elena Mocanu",
         "2410.03030",
         "Dynamic sparse training at low sparsity is more robust to image corruptions than dense training.",
+        extra="vision",
     ),
     System(
         "pfes_gim",
@@ -136,6 +224,7 @@ SYSTEMS: tuple[System, ...] = (
         "Patrick Gallinari",
         "2502.13674",
         "Preference tuning against self-generated unfaithful samples makes conditional generation more faithful.",
+        extra="llm",
     ),
     System(
         "ohio",
@@ -144,6 +233,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.07933",
         "Inverting a known low-level policy recovers high-level actions from flat data, so off-the-shelf offline "
         "RL learns hierarchical policies that transfer.",
+        extra="rl",
     ),
     System(
         "freevs",
@@ -152,6 +242,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.18079",
         "A pseudo-image-conditioned video diffusion model synthesises camera views on trajectories off the "
         "recorded one.",
+        extra="generative",
     ),
     System(
         "cascading_kv",
@@ -168,6 +259,7 @@ SYSTEMS: tuple[System, ...] = (
         "Jianwei Yin, Tianyu Du",
         "2406.03807",
         "Planning over clusters of functionally similar tools raises pass rate and cuts replanning cost.",
+        extra="agents",
     ),
     System(
         "birdset",
@@ -177,6 +269,7 @@ SYSTEMS: tuple[System, ...] = (
         "2403.10380",
         "A benchmark where models trained on focal recordings are evaluated on soundscapes exposes a large "
         "covariate shift.",
+        extra="audio",
     ),
     System(
         "hgm",
@@ -184,6 +277,7 @@ SYSTEMS: tuple[System, ...] = (
         "Jinnan Chen, Chen Li, Jianfeng Zhang, Lingting Zhu, Buzhen Huang, Hanlin Chen, Gim Hee Lee",
         "2406.06050",
         "A body-prior-guided Gaussian model reconstructs a human from one image better than image-only models.",
+        extra="human",
     ),
     System(
         "budgeted_cl",
@@ -201,6 +295,8 @@ SYSTEMS: tuple[System, ...] = (
         "2410.04315",
         "Treating certainty phrases as distributions enables a calibration error for them and an optimal-transport "
         "recalibration map from phrases to phrases.",
+        extra="stats",
+        numpy_only=True,
     ),
     System(
         "mofflow",
@@ -209,6 +305,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.17270",
         "Flow matching over rigid building blocks on SE(3) predicts MOF structures more accurately and faster "
         "than atom-level methods.",
+        extra="chem",
     ),
 )
 

@@ -124,7 +124,7 @@ def test_save_load_adapter_only(tmp_path) -> None:
     x = torch.randn(4, 1, 8, 8)
     y = model(pixel_values=x).logits
     model.save_pretrained(tmp_path)
-    state = load_file(str(tmp_path / "adapter_model.safetensors"))
+    state = load_file(str(tmp_path / "qpeft_adapter_model.safetensors"))
     trainable = {  # file keys drop the adapter-name segment, as in PEFT's adapter files
         n.replace("trained_modules.default.", "").replace("qpeft_adapters.default.", "")
         for n, p in model.base_model.named_parameters()
@@ -132,7 +132,7 @@ def test_save_load_adapter_only(tmp_path) -> None:
     }
     assert set(state) == trainable and "classifier.weight" in state
     assert sum(v.numel() for v in state.values()) == 136 + 64 * 10 + 10  # adapters + head only
-    assert json.loads((tmp_path / "adapter_config.json").read_text())["rank"] == 2
+    assert json.loads((tmp_path / "qpeft_adapter_config.json").read_text())["rank"] == 2
     fresh = QuantumPEFTModel.from_pretrained(_vit(seed=0), tmp_path)
     assert (fresh(pixel_values=x).logits - y).abs().max().item() == 0.0
     with pytest.raises(ValueError, match="do not fit"):

@@ -130,10 +130,10 @@ def test_save_load_round_trip_both_names(tmp_path) -> None:
         y_b = model(input_ids=ids).logits
     model.save_pretrained(tmp_path)
     # PEFT's layout: "default" in the directory, the others in a sub-folder named after them
-    assert (tmp_path / "adapter_model.safetensors").is_file() and (
-        tmp_path / "b" / "adapter_config.json"
+    assert (tmp_path / "qpeft_adapter_model.safetensors").is_file() and (
+        tmp_path / "b" / "qpeft_adapter_config.json"
     ).is_file()
-    keys_b = set(load_file(str(tmp_path / "b" / "adapter_model.safetensors")))
+    keys_b = set(load_file(str(tmp_path / "b" / "qpeft_adapter_model.safetensors")))
     assert "lm_head.weight" in keys_b and not any("qpeft_adapters" in k or ".b." in k for k in keys_b)
     fresh = QuantumPEFTModel.from_pretrained(_lm(), tmp_path)
     fresh.load_adapter(tmp_path / "b", adapter_name="b")
@@ -146,15 +146,15 @@ def test_save_load_round_trip_both_names(tmp_path) -> None:
         only_b = QuantumPEFTModel.from_pretrained(_lm(), tmp_path / "b")
         assert torch.equal(only_b(input_ids=ids).logits, y_b)
     model.save_pretrained(tmp_path / "sel", selected_adapters=["b"])
-    assert not (tmp_path / "sel" / "adapter_model.safetensors").exists()
-    assert (tmp_path / "sel" / "b" / "adapter_model.safetensors").is_file()
+    assert not (tmp_path / "sel" / "qpeft_adapter_model.safetensors").exists()
+    assert (tmp_path / "sel" / "b" / "qpeft_adapter_model.safetensors").is_file()
     with pytest.raises(ValueError, match="already exists"):
         fresh.load_adapter(tmp_path / "b", adapter_name="b")
     # a folder whose weights do not fit its config: clear error, and no half-added adapter is left behind
     bad = tmp_path / "bad"
     bad.mkdir()
-    shutil.copy(tmp_path / "b" / "adapter_config.json", bad / "adapter_config.json")
-    shutil.copy(tmp_path / "adapter_model.safetensors", bad / "adapter_model.safetensors")
+    shutil.copy(tmp_path / "b" / "qpeft_adapter_config.json", bad / "qpeft_adapter_config.json")
+    shutil.copy(tmp_path / "qpeft_adapter_model.safetensors", bad / "qpeft_adapter_model.safetensors")
     names = {n for n, _ in fresh.named_parameters()}
     with pytest.raises(ValueError, match="adapter weights do not fit"):
         fresh.load_adapter(bad, adapter_name="c")

@@ -16,23 +16,31 @@ Phi/Phi-3, StableLM, GPT-NeoX, Cohere; GQA, partial and interleaved RoPE) throug
 
     cache = CascadingKVCache(model, sink_tokens=64, cache_size=4096, cascades=4)
     out = generate_streaming(model, input_ids, cache, stride=1024, max_new_tokens=64)
+
+Needs ``transformers>=5.24`` (the release whose models take ``cache=``); an older one is refused at import with
+an error naming the installed version (:mod:`._compat`).
 """
 
-from .attention import (
+from ._compat import MIN_TRANSFORMERS, check_transformers
+
+check_transformers()  # before anything else: an older release would run with an empty cache, silently
+
+from .attention import (  # noqa: E402
     cascade_attention,
     cascade_attention_forward,
     disable_cascade_attention,
     enable_cascade_attention,
     register_cascade_attention,
 )
-from .cache import CascadingKVCache, CascadingLayer
-from .cascade import EMPTY, CascadeState, PushResult
-from .rope import SUPPORTED_MODEL_TYPES
-from .scores import new_token_scores, reduce_heads, update_cached_scores
-from .streaming import generate_streaming, strided_prefill
+from .cache import CascadingKVCache, CascadingLayer  # noqa: E402
+from .cascade import EMPTY, CascadeState, PushResult  # noqa: E402
+from .rope import SUPPORTED_MODEL_TYPES  # noqa: E402
+from .scores import new_token_scores, reduce_heads, update_cached_scores  # noqa: E402
+from .streaming import generate_streaming, strided_prefill  # noqa: E402
 
 __all__ = [
     "EMPTY",
+    "MIN_TRANSFORMERS",
     "CascadeState",
     "CascadingKVCache",
     "CascadingLayer",
@@ -40,6 +48,7 @@ __all__ = [
     "SUPPORTED_MODEL_TYPES",
     "cascade_attention",
     "cascade_attention_forward",
+    "check_transformers",
     "disable_cascade_attention",
     "enable_cascade_attention",
     "generate_streaming",

@@ -3,8 +3,12 @@
 Mirrors HF PEFT's LoRA ergonomics (``peft.LoraConfig`` / ``get_peft_model``): target modules are picked by
 name suffix (list) or full-name regex (str) with PEFT's own matching rules, every other parameter is frozen
 (``modules_to_save`` stay trainable, e.g. a fresh classification head), ``merge_and_unload`` folds ΔW into the
-base weights, and ``save_pretrained`` writes only the adapter (``adapter_model.safetensors`` +
-``adapter_config.json``).
+base weights, and ``save_pretrained`` writes only the adapter (``qpeft_adapter_model.safetensors`` +
+``qpeft_adapter_config.json``). The file names are our own, not PEFT's: ``peft.PeftModel.from_pretrained`` on a
+folder named like a PEFT adapter looks ``peft_type`` up in PEFT's closed registry and fails with
+``KeyError: 'QUANTUM_PEFT'``; with these names it reports that the folder holds no PEFT adapter, and
+:meth:`QuantumPEFTModel.from_pretrained` is the loader. Folders written with PEFT's names by earlier versions
+still load.
 
 Why not ``peft.register_peft_method``: in PEFT 0.21 it only accepts names that already exist in the closed
 ``peft.utils.PeftType`` enum ("Unknown PEFT type …, please add an entry to PeftType"), so a third-party tuner
@@ -34,8 +38,10 @@ from torch import nn
 from .layer import QuantumPEFTLinear, _check_adapter_name, is_linear_like, quantize_angles
 from .unitary import NODES, node_columns
 
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "qpeft_adapter_model.safetensors"
+ADAPTER_CONFIG = "qpeft_adapter_config.json"
+LEGACY_ADAPTER_WEIGHTS = "adapter_model.safetensors"  # PEFT's names, written by earlier versions: still read
+LEGACY_ADAPTER_CONFIG = "adapter_config.json"
 ALL_LINEAR = "all-linear"  # PEFT's shorthand: every nn.Linear / Conv1D except the output head
 SEQ_CLS_HEAD_NAMES = ("score", "classifier")  # heads PEFT excludes from all-linear on classifiers
 DEFAULT_ADAPTER = "default"
@@ -597,7 +603,7 @@ class QuantumPEFTModel(nn.Module):
         selected_adapters: list[str] | None = None,
         **kwargs: Any,
     ) -> Path:
-        """Write ``adapter_model.safetensors`` and ``adapter_config.json`` of every adapter (or of
+        """Write ``qpeft_adapter_model.safetensors`` and ``qpeft_adapter_config.json`` of every adapter (or of
         ``selected_adapters``): ``"default"`` into ``save_directory``, any other into ``save_directory/<name>``
         (PEFT's layout; reload with ``load_adapter(save_directory / name, name)``).
 
@@ -631,7 +637,7 @@ class QuantumPEFTModel(nn.Module):
         name = self._check_known(
             self._active_adapter if adapter_name is None else adapter_name, "load_adapter_weights"
         )
-        state = load_file(str(Path(directory) / ADAPTER_WEIGHTS))
+        state = load_file(str(adapter_files(directory)[1]))
         own = self._adapter_params(name)
         missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
         if missing or unexpected:
@@ -650,9 +656,7 @@ class QuantumPEFTModel(nn.Module):
         """Add the adapter saved in ``directory`` under ``adapter_name`` (not activated), as
         ``peft.PeftModel.load_adapter``."""
         d = Path(directory)
-        if not (d / ADAPTER_CONFIG).is_file():
-            raise ValueError(f"load_adapter: no {ADAPTER_CONFIG} in {str(d)!r}")
-        cfg = QuantumPEFTConfig.from_dict(json.loads((d / ADAPTER_CONFIG).read_text()))
+        cfg = _read_config(adapter_files(d, "load_adapter")[0])
         self.add_adapter(adapter_name, cfg)
         try:
             self.load_adapter_weights(d, adapter_name)
@@ -665,10 +669,38 @@ class QuantumPEFTModel(nn.Module):
         cls, model: nn.Module, directory: str | Path, adapter_name: str = DEFAULT_ADAPTER
     ) -> QuantumPEFTModel:
         """Inject the saved config into ``model`` and load the saved adapter weights (as ``adapter_name``)."""
-        cfg = QuantumPEFTConfig.from_dict(json.loads((Path(directory) / ADAPTER_CONFIG).read_text()))
+        cfg = _read_config(adapter_files(directory, "from_pretrained")[0])
         out = cls(model, cfg, adapter_name=adapter_name)
         out.load_adapter_weights(directory)
         return out
+
+
+def adapter_files(directory: str | Path, caller: str = "load_adapter_weights") -> tuple[Path, Path]:
+    """(config, weights) of the adapter saved in ``directory``: our own names, else PEFT's names of folders
+    written by earlier versions; ``ValueError`` naming both when neither is there."""
+    d = Path(directory)
+    for cfg, weights in ((ADAPTER_CONFIG, ADAPTER_WEIGHTS), (LEGACY_ADAPTER_CONFIG, LEGACY_ADAPTER_WEIGHTS)):
+        if (d / cfg).is_file() or (d / weights).is_file():
+            return d / cfg, d / weights
+    raise ValueError(
+        f"{caller}: no Quantum-PEFT adapter in {str(d)!r} (expected {ADAPTER_CONFIG} + {ADAPTER_WEIGHTS}, "
+        "written by QuantumPEFTModel.save_pretrained)"
+    )
+
+
+def _read_config(path: Path) -> QuantumPEFTConfig:
+    """The adapter config at ``path``; a PEFT adapter of another type (LoRA, ...) is refused by name."""
+    if not path.is_file():
+        raise ValueError(f"no adapter config {path.name} in {str(path.parent)!r}")
+    d = json.loads(path.read_text())
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(d).__name__}")
+    kind = d.get("peft_type", "QUANTUM_PEFT")
+    if kind != "QUANTUM_PEFT":
+        raise ValueError(
+            f"{path} is a PEFT {kind!r} adapter, not a Quantum-PEFT one: load it with peft.PeftModel.from_pretrained"
+        )
+    return QuantumPEFTConfig.from_dict(d)
 
 
 def _head_names(model: nn.Module) -> set[str]:

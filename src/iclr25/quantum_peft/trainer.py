@@ -2,8 +2,8 @@
 
 ``Trainer`` saves ``save_pretrained`` output only for ``PreTrainedModel`` / ``peft.PeftModel``; for any other
 module it writes the *whole* ``state_dict`` to ``model.safetensors``. ``QuantumPEFTTrainer`` overrides
-``_save`` so that ``save_model`` and every checkpoint write ``adapter_model.safetensors`` +
-``adapter_config.json`` (reload with ``QuantumPEFTModel.from_pretrained(base, directory)``).
+``_save`` so that ``save_model`` and every checkpoint write ``qpeft_adapter_model.safetensors`` +
+``qpeft_adapter_config.json`` (reload with ``QuantumPEFTModel.from_pretrained(base, directory)``).
 Everything else is the stock ``Trainer``; ``QuantumPEFTModel.forward`` carries the base model's signature, so
 ``remove_unused_columns=True`` (the default) keeps the right dataset columns.
 

@@ -4,7 +4,14 @@ Every ``<out>/<slug>/claims.json`` is validated (:func:`iclr25.common.claims.val
 verdict recomputed from its numbers; a document that cannot be read or does not follow the schema is shown as
 such, with the reason, and left out of the headline count, as are runs marked invalid. The committed reference
 results (``results/quick/<slug>/claims.json``) are shown beside the fresh runs and labelled as such; smoke runs
-are labelled as plumbing checks.
+are labelled as plumbing checks. From a pip install (no repository checkout) the reference documents are the
+copies shipped in the wheel as ``iclr25/_reference/<slug>/`` (:func:`default_reference_dir`).
+
+The page opens with the headline (counted per preset: a smoke run's toy-size claims are never added to a quick
+run's) and the per-system overview table; then one section per system. Each figure is embedded once: the main
+figure beside the claims table, the others in the run's report (a second mention there says where it is shown).
+Figures committed beside a reference document (``results/quick/<slug>/*.png`` or ``.../figures/*.png``) are shown
+for the reference column.
 
 Nothing is read from outside a run's own folder: a ``claims.json``, ``report.md`` or figure that is (or sits
 behind) a symlink resolving outside ``<out>/<slug>/`` is refused, reads are size-limited (a link to
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.resources
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +47,28 @@ class ReportError(OSError):
     """The report cannot be written (no such folder, nothing to report, a file in the way)."""
 
 
+REFERENCE_PACKAGE_DIR = "_reference"  # iclr25/_reference/<slug>/claims.json in a wheel (see setup.py)
+
+
+def packaged_reference_dir() -> Path | None:
+    """The reference documents shipped as package data (``iclr25/_reference``), when this install has them."""
+    try:
+        d = importlib.resources.files("iclr25") / REFERENCE_PACKAGE_DIR
+        if d.is_dir():
+            return Path(str(d))
+    except (ModuleNotFoundError, OSError, TypeError):
+        pass
+    return None
+
+
 def default_reference_dir() -> Path | None:
-    """``results/quick`` of the repository this package runs from, when there is one."""
+    """``results/quick`` of the repository this package runs from, when there is one; otherwise the copies
+    shipped in the wheel (:func:`packaged_reference_dir`); ``None`` when neither exists."""
     root = Path(__file__).resolve().parents[3]
     d = root / "results" / "quick"
-    return d if d.is_dir() else None
+    if d.is_dir() and any(d.glob("*/claims.json")):
+        return d
+    return packaged_reference_dir()
 
 
 @dataclass
@@ -167,20 +192,29 @@ def _inside(base: Path, rel: str) -> Path | None:
         return None
 
 
-def render_markdown(text: str, base: Path, demote: int = 2) -> str:
+def render_markdown(text: str, base: Path, demote: int = 2, shown: dict[str, str] | None = None) -> str:
     """Markdown → HTML with raw HTML shown as text; images embedded when they are files inside ``base``
-    (others are dropped, leaving their alt text, so the page never loads anything from elsewhere)."""
+    (others are dropped, leaving their alt text, so the page never loads anything from elsewhere).
+
+    ``shown`` maps an image path (relative to ``base``) already embedded elsewhere on the page to where it is
+    shown; such an image, or one this text mentions twice, becomes a one-line note instead of a second copy
+    (paths embedded here are added to ``shown``)."""
     body = _markdown().render(text)
+    shown = {} if shown is None else shown
 
     def img(m: re.Match) -> str:
         tag = m.group(0)
         src = re.search(r'\ssrc="([^"]*)"', tag)
         alt = re.search(r'\salt="([^"]*)"', tag)
         alt_text = alt.group(1) if alt else ""
-        p = _inside(base, html.unescape(src.group(1))) if src else None
+        rel = _relative(base, html.unescape(src.group(1))) if src else None
+        if rel is not None and rel in shown:
+            return f'<span class="muted">[figure {html.escape(rel)}: {shown[rel]}]</span>'
+        p = _inside(base, rel) if rel is not None else None
         uri = _data_uri(p, base) if p is not None else None
         if uri is None:
             return f'<span class="muted">[image: {alt_text}]</span>'
+        shown[rel] = "shown above in this report"
         return f'<img src="{uri}" alt="{alt_text}">'
 
     body = re.sub(r"<img\b[^>]*>", img, body)
@@ -188,14 +222,36 @@ def render_markdown(text: str, base: Path, demote: int = 2) -> str:
     return body.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")
 
 
-def _figures(d: Path) -> list[dict[str, str]]:
+def _relative(base: Path, src: str) -> str | None:
+    """``src`` (a figure link of a report.md) as a normalised path relative to ``base``; ``None`` when it is a
+    URL or leaves ``base`` (symlinks are not followed here: that is :func:`_inside`'s job)."""
+    if not src or re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", src) or src.startswith(("/", "\\")):
+        return None
+    parts: list[str] = []
+    for part in src.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join(parts) or None
+
+
+def _figures(d: Path, subdirs: tuple[str, ...] = ("figures",)) -> list[dict[str, str]]:
+    """The image files in ``d/<subdir>/`` (``""`` = ``d`` itself), each read once, inside ``d`` only."""
     figs = []
-    fdir = d / "figures"
-    if fdir.is_dir():
+    for sub in subdirs:
+        fdir = d / sub if sub else d
+        if not fdir.is_dir():
+            continue
         for p in sorted(fdir.iterdir()):
-            uri = _data_uri(p, d)
+            uri = _data_uri(p, d) if p.suffix.lower() in IMAGE_TYPES else None
             if uri:
-                figs.append({"name": p.name, "stem": p.stem, "uri": uri})
+                rel = f"{sub}/{p.name}" if sub else p.name
+                figs.append({"name": p.name, "rel": rel, "stem": p.stem, "uri": uri})
     return figs
 
 
@@ -235,7 +291,14 @@ def _system_rows(fresh: RunView | None, ref: RunView | None) -> list[dict]:
     ]
 
 
+def _preset_order(preset: str) -> tuple[int, str]:
+    order = {"full": 0, "quick": 1, "smoke": 2}
+    return order.get(preset, len(order)), preset
+
+
 def _headline(views: list[RunView]) -> dict:
+    """Counts per preset (``by_preset``: preset → [held, total]); ``held``/``total`` add every valid run and
+    are only shown when all runs share one preset."""
     valid = [v for v in views if v.valid]
     by_preset: dict[str, list[int]] = {}
     for v in valid:
@@ -249,7 +312,7 @@ def _headline(views: list[RunView]) -> dict:
         "runs": len(valid),
         "expected": [v for v in views if v.smoke_precondition],
         "excluded": [v for v in views if not v.valid and not v.smoke_precondition],
-        "by_preset": by_preset,
+        "by_preset": dict(sorted(by_preset.items(), key=lambda kv: _preset_order(kv[0]))),
         "only_smoke": bool(readable) and all(v.preset == "smoke" for v in readable),
     }
 
@@ -312,22 +375,33 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
         d = out / name
         figs = _figures(d) if f is not None else []
         rep = d / "report.md"
+        text = None
         report_html = ""
         if f is not None and (rep.exists() or rep.is_symlink()):
             try:
                 text = read_bytes_limited(rep, MAX_REPORT_MD_BYTES, within=d).decode(
                     "utf-8", errors="replace"
                 )
-                report_html = render_markdown(text, d)
-                first = re.search(
-                    r"\]\(figures/([^)\s]+)\)", text
-                )  # the experiment's first figure is its main one
-                if first:
-                    figs.sort(key=lambda g: g["name"] != first.group(1))
             except UnsafeFileError as e:
                 report_html = f"<p>report.md is refused ({html.escape(str(e))})</p>"
             except OSError as e:
                 report_html = f"<p>report.md cannot be read ({html.escape(str(e.strerror or e))})</p>"
+        if text is not None:
+            first = re.search(
+                r"\]\(figures/([^)\s]+)\)", text
+            )  # the experiment's first figure is its main one
+            if first:
+                figs.sort(key=lambda g: g["name"] != first.group(1))
+        main = figs[0] if figs else None
+        # every figure once: the main one beside the table, the rest in report.md (or the grid below it)
+        shown = {main["rel"]: "shown beside the claims table"} if main else {}
+        if text is not None:
+            report_html = render_markdown(text, d, shown=shown)
+        more = [g for g in figs if g["rel"] not in shown]
+        ref_figs = _figures(ref_dir / name, ("", "figures")) if r is not None and ref_dir is not None else []
+        ref_main = None
+        if main is None and ref_figs:  # no fresh figure: the reference's plot sits beside the table
+            ref_main, ref_figs = ref_figs[0], ref_figs[1:]
         notes = []
         for v in (f, r):
             if v is not None and v.ok:
@@ -346,8 +420,10 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
                 "ref_prov": _prov_line(r) if r is not None and r.ok else "",
                 "rows": _system_rows(f, r),
                 "notes": notes,
-                "main_figure": figs[0] if figs else None,
-                "figures": figs,
+                "main_figure": main or ref_main,
+                "main_kind": "this run" if main else "reference",
+                "figures": more,
+                "ref_figures": ref_figs,
                 "report_html": report_html,
             }
         )
