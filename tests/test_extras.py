@@ -113,7 +113,8 @@ def test_extras_table_matches_pyproject():
     field_extras = set(extras) - set(NOT_EXTRAS)
     assert set(registry.EXTRAS) == field_extras
     everything = {e.strip() for e in re.search(r"\[(.*)\]", extras["all"][0]).group(1).split(",")}
-    assert everything == field_extras, "[all] must include every field extra (cluster included)"
+    # [safety] (Safety-Gymnasium) is the one extra left out of [all]: its pinned pygame does not build on 3.11
+    assert everything == field_extras - {"safety"}, "[all] must include every field extra (cluster included)"
     assert any(_req_name(r) == "submitit" for r in extras["cluster"])
     for s in registry.SYSTEMS:
         assert s.extra == "" or s.extra in field_extras, (s.slug, s.extra)
@@ -121,6 +122,8 @@ def test_extras_table_matches_pyproject():
         names = {_req_name(r) for r in extras[extra]}
         for m in modules:
             have = providers(m)
+            if extra == "safety" and not have:
+                continue  # Safety-Gymnasium does not install on 3.11 (pygame); fosp refuses its full preset then
             assert have, f"module {m!r} of [{extra}] is not installed here, cannot check it"
             assert have & names, (
                 f"registry.EXTRAS[{extra!r}] lists {m!r} ({have}) but [{extra}] declares {names}"

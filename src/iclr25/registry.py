@@ -32,13 +32,14 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "rl": ("gymnasium",),
     "chem": ("pymatgen",),
     "vision": ("PIL", "corrupt_tta"),
-    "audio": ("soundfile", "soxr", "torchmetrics", "librosa", "pandas", "datasets"),
+    "audio": ("soundfile", "soxr", "torchmetrics", "librosa", "pandas", "datasets", "audiomentations"),
     "text": ("gensim",),
     "stats": ("ot",),
     "agents": ("jsonschema", "openai"),
     "generative": ("diffusers", "skimage"),
     "human": ("gsplat", "torchmetrics", "PIL", "diffusers"),
     "cluster": ("submitit",),
+    "safety": ("safety_gymnasium",),
 }
 
 
