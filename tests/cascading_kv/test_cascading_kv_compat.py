@@ -1,5 +1,6 @@
 """The transformers lower bound: an older release is refused at import, naming the installed version."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -16,7 +17,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 @pytest.mark.parametrize("version", ["5.23.0", "5.17.0", "4.57.6", "5.23.9.dev0"])
 def test_older_transformers_is_refused_naming_the_installed_version(monkeypatch, version):
-    monkeypatch.setattr(transformers, "__version__", version)
+    # the module object ``check_transformers`` will import now (another test may have re-imported transformers, so
+    # this file's own ``transformers`` binding can be a stale module object)
+    monkeypatch.setattr(importlib.import_module("transformers"), "__version__", version)
     with pytest.raises(DependencyVersionError) as e:
         _compat.check_transformers()
     msg = str(e.value)
