@@ -60,7 +60,7 @@ def _mark(slug: str):
     if slug in PENDING:
         return pytest.param(
             slug,
-            marks=pytest.mark.xfail(reason="issue #39: restructured by another open change", strict=False),
+            marks=pytest.mark.xfail(reason="issue #39: restructured by another open change", strict=True),
         )
     return slug
 
