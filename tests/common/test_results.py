@@ -5,7 +5,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from iclr25.common.results import t_interval95
+from iclr25.common.stats import t_interval95
 
 
 def test_t_interval95_matches_scipy_and_handles_one_seed():

@@ -201,7 +201,10 @@ def _train_round_trip(tmp_path, build, cfg: QuantumPEFTConfig, rows: dict, input
     out = tmp_path / "adapter"
     trainer.save_model(str(out))
     files = {p.name for p in out.iterdir()}
-    assert {"qpeft_adapter_model.safetensors", "qpeft_adapter_config.json"} <= files and "model.safetensors" not in files
+    assert {
+        "qpeft_adapter_model.safetensors",
+        "qpeft_adapter_config.json",
+    } <= files and "model.safetensors" not in files
     model.eval()
     with torch.no_grad():
         y = model(**inputs).logits

@@ -28,16 +28,9 @@ import torch
 
 from iclr25.common.claims import make_claim
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import (
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    mean_std,
-    t_interval95,
-    values,
-)
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.common.stats import mean_std, t_interval95
 
 from .audio import AudioCache
 from .augment import AugmentConfig
@@ -473,12 +466,9 @@ def _claims(per_seed: dict) -> list:
 
 
 def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    fig, ax = subplots(figsize=(6, 3.4))
     x = np.arange(len(cfg.arms))
     for j, (key, lab) in enumerate((("focal", "focal validation"), ("scape", "soundscapes"))):
         v = np.array([values(per_seed, f"{a}/{key}/cmAP") for a in cfg.arms])
@@ -490,7 +480,6 @@ def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
     ax.legend(frameon=False)
     fig.tight_layout()
     atomic_savefig(fig, path)
-    plt.close(fig)
     return path
 
 

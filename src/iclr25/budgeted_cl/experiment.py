@@ -18,14 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
-from iclr25.common.results import (
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    t_interval95,
-    values,
-)
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.stats import t_interval95
 
 from . import report
 from .budget import count_block_flops, model_bytes

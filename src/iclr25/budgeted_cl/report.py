@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std, values
+from iclr25.common.results import values
+from iclr25.common.stats import mean_std
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -30,12 +31,9 @@ def diffs(a: list[float], b: list[float]) -> str:
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Anytime accuracy of every arm on every stream."""
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cfg.streams), figsize=(5.5 * len(cfg.streams), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(cfg.streams), figsize=(5.5 * len(cfg.streams), 3.8), squeeze=False)
     for ax, stream in zip(axes[0], cfg.streams, strict=True):
         for arm in cfg.arms:
             curves = [np.asarray(per_seed[s][stream][arm]["curve"]) for s in sorted(per_seed)]

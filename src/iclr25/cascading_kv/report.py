@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std, values
+from iclr25.common.results import values
+from iclr25.common.stats import mean_std
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -66,12 +67,9 @@ Prefill time (L = {cfg.timing_length}; process CPU seconds on CPU, best of {cfg.
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, ax = subplots(1, 2, figsize=(10, 3.6))
     ds = cfg.distances
     for key, label, c in (("cascade", f"cascade C={cfg.cascades}", "C0"), ("streaming", "StreamingLLM C=1", "C1"),
                           ("full", "full attention", "C2")):  # fmt: skip

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..common.io import atomic_savefig
-from ..common.results import mean_std, values
+from ..common.results import values
+from ..common.stats import mean_std
 from .metrics import calibration_error, plot_reliability
 from .phrases import phrase_set
 from .transport import OTCalibrator
@@ -19,10 +20,7 @@ if TYPE_CHECKING:  # the experiment imports this module
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Data A, first seed: reliability before/after OT (20 exact bins) and the OT map P(new | old)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr25.common.figures import subplots
 
     from .experiment import _stratified_halves, synthetic_speaker
 
@@ -32,7 +30,7 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     cal, test = _stratified_halves(idx, seed)
     ot_cal = OTCalibrator(ps, bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, seed=seed)
     new = ot_cal.fit(idx[cal], y[cal]).transform(idx[test])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = subplots(1, 2, figsize=(10, 4.2))
     plot_reliability(axes[0], calibration_error(idx[test], y[test], ps, 20), "before", "C3")
     plot_reliability(axes[0], calibration_error(new, y[test], ps, 20), "after OT", "C0")
     axes[0].set_title(f"data A, seed {seed}: reliability (20 bins, exact)")

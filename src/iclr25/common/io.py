@@ -292,12 +292,14 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
 
 
 def atomic_savefig(fig: Any, path: str | os.PathLike, dpi: int = 110) -> Path:
-    """Save a matplotlib figure atomically (format from the suffix, PNG by default) and close it."""
-    import matplotlib.pyplot as plt
-
+    """Save a matplotlib figure atomically (format from the suffix, PNG by default); a figure that pyplot
+    manages is closed afterwards (a standalone :func:`iclr25.common.figures.subplots` figure needs no closing)."""
     path = Path(path)
     fmt = path.suffix.lstrip(".") or "png"
     try:
         return _atomic(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight"))
     finally:
-        plt.close(fig)
+        if getattr(getattr(fig, "canvas", None), "manager", None) is not None:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)

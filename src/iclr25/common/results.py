@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 from .claims import Claim, Stat, claims_document
-from .fmt import fmt_fixed
 from .io import (
     MAX_JSON_BYTES,
     UnsafeFileError,
@@ -876,35 +875,3 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t = time.perf_counter()
     r = fn()
     return r, time.perf_counter() - t
-
-
-def mean_std(x: Sequence[float], digits: int = 3) -> str:
-    """``"mean ± std"`` of per-seed values with ``digits`` decimals (for report tables); NaN seeds are
-    counted, not dropped (:func:`iclr25.common.fmt.fmt_fixed`)."""
-    return fmt_fixed(x, digits)
-
-
-def t_interval95(d: Sequence[float]) -> tuple[float, float]:
-    """Two-sided 95 % Student-t interval of the mean of paired per-seed differences ``d`` ((nan, nan) for
-    fewer than two seeds)."""
-    from scipy import stats
-
-    a = np.asarray(d, dtype=float)
-    if a.size < 2:
-        return float("nan"), float("nan")
-    h = float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
-    return float(a.mean() - h), float(a.mean() + h)
-
-
-def one_sided_bound95(d: np.ndarray | list, side: str) -> float:
-    """Paired one-sided 95 % Student-t bound of the mean of per-seed differences ``d``: ``side="lower"`` gives
-    ``L`` with P(mean ≥ L) = 95 % (mean − t₀.₉₅,ₙ₋₁·s/√n), ``"upper"`` the mirror. NaN for fewer than 2 seeds."""
-    from scipy import stats
-
-    if side not in ("lower", "upper"):
-        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
-    a = np.asarray(d, dtype=float)
-    if a.size < 2 or not np.isfinite(a).all():
-        return float("nan")
-    h = float(stats.t.ppf(0.95, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
-    return float(a.mean() - h) if side == "lower" else float(a.mean() + h)

@@ -30,15 +30,9 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.progress import log
-from iclr25.common.results import (  # one_sided_bound95 re-exported: the claim notes and tests use it
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    one_sided_bound95,
-    values,
-)
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
+from iclr25.common.stats import one_sided_bound95
 
 from . import report
 from .corruptions import COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, corrupted_test_set, noise_at_level

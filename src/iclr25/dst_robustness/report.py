@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std, values
+from iclr25.common.results import values
+from iclr25.common.stats import mean_std
 
 from .corruptions import COMMON_CORRUPTIONS, SEVERITIES
 from .robustness import relative_gain, zero_error_corruptions
@@ -117,12 +118,9 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     from .experiment import arm_name  # the experiment imports this module
 
     arms, best = [a for a, _ in cfg.arms()], arm_name(cfg.claim_method, cfg.claim_sparsity)
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
+    fig, ax = subplots(1, 3, figsize=(16, 4.2))
     sev = np.asarray(SEVERITIES)
     for a in arms:
         g = np.mean([per_seed[s][a]["acc_grid"] for s in per_seed], axis=0)  # (15, 5)

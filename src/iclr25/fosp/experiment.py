@@ -26,16 +26,9 @@ import torch
 
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import (
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    mean_std,
-    t_interval95,
-    values,
-)
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.common.stats import mean_std, t_interval95
 
 from .agent import FOSPAgent, FOSPConfig, evaluate, finetune_online, train_offline, train_world_model
 from .data import collect_dataset
@@ -510,13 +503,10 @@ def run(cfg: Config, out: Path) -> RunResult:
 
 
 def _figure(per_seed: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr25.common.figures import subplots
 
     d = list(per_seed.values())
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = subplots(1, 3, figsize=(13, 3.6))
     for ax, key in zip(axes[:2], ("return", "cost")):
         for j, layout in enumerate(("base", "shifted")):
             m = [np.mean([x[a][layout][key] for x in d]) for a in OFFLINE_ARMS]

@@ -20,28 +20,19 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from iclr25.common.figures import subplots
 
-from ..common.claims import all_of, make_claim  # noqa: E402
-from ..common.io import atomic_savefig, atomic_write_with  # noqa: E402
-from ..common.results import (  # noqa: E402
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    mean_std,
-    t_interval95,
-    values,
-)
-from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe  # noqa: E402
-from .model import EDMConfig, FreeVSTiny, edm_loss, sample  # noqa: E402
-from .pseudo import OCCUPANCY_RULES, pseudo_image, record_drive  # noqa: E402
-from .world import Camera, ToyDriveScene, camera_pose  # noqa: E402
+from ..common.claims import all_of, make_claim
+from ..common.io import atomic_savefig, atomic_write_with
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from ..common.stats import mean_std, t_interval95
+from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe
+from .model import EDMConfig, FreeVSTiny, edm_loss, sample
+from .pseudo import OCCUPANCY_RULES, pseudo_image, record_drive
+from .world import Camera, ToyDriveScene, camera_pose
 
 VARIANTS = ("sim", "nosim")
 
@@ -574,7 +565,7 @@ def _claims(cfg: Config, ps: dict) -> list:
 
 
 def _figure(cfg: Config, ps: dict, path: Path, data: dict) -> Path:
-    fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+    fig, ax = subplots(1, 2, figsize=(11, 3.4))
     for name, style in (("sim", "o-"), ("nosim", "s--"), ("holefill", "^:"), ("pseudo_only", "x:")):
         m = [np.mean(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
         sd = [np.std(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
@@ -616,7 +607,7 @@ def _curve_figure(ps: dict, path: Path) -> Path | None:
     cur = _curves(ps)
     if cur is None:
         return None
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    fig, ax = subplots(1, 2, figsize=(10, 3.2))
     for m, style in (("sim", "o-"), ("nosim", "s--")):
         c = cur[m]
         ax[0].errorbar(c["step"], c["loss"].mean(0), yerr=c["loss"].std(0), fmt=style, capsize=3, label=m)

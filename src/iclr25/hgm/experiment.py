@@ -37,8 +37,9 @@ import torch
 from torch import Tensor
 
 from iclr25.common.claims import all_of, make_claim
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, t_interval95
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult
 from iclr25.common.seeding import seed_everything
+from iclr25.common.stats import t_interval95
 
 from .gaussians import GaussianSet
 from .metrics import chamfer_distance, psnr, ssim

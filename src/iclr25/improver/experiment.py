@@ -31,8 +31,9 @@ import torch
 
 from iclr25.common.claims import make_claim
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, mean_std, t_interval95, values
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.common.stats import mean_std, t_interval95
 
 from .agent import ImProver, ImProverConfig
 from .generators import ScriptedRewriter, TinyLMGenerator
@@ -399,14 +400,11 @@ def run(cfg: Config, out: Path) -> RunResult:
 def _figure(per_seed: dict, kind: str, path: Path) -> Path:
     """Length Improvement and improved accuracy of every arm (bars: mean over seeds, dots: seeds), and the
     paired per-seed CoS − no-CoS differences with their 95 % interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr25.common.figures import subplots
 
     seeds = sorted(per_seed)
     arms = [a for a in ARMS if a in per_seed[seeds[0]][kind]]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
+    fig, axes = subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
     ax = axes[0]
     x = np.arange(len(arms))
     for j, (col, lab) in enumerate(
@@ -439,7 +437,6 @@ def _figure(per_seed: dict, kind: str, path: Path) -> Path:
     ax.set_title("CoS − no CoS\n(seeds, mean ± 95 % CI)", fontsize=9)
     fig.tight_layout()
     atomic_savefig(fig, path)
-    plt.close(fig)
     return path
 
 

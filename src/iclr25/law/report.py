@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std, values
+from iclr25.common.results import values
+from iclr25.common.stats import mean_std
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -66,12 +67,9 @@ def _ablation_table(ps: dict) -> str:
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Per-method washed / retained accuracy and recall, the sweep and the remaining facts per layer."""
     ps = per_seed
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, ax = subplots(1, 2, figsize=(10, 3.6))
     meths = ["law", "memit", "ft_ul", "ft_eos"]
     labels = ["LaW", "MEMIT→EOS", "FT-UL", "FT→EOS"]
     x = np.arange(len(meths))

@@ -9,7 +9,8 @@ import numpy as np
 
 from iclr25.common.fmt import fmt_num
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import aggregate, mean_std, values
+from iclr25.common.results import aggregate, values
+from iclr25.common.stats import mean_std
 
 if TYPE_CHECKING:
     from .experiment import Config
@@ -17,12 +18,9 @@ if TYPE_CHECKING:
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Match rate against cell size (both flows) and MOFFlow's training loss per seed."""
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, ax = subplots(1, 2, figsize=(9, 3.4))
     for name, lab in (("mofflow", "MOFFlow-tiny"), ("atom", "atom-level flow")):
         ys = np.array([values(per_seed, f"{name}/match_rate_M{M}") for M in cfg.test_sizes])
         ax[0].errorbar(cfg.test_sizes, ys.mean(1), ys.std(1), marker="o", capsize=3, label=lab)

@@ -10,7 +10,7 @@ import numpy as np
 from iclr25.common.claims import Stat
 from iclr25.common.fmt import fmt_num
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std
+from iclr25.common.stats import mean_std
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -33,12 +33,9 @@ ARMS = (
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    fig, (a1, a2) = subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
     arms = [a for a in ARMS if all(a in d["reacher"] for d in per_seed.values())]
     m = [np.mean([d["reacher"][a] for d in per_seed.values()]) for a in arms]
     s = [np.std([d["reacher"][a] for d in per_seed.values()]) for a in arms]

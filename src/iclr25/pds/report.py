@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std
+from iclr25.common.stats import mean_std
 
 from .corpus import SOURCES
 
@@ -20,12 +20,9 @@ ARMS = ("random", "pds", "dsir", "pds_t1")  # the arms one_seed trains, in table
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Clean test loss curves of every arm and the mean PMP score per source."""
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = subplots(1, 2, figsize=(11, 4))
     seeds = sorted(per_seed)
     steps = per_seed[seeds[0]]["curve_steps"]
     for arm in ARMS:

@@ -31,16 +31,9 @@ import torch
 from iclr25.common.claims import all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import (
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    mean_std,
-    t_interval95,
-    values,
-)
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
+from iclr25.common.stats import mean_std, t_interval95
 
 from .data import SyntheticSpec, Video, load_released, make_synthetic_dataset
 from .losses import LossConfig
@@ -500,12 +493,9 @@ def run(cfg: Config, out: Path) -> RunResult:
 
 
 def _figure(per_seed: dict, path: Path):
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    fig, axes = subplots(1, 2, figsize=(8, 3.2))
     for ax, key, title in ((axes[0], "B", "standard videos"), (axes[1], "hard_variant", "hard variant")):
         rows = [d[key] for d in per_seed.values() if key in d]
         if not rows:

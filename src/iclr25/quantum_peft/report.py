@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import mean_std, values
+from iclr25.common.results import values
+from iclr25.common.stats import mean_std
 
 from .params import comparison_markdown
 
@@ -21,12 +22,9 @@ def figure(
     cfg: Config, per_seed: dict, path: Path, counts: dict, rows: list[dict], methods: Sequence[str]
 ) -> Path:
     """Target accuracy of every method per width, and the parameter scaling with n."""
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cfg.widths) + 1, figsize=(4.2 * (len(cfg.widths) + 1), 3.4))
+    fig, axes = subplots(1, len(cfg.widths) + 1, figsize=(4.2 * (len(cfg.widths) + 1), 3.4))
     for ax, w in zip(axes, cfg.widths):
         means = [np.mean(values(per_seed, f"d{w}/{m}/acc")) for m in methods]
         stds = [np.std(values(per_seed, f"d{w}/{m}/acc")) for m in methods]

@@ -16,33 +16,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from iclr25.common.claims import make_claim
+from iclr25.common.figures import subplots
+from iclr25.common.io import atomic_savefig, atomic_write_json, read_json
+from iclr25.common.lm import tiny_causal_lm
+from iclr25.common.progress import log
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.common.stats import mean_std, t_interval95
+from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 
-from iclr25.common.claims import make_claim  # noqa: E402
-from iclr25.common.io import atomic_savefig, atomic_write_json, read_json  # noqa: E402
-from iclr25.common.lm import tiny_causal_lm  # noqa: E402
-from iclr25.common.progress import log  # noqa: E402
-from iclr25.common.results import (
-    ExperimentConfig,
-    RunDir,
-    RunResult,
-    aggregate,
-    mean_std,
-    t_interval95,
-    values,
-)  # noqa: E402
-from iclr25.common.seeding import derive_seed, seed_everything  # noqa: E402
-from iclr25.common.train import IGNORE, LMTrainConfig, train_lm  # noqa: E402
-
-from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer  # noqa: E402
-from .metrics import corpus_bleu  # noqa: E402
-from .noisy_generation import context_aware_generate, generate_unfaithful  # noqa: E402
-from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves  # noqa: E402
+from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer
+from .metrics import corpus_bleu
+from .noisy_generation import context_aware_generate, generate_unfaithful
+from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves
 
 ARCHS = ("gpt2", "llama")
 
@@ -618,7 +608,7 @@ def _report(per_seed: dict, cfg: Config) -> str:
 
 
 def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = subplots(1, 2, figsize=(10, 3.6))
     labels, means, stds = [], [], []
     for key, name in _arms(cfg):
         v = values(per_seed, f"{key}/halluc")
@@ -649,5 +639,4 @@ def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     atomic_savefig(fig, path)
-    plt.close(fig)
     return path

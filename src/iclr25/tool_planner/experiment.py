@@ -26,19 +26,18 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from iclr25.common.figures import subplots
 
-from ..common.claims import all_of, make_claim  # noqa: E402
-from ..common.io import atomic_savefig  # noqa: E402
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, t_interval95, values  # noqa: E402
-from .backends import SimulatedToolEnv  # noqa: E402
-from .llm import HEURISTIC_LABEL, HeuristicPolicy, OpenAICompatibleLLM  # noqa: E402
-from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces  # noqa: E402
-from .toolkits import ToolIndex, build_toolkits  # noqa: E402
+from ..common.claims import all_of, make_claim
+from ..common.io import atomic_savefig
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from ..common.stats import mean_std, t_interval95
+from .backends import SimulatedToolEnv
+from .llm import HEURISTIC_LABEL, HeuristicPolicy, OpenAICompatibleLLM
+from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces
+from .toolkits import ToolIndex, build_toolkits
 
 K_ALL = 0  # in k grids: k = N (one API per toolkit)
 
@@ -449,7 +448,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
 def _figure(ps: dict, path: Path) -> Path:
     keys = list(next(iter(ps.values()))["k_curve"])
     ks = [next(iter(ps.values()))["k_curve"][k]["k"] for k in keys]
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, ax = subplots(1, 2, figsize=(10, 3.6))
     for metric, color in (("pass", "C0"), ("purity", "C2")):
         v = np.array([[ps[s]["k_curve"][k][metric] for k in keys] for s in ps])
         ax[0].errorbar(

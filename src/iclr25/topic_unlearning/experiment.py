@@ -21,7 +21,8 @@ from threadpoolctl import threadpool_limits
 
 from ..common.claims import Claim, all_of, make_claim
 from ..common.progress import progress
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, mean_std, values
+from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from ..common.stats import mean_std
 from ..common.timing import best_times
 from . import report
 from .model import AnchorTopicModel, max_column_l1, topic_permutation

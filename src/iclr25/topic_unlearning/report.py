@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ..common.claims import Stat
 from ..common.io import atomic_savefig
-from ..common.results import mean_std, values
+from ..common.results import values
+from ..common.stats import mean_std
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
@@ -15,12 +16,9 @@ if TYPE_CHECKING:  # the experiment imports this module
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """First seed: Newton vs nothing gaps against m_f, and the estimated sensitivities."""
-    import matplotlib
+    from iclr25.common.figures import subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    fig, ax = subplots(1, 2, figsize=(10, 4))
     s0 = per_seed[cfg.seed_list[0]]
     ms = [int(k) for k in s0["newton_gap"]]
     ax[0].loglog(ms, [s0["newton_gap"][str(m)]["newton"] for m in ms], "o-", label="Newton step")

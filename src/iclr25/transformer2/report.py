@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
-from iclr25.common.results import aggregate, mean_std
+from iclr25.common.results import aggregate
+from iclr25.common.stats import mean_std
 
 from . import skills as S
 
@@ -18,10 +19,7 @@ if TYPE_CHECKING:  # the experiment imports this module
 
 def figure(cfg: Config, ps: dict, path: Path) -> Path:
     """Skill accuracy of the base and every expert on each task, and the few-shot adaptation on the shifted tasks."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from iclr25.common.figures import subplots
 
     seeds = sorted(ps)
     rows = ["base", *S.SKILLS]
@@ -33,7 +31,7 @@ def figure(cfg: Config, ps: dict, path: Path) -> Path:
             mat[0, j] += (d["base"][c] if c in d["base"] else d["adapt"][c[6:]]["base"]) / len(seeds)
             for i, e in enumerate(S.SKILLS):
                 mat[i + 1, j] += d["matrix"][e][c] / len(seeds)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = subplots(1, 2, figsize=(12, 4))
     im = axes[0].imshow(mat, vmin=0, vmax=1, cmap="viridis")
     axes[0].set_xticks(range(len(cols)), cols, rotation=30)
     axes[0].set_yticks(range(len(rows)), ["base"] + [f"expert {e}" for e in S.SKILLS])
@@ -54,7 +52,6 @@ def figure(cfg: Config, ps: dict, path: Path) -> Path:
     axes[1].set_title("few-shot CEM mixture vs single experts")
     fig.tight_layout()
     return atomic_savefig(fig, path)
-    plt.close(fig)
 
 
 def report_md(cfg: Config, ps: dict) -> str:
