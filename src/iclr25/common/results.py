@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .claims import Claim, Stat, claims_document
+from .fields import check_fields
 from .io import (
     MAX_JSON_BYTES,
     UnsafeFileError,
@@ -101,6 +102,7 @@ class ExperimentConfig:
             self.device not in ("cpu", "cuda", "auto") and not _is_cuda_n(self.device)
         ):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+        check_fields(self)  # every field declared with common.fields.bounded
 
     @property
     def seed_list(self) -> list[int]:
