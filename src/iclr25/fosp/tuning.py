@@ -27,7 +27,7 @@ from .env import ACT_DIM, OBS_DIM
 from .experiment import PRESETS, Config
 
 GRID: tuple[tuple[float, float], ...] = ((1.0, 0.05), (10.0, 0.05), (10.0, 0.5))  # (β, gate tolerance)
-HELD_OUT_SEEDS: tuple[int, ...] = (100,)
+HELD_OUT_SEEDS: tuple[int, ...] = (100, 101)
 ARMS: tuple[str, ...] = ("fosp", "fosp_noref")
 _KNOBS = {
     "fosp": ("adv_temperature", "qc_tolerance"),
