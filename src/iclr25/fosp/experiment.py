@@ -184,9 +184,9 @@ PRESETS = {
         online_envs=16,
         adv_temperature=10.0,
         qc_tolerance=0.5,
-        noref_adv_temperature=10.0,
-        noref_qc_tolerance=0.5,
-        tuning_record="grid (β, gate tol) = [(1.0, 0.05), (10.0, 0.05), (10.0, 0.5)] on held-out seed(s) [100] at this preset's budget, score = base-layout return − cost; mean scores FOSP [5.7, 25.8, 28.1] → (10, 0.5), FOSP w/o REF [13.4, 6.4, 73.2] → (10, 0.5) (tuning.json)",
+        noref_adv_temperature=1.0,
+        noref_qc_tolerance=0.05,
+        tuning_record="grid (β, gate tol) = [(1.0, 0.05), (10.0, 0.05), (10.0, 0.5)] on held-out seeds [100, 101] at this preset's budget, score = base-layout return − cost; mean scores FOSP [3.8, -6.8, 16.9] → (10, 0.5), FOSP w/o REF [19.4, 4.1, 5.1] → (1, 0.05) (tuning.json)",
     ),
     # the paper's sizes and rates on the state-based SafetyPointGoal1 (optional safety-gymnasium extra)
     "full": Config(
