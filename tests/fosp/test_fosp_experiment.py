@@ -87,3 +87,28 @@ def test_full_preset_refuses_without_safety_gymnasium(tmp_path):
         pytest.skip("safety-gymnasium installed")
     with pytest.raises(ValueError, match="env_id"):
         dataclasses.replace(PRESETS["smoke"], env_id="CartPole-v1")
+
+
+def test_quick_preset_uses_the_committed_held_out_tuning():
+    """The quick preset's AWR knobs are the choice recorded in results/quick/fosp/tuning.json, which was tuned on
+    held-out seeds (never the reproduction's seeds) at the quick preset's own budget."""
+    from pathlib import Path
+
+    from iclr25.fosp import tuning
+
+    doc = json.loads((Path(__file__).parents[2] / "results/quick/fosp/tuning.json").read_text())
+    q = PRESETS["quick"]
+    assert not set(doc["held_out_seeds"]) & set(q.seed_list) and len(doc["held_out_seeds"]) >= 2
+    assert doc["held_out_seeds"] == list(tuning.HELD_OUT_SEEDS)
+    assert doc["grid"] == [list(g) for g in tuning.GRID]
+    assert doc["budget"] == {
+        "wm_updates": q.wm_updates,
+        "offline_updates": q.offline_updates,
+        "batch": q.batch,
+        "seq_len": q.seq_len,
+    }
+    for arm, (kb, kt) in {
+        "fosp": ("adv_temperature", "qc_tolerance"),
+        "fosp_noref": ("noref_adv_temperature", "noref_qc_tolerance"),
+    }.items():
+        assert (getattr(q, kb), getattr(q, kt)) == (doc["choice"][arm]["beta"], doc["choice"][arm]["tol"])
