@@ -129,13 +129,40 @@ def test_set_overrides_are_validated_recorded_and_hashed(tmp_path, capsys, toy_r
     assert "n must be >= 2" in _err(capsys)
     assert main(["run", "toy", "--preset", "smoke", "--seeds", "1", "--out", out, "--set", "n=77"]) == 0
     cfg = read_json(tmp_path / "toy" / "config.json")
-    assert cfg["n"] == 77 and cfg["overrides"] == {"n": 77}
+    prov = read_json(tmp_path / "toy" / "claims.json")["provenance"]
+    # recorded once (the provenance), shown with the config hash in report.md
+    assert cfg["n"] == 77 and "overrides" not in cfg and prov["overrides"] == {"n": 77}
+    assert prov["config_hash"] == cfg["config_hash"]
+    report = (tmp_path / "toy" / "report.md").read_text()
+    assert f"Overrides of the preset: n=77 · config hash `{cfg['config_hash']}`" in report
     capsys.readouterr()
     assert main(["config", "toy", "--preset", "smoke", "--set", "n=77"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["config"]["n"] == 77 and printed["config_hash"] == cfg["config_hash"]
     assert main(["config", "toy", "--preset", "smoke"]) == 0
     assert json.loads(capsys.readouterr().out)["config_hash"] != cfg["config_hash"]
+
+
+def test_run_builds_the_config_once_and_both_reports_show_the_overrides(
+    tmp_path, capsys, monkeypatch, toy_registered
+):
+    calls = []
+    real = runs.effective_config
+
+    def counting(*a, **k):
+        calls.append(k.get("overrides"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(runs, "effective_config", counting)
+    out = tmp_path / "runs"
+    assert main(["run", "toy", "--preset", "smoke", "--seeds", "1", "--out", str(out), "--set", "n=77"]) == 0
+    assert len(calls) == 1, f"the effective config was built {len(calls)} times"
+    h = read_json(out / "toy" / "config.json")["config_hash"]
+    assert f"n=77 · config hash `{h}`" in (out / "toy" / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["report", "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "overrides: n=77" in page and f"config {h}" in page
 
 
 def test_misspelt_slug_gets_a_suggestion_and_planned_systems_are_not_runnable(capsys):

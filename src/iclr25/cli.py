@@ -236,11 +236,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             get_device(args.device)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    exps, failed = {}, []
-    for s in slugs:  # validate the arguments for every system before running any of them
+    exps, configs, failed = {}, {}, []
+    for s in slugs:  # build and validate every system's config before running any of them (built once)
         try:
             exps[s] = experiment_module(s)
-            effective_config(
+            configs[s] = effective_config(
                 exps[s], args.preset, seeds=seeds, seed=seed, device=args.device, overrides=args.overrides
             )
         except Exception as e:  # a broken module or an argument it rejects: under `all`, run the others
@@ -267,6 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args.device,
                 args.overrides or None,
                 launcher=launcher,
+                config=configs[slug],
             )
         except (RunPathError, UsageError, LaunchError):
             raise

@@ -346,7 +346,7 @@ def finish_run(
         config_hash=config_hash(cfg),  # lets `iclr25 verify` check that it rebuilt the reference's config
         **(extra or {}),
     )
-    return write_run(result, cfg, dest, provenance=prov, overrides=overrides)
+    return write_run(result, cfg, dest, provenance=prov)
 
 
 def run_experiment(
@@ -360,8 +360,13 @@ def run_experiment(
     overrides: list[str] | dict[str, Any] | None = None,
     *,
     launcher: Any = None,
+    config: tuple[Any, dict[str, Any]] | None = None,
 ) -> dict:
     """Run an experiment module (``PRESETS``, ``run(cfg, out)``) into ``out/<slug>``; return its claims.json.
+
+    ``config``: the ``(cfg, applied overrides)`` pair :func:`effective_config` already built for these arguments
+    (the CLI validates every system's config before running any, and passes that build on); ``None`` builds it
+    here from ``preset``, ``seeds``, ``seed``, ``device`` and ``overrides``.
 
     ``launcher``: where missing seeds are computed (``None``: here and in local worker processes, see
     :func:`iclr25.common.results.set_jobs`; a :class:`iclr25.launch.SubmititLauncher`: one cluster job per seed).
@@ -375,7 +380,9 @@ def run_experiment(
     from .launch import job_template
 
     no_network_env()
-    cfg, applied = effective_config(exp, preset, seeds=seeds, seed=seed, device=device, overrides=overrides)
+    if config is None:
+        config = effective_config(exp, preset, seeds=seeds, seed=seed, device=device, overrides=overrides)
+    cfg, applied = config
     dist = init_distributed(str(cfg.device))
     if dist is not None and dist["rank"] != 0:
         set_quiet(True)

@@ -5,6 +5,7 @@ report (its Jinja2 template iterates over the same rows). Numbers go through :mo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,23 @@ def claims_markdown(claims: Sequence[Claim]) -> str:
     return "\n".join(out) + ("\n\n" + "\n".join(notes) if notes else "")
 
 
+def overrides_text(overrides: Any) -> str:
+    """``n_items=400, lr=0.001`` — a run's ``--set`` overrides as typed on the command line (``none`` when empty)."""
+    if not isinstance(overrides, dict) or not overrides:
+        return "none"
+    return ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(overrides.items()))
+
+
+def config_line(prov: dict[str, Any]) -> str:
+    """The report.md line that says which config ran: the preset's overrides and the config hash."""
+    h = prov.get("config_hash")
+    ov = prov.get("overrides")
+    return (
+        f"Overrides of the preset: {md_cell(overrides_text(ov)) if ov else 'none'} · config hash "
+        f"`{md_cell(str(h)) if h else '?'}`"
+    )
+
+
 def run_report_md(
     doc: dict[str, Any], claims: Sequence[Claim], body: str = "", figures: Sequence[Path] = ()
 ) -> str:
@@ -124,6 +142,7 @@ def run_report_md(
     preset = doc.get("preset") or "?"
     held = sum(c.holds for c in claims)
     head = f"# {slug} — preset `{preset}`, seeds {doc.get('seeds')}, {fmt_seconds(doc.get('runtime_s'))}\n\n"
+    head += config_line(doc.get("provenance") or {}) + "\n\n"
     if preset in PRESET_NOTES and preset == "smoke":
         head += f"*{PRESET_NOTES[preset]}.*\n\n"
     if doc.get("valid") is False:

@@ -791,7 +791,6 @@ def write_run(
     out: str | Path,
     *,
     provenance: dict | None = None,
-    overrides: dict | None = None,
 ) -> dict:
     """Write ``config.json, metrics.json, timings.json, report.md, claims.json`` into ``out`` as one unit;
     return claims.json.
@@ -809,9 +808,8 @@ def write_run(
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex
     prov = {"run_id": run_id, **(provenance or {})}
+    # the overrides are recorded once, in the provenance (claims.json), which both reports show with the hash
     config = {"preset": result.preset, "run_id": run_id, **to_jsonable(dataclasses.asdict(cfg))}
-    if overrides:
-        config["overrides"] = to_jsonable(overrides)
     config["config_hash"] = config_hash(cfg)
     per_seed = {str(k): v for k, v in sorted(result.per_seed.items())}
     agg, agg_t = split_timings(to_jsonable(result.metrics))

@@ -36,7 +36,7 @@ from .. import registry
 from ..common.claims import Claim, validate_claims_document
 from ..common.fmt import fmt_seconds
 from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
-from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, smoke_precondition
+from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
@@ -332,6 +332,10 @@ def _prov_line(v: RunView) -> str:
         bits.append(f"{p['cpu_count']} CPUs")
     if p.get("device"):
         bits.append(str(p["device"]))
+    if "overrides" in p:  # what changed from the preset (`--set`), and the hash of the config that ran
+        bits.append(f"overrides: {overrides_text(p['overrides'])}")
+    if p.get("config_hash"):
+        bits.append(f"config {p['config_hash']}")
     return " · ".join(str(b) for b in bits)
 
 
