@@ -120,7 +120,9 @@ def overrides_text(overrides: Any) -> str:
     """``n_items=400, lr=0.001`` — a run's ``--set`` overrides as typed on the command line (``none`` when empty)."""
     if not isinstance(overrides, dict) or not overrides:
         return "none"
-    return ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(overrides.items()))
+    return ", ".join(
+        f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(overrides.items())
+    )
 
 
 def config_line(prov: dict[str, Any]) -> str:
