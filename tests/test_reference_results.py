@@ -15,7 +15,7 @@ from iclr25.common.io import read_json
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "quick"
 DOCS = sorted(p.parent.name for p in RESULTS.glob("*/claims.json")) if RESULTS.is_dir() else []
-IMPLEMENTED = [s.slug for s in registry.implemented()]
+IMPLEMENTED = list(registry.SLUGS)
 
 
 def _ids(claims: list[dict]) -> list[str]:

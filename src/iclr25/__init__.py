@@ -10,7 +10,9 @@ Each system lives in ``iclr25.<slug>`` (its public API) with a reproduction in `
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .errors import package_version
+
+__version__ = package_version()  # from the installed distribution's metadata (pyproject.toml)
 __all__ = ["run", "__version__"]
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from . import registry
 from .common.progress import is_quiet, log, set_quiet
 from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, RunWarning
+from .errors import UsageError, package_version
 from .launch import LAUNCHERS, LaunchError
-from .runs import RunPathError, UsageError, run_experiment
-from .runs import run as run_system  # noqa: F401  (kept for callers of the old name)
+from .runs import RunPathError, run_experiment
 
 EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 MAX_JOBS = 512
@@ -34,20 +34,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _runnable() -> list[str]:
-    return [s.slug for s in registry.implemented()]
+    return list(registry.SLUGS)
 
 
 def version() -> str:
-    """The installed distribution's version (``importlib.metadata``), else the source tree's."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("iclr25")
-    except PackageNotFoundError:
-        from . import __version__
-
-        return __version__
+    """The installed distribution's version (``importlib.metadata``)."""
+    return package_version()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     runnable = ", ".join(_runnable()) or "(none yet)"
 
     def run_args(r: argparse.ArgumentParser, out: bool) -> None:
-        r.add_argument("slug", help=f"an implemented system: {runnable}" + (", or all" if out else ""))
+        r.add_argument("slug", help=f"a system: {runnable}" + (", or all" if out else ""))
         r.add_argument("--preset", default="quick", help=f"one of: {', '.join(PRESET_NAMES)} (default quick)")
         r.add_argument(
             "--seeds", default=None, help=f"number of seeds, 1..{MAX_SEEDS} (default: the preset's)"
@@ -76,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
             help="override a config field (repeatable); `iclr25 config SLUG` lists the fields",
         )
 
-    r = sub.add_parser("run", help="run a system's reproduction (or all implemented ones)")
+    r = sub.add_parser("run", help="run a system's reproduction (or all of them)")
     run_args(r, out=True)
     r.add_argument("--out", default="runs", help="output folder (default runs)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -172,9 +164,9 @@ def cmd_list() -> int:
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}")
-    n_impl = len(registry.implemented())
-    needs = sorted({s.missing_extra for s in registry.implemented() if s.missing_extra})
-    print(f"\n{len(registry.SYSTEMS)} systems, {n_impl} implemented.")
+    needs = sorted({s.missing_extra for s in registry.SYSTEMS if s.missing_extra})
+    ready = sum(not s.missing_extra for s in registry.SYSTEMS)
+    print(f"\n{len(registry.SYSTEMS)} systems, {ready} ready to run here.")
     if needs:
         print(f"Missing extras: {', '.join(needs)} — pip install 'iclr25[{','.join(needs)}]'")
     return 0
@@ -216,11 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     main_rank = os.environ.get("RANK", "0").strip() in ("", "0")  # under torchrun only rank 0 prints
     if args.slug == "all":
         slugs = _runnable()
-        for s in registry.SYSTEMS:
-            if not s.implemented:
-                log(f"skip {s.slug}: planned (no runner yet)")
     else:
-        system = registry.runnable(args.slug)  # unknown or planned: exit 2 before anything heavy is imported
+        system = registry.runnable(args.slug)  # unknown: exit 2 before anything heavy is imported
         if system.missing_extra:  # one line naming the extra to install, exit 1, before the header
             raise registry.MissingExtraError(system.slug, system.extra, system.missing_modules)
         slugs = [args.slug]

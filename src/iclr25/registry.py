@@ -1,8 +1,7 @@
-"""One entry per system: slug, paper, authors, arXiv id, headline claim, status and the runner.
+"""One entry per system: slug, paper, authors, arXiv id, headline claim and the runner.
 
-A system is ``implemented`` exactly when its runner ``iclr25.<slug>.experiment`` (``Config``, ``PRESETS``,
-``run(cfg, out)``) exists in the package, so the status can never go stale; the runner is imported only
-when the system is run.
+Every registered system has its runner ``iclr25.<slug>.experiment`` (``Config``, ``PRESETS``, ``one_seed``,
+``claims``, ``run``; ``tests/test_contract.py`` checks them); the runner is imported only when the system is run.
 
 Each system names the optional extra its code imports (``extra``; ``""`` = the core dependencies suffice).
 :attr:`System.missing_extra` tells, without importing anything heavy (``importlib.util.find_spec`` on the
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-STATUSES = ("implemented", "planned")
+from .errors import UsageError
+
 _PKG_DIR = Path(__file__).resolve().parent
 
 # The top-level modules each optional extra of pyproject.toml provides (what `find_spec` checks). The extras
@@ -79,7 +79,6 @@ class System:
     authors: str
     arxiv: str
     claim: str  # the paper's headline claim, in one sentence
-    api: str = ""  # a one-line API example, once implemented
     runner: str = ""  # the experiment module; default ``iclr25.<slug>.experiment``
     extra: str = ""  # the optional extra its code imports (a key of EXTRAS); "" = core dependencies only
     numpy_only: bool = False  # computes with numpy/scipy alone: no accelerator is ever used
@@ -87,22 +86,6 @@ class System:
     @property
     def module(self) -> str:
         return self.runner or f"iclr25.{self.slug}.experiment"
-
-    @property
-    def status(self) -> str:
-        """``implemented`` when the experiment module exists (found on disk; nothing is imported), else
-        ``planned``."""
-        if not self.runner:
-            return "implemented" if (_PKG_DIR / self.slug / "experiment.py").is_file() else "planned"
-        try:
-            found = importlib.util.find_spec(self.module) is not None
-        except (ModuleNotFoundError, ValueError):
-            found = False
-        return "implemented" if found else "planned"
-
-    @property
-    def implemented(self) -> bool:
-        return self.status == "implemented"
 
     @property
     def missing_modules(self) -> tuple[str, ...]:
@@ -116,11 +99,8 @@ class System:
 
     @property
     def availability(self) -> str:
-        """What ``iclr25 list`` shows: ``implemented``, ``needs [extra]`` (its extra is not installed) or
-        ``planned``."""
-        if self.implemented and self.missing_extra:
-            return f"needs [{self.missing_extra}]"
-        return self.status
+        """What ``iclr25 list`` shows: ``ready``, or ``needs [extra]`` when its extra is not installed."""
+        return f"needs [{self.missing_extra}]" if self.missing_extra else "ready"
 
     @property
     def url(self) -> str:
@@ -128,8 +108,6 @@ class System:
 
     def experiment(self) -> ModuleType:
         """The system's ``experiment`` module (``Config``, ``PRESETS``, ``run``)."""
-        if not self.implemented:
-            raise LookupError(f"system {self.slug!r} is planned: it has no runner yet")
         missing = self.missing_modules
         if missing:
             raise MissingExtraError(self.slug, self.extra, missing)
@@ -336,10 +314,6 @@ def temporarily(*systems: System) -> Iterator[None]:
         SYSTEMS, SLUGS, _BY_SLUG = saved
 
 
-def implemented() -> list[System]:
-    return [s for s in SYSTEMS if s.implemented]
-
-
 def find(slug: str) -> System | None:
     """The system registered under ``slug``, or ``None``."""
     return _BY_SLUG.get(slug)
@@ -357,15 +331,9 @@ def suggest(name: str, choices: list[str] | tuple[str, ...] | None = None) -> st
 
 
 def runnable(slug: str) -> System:
-    """The implemented system ``slug``; ``UsageError`` (a ``ValueError``) naming the runnable ones, with a
-    "did you mean" for a misspelling, otherwise."""
-    from .runs import UsageError
-
-    names = [s.slug for s in implemented()]
-    if slug in _BY_SLUG and slug not in names:
-        raise UsageError(
-            f"system {slug!r} is planned, not implemented yet; runnable: {', '.join(names) or '(none)'}"
-        )
+    """The system ``slug``; ``UsageError`` (a ``ValueError``) naming the runnable ones, with a "did you mean"
+    for a misspelling, otherwise."""
+    names = list(SLUGS)
     if slug not in _BY_SLUG:
         raise UsageError(
             f"unknown system {slug!r}{suggest(slug, names)}; runnable: all, {', '.join(names) or '(none)'}"

@@ -24,10 +24,7 @@ from typing import Any
 
 from . import registry
 from .common.results import PRESET_NAMES, RunResult, config_hash, write_run
-
-
-class UsageError(ValueError):
-    """Bad input from the caller (unknown system/preset/field, a value out of range): CLI exit status 2."""
+from .errors import UsageError
 
 
 class RunPathError(OSError):
@@ -60,7 +57,7 @@ def no_network_env() -> None:
 
 
 def experiment_module(slug: str) -> ModuleType:
-    """The experiment module of an implemented system (``UsageError`` with suggestions otherwise)."""
+    """The experiment module of a registered system (``UsageError`` with suggestions otherwise)."""
     system = registry.runnable(slug)
     no_network_env()
     return system.experiment()

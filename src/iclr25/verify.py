@@ -39,7 +39,7 @@ from typing import Any
 
 from .common.claims import Claim, Stat, validate_claims_document
 from .common.io import as_float
-from .runs import UsageError
+from .errors import UsageError
 
 REL_TOL = 1e-6  # "within tolerance": |Δ| <= REL_TOL · max(1, |stored|, |re-run|)
 NUMBER_STATES = ("identical", "within tolerance", "different")
@@ -453,7 +453,7 @@ def verify(
     from .common.results import config_hash
     from .runs import effective_config, experiment_module, run_experiment
 
-    exp = experiment_module(slug)  # UsageError for an unknown or planned system
+    exp = experiment_module(slug)  # UsageError for an unknown system
     ref, path = load_reference(slug, reference)
     k = parse_seeds(seeds, len(ref["seeds"]))
     rc = reference_config(ref, path)

@@ -39,15 +39,6 @@ def fmt_stat(mean: Any, std: Any, digits: int = DIGITS) -> str:
     return f"{m} ± {fmt_num(std, 2)}"
 
 
-def fmt_stat_json(stat: dict | None, digits: int = DIGITS) -> str:
-    """:func:`fmt_stat` of a ``{"mean", "std", "values"}`` dict as stored in claims.json (``None`` → ``—``)."""
-    if stat is None:
-        return "—"
-    if not isinstance(stat, dict):
-        return "invalid"
-    return fmt_stat(stat.get("mean"), stat.get("std"), digits)
-
-
 def fmt_fixed(values: Sequence[float], digits: int = 3) -> str:
     """``"mean ± std"`` with ``digits`` decimals of per-seed values (report tables inside experiments).
 

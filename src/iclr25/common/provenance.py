@@ -231,7 +231,7 @@ def collect(
 ) -> dict[str, Any]:
     """The provenance block of a finished run (``load_avg`` = 1/5/15-minute load at the start and the end),
     with the numerical environment of :func:`environment` (threads as they are at the end of the run)."""
-    from .. import __version__
+    from ..errors import package_version
 
     env = environment(device)
     prov = {
@@ -244,7 +244,7 @@ def collect(
         "cpu_count": env.pop("cpu_count"),
         "preset": preset,
         "device": device,
-        "iclr25": __version__,
+        "iclr25": package_version(),
         "python": env.pop("python"),
         "torch": env.pop("torch"),
         "numpy": env.pop("numpy"),

@@ -738,13 +738,6 @@ def values(per_seed: dict[int, dict[str, Any]], key: str) -> list[float]:
     return res
 
 
-def claims_table_md(claims: Sequence[Claim]) -> str:
-    """Markdown table of claims (the shared renderer, :mod:`iclr25.common.render`)."""
-    from .render import claims_markdown
-
-    return claims_markdown(claims)
-
-
 ARTEFACTS = (
     "config.json",
     "metrics.json",
@@ -869,9 +862,3 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t = time.perf_counter()
-    r = fn()
-    return r, time.perf_counter() - t
