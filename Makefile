@@ -47,8 +47,8 @@ report: setup
 
 # Renders runs/index.html in headless Chromium (Debian `chromium`) at a desktop and a narrow width.
 screenshot: report
-	$(BIN)/python -m iclr25.common.screenshot $(OUT)/index.html $(OUT)/index-1400.png 1400 2400
-	$(BIN)/python -m iclr25.common.screenshot $(OUT)/index.html $(OUT)/index-600.png 600 2400
+	$(BIN)/python -m iclr25.report.screenshot $(OUT)/index.html $(OUT)/index-1400.png 1400 2400
+	$(BIN)/python -m iclr25.report.screenshot $(OUT)/index.html $(OUT)/index-600.png 600 2400
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,4 +1,4 @@
-"""Shared LM tools: builders, tokenisers, corpus, and a training loop that learns (also under torchrun)."""
+"""Shared LM tools: builders, tokenisers and a training loop that learns (also under torchrun)."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from iclr25.common.corpus import dedup, register_generator, split, stdlib_corpus, unigram_entropy
+from iclr25.cascading_kv.corpus import stdlib_corpus, unigram_entropy  # the corpus the LM loop is tested on
 from iclr25.common.lm import byte_tokenizer, encode_corpus, tiny_causal_lm, tiny_config, train_bpe
 from iclr25.common.train import LMTrainConfig, evaluate_lm, lr_at, train_lm
 
@@ -52,27 +52,6 @@ def test_bpe_compresses_and_round_trips():
     s = "the quick brown fox; def function(argument)"
     assert tok.decode(tok(s, add_special_tokens=False)["input_ids"]) == s
     assert len(tok(s)["input_ids"]) < len(byte(s, add_special_tokens=False)["input_ids"])
-
-
-def test_corpus_dedup_split_and_generators():
-    docs = ["a  b", "a b", "c", "d" * 10]
-    assert dedup(docs) == ["a  b", "c", "d" * 10]
-    c1 = split([f"doc {i}" for i in range(400)], 0.1, 0.1)
-    c2 = split([f"doc {i}" for i in reversed(range(400))], 0.1, 0.1)
-    assert sorted(c1.val) == sorted(c2.val) and not set(c1.train) & set(c1.val)
-    assert 20 < len(c1.val) < 60
-    register_generator("markov_toy", lambda: [f"synthetic {i}" for i in range(50)])
-    c = stdlib_corpus(("markov_toy",))
-    assert len(c) == 50
-    with pytest.raises(ValueError, match="sources"):
-        stdlib_corpus(("nope",))
-
-
-def test_stdlib_corpus_has_english_and_code():
-    docs = stdlib_corpus(("docs",))
-    code = stdlib_corpus(("code",), max_files=40)
-    assert len(docs.train) > 100 and any("statement" in d for d in docs.train)
-    assert any("def " in d for d in code.train)
 
 
 def test_lr_schedule_warmup_then_cosine():

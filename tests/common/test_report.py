@@ -11,8 +11,8 @@ from iclr25 import registry
 from iclr25.cli import main
 from iclr25.common.claims import make_claim
 from iclr25.common.io import atomic_write_json, read_json
-from iclr25.common.screenshot import find_chromium, screenshot
 from iclr25.report import render_report
+from iclr25.report.screenshot import find_chromium, screenshot
 from iclr25.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -101,7 +101,7 @@ def test_report_renders_without_page_level_sideways_scroll(tmp_path, width):
     """Rendered in headless Chromium: something is drawn, and at 600 px only the table containers scroll."""
     import subprocess
 
-    from iclr25.common.screenshot import find_chromium as chromium
+    from iclr25.report.screenshot import find_chromium as chromium
 
     run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     main(["report", "--out", str(tmp_path)])

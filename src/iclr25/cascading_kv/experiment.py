@@ -369,7 +369,7 @@ def one_seed_pretrained(cfg: Config, seed: int) -> dict:
                 digits.append(np.mean([a == b for a, b in zip(got, key)]))
             res[name][f"acc_d{d}"] = float(np.mean(digits))
     # streaming perplexity over an offline text (PG19-style: whole text streamed from the start)
-    from iclr25.common.corpus import stdlib_corpus
+    from iclr25.cascading_kv.corpus import stdlib_corpus
 
     text = " ".join(stdlib_corpus(("docs",)).test)
     ids = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"][:, : cfg.stream_length].to(

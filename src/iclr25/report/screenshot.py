@@ -1,6 +1,6 @@
 """Render an HTML file in headless Chromium (Debian ``chromium``) and save a PNG screenshot.
 
-``python -m iclr25.common.screenshot runs/index.html runs/index.png [WIDTH [HEIGHT]]``
+``python -m iclr25.report.screenshot runs/index.html runs/index.png [WIDTH [HEIGHT]]``
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (2, 3, 4) or not all(a.isdigit() for a in argv[2:]):
         print(
-            "usage: python -m iclr25.common.screenshot INDEX.html OUT.png [WIDTH [HEIGHT]]", file=sys.stderr
+            "usage: python -m iclr25.report.screenshot INDEX.html OUT.png [WIDTH [HEIGHT]]", file=sys.stderr
         )
         return 2
     size = [int(a) for a in argv[2:]]
