@@ -563,6 +563,11 @@ def test_smoke_experiment(tmp_path):
         assert r["methods"]["tool_planner"]["param"] in cfg.replan_grid  # the tuned effort knob
         assert all(0 <= v["pass"] <= 100 for v in r["k_curve"].values())
     assert "LLM decisions / task" in res.report_md and "in the top 5" in res.report_md
+    # the run contract's calls: one_seed(cfg, seed) tunes on the validation worlds itself, claims(cfg, per_seed)
+    # reads the tuned knobs from the per-seed results — the same numbers and notes as the run's
+    seed = cfg.seed_list[-1]
+    assert ex.one_seed(cfg, seed) == res.per_seed[seed]
+    assert [c.to_json() for c in ex.claims(cfg, res.per_seed)] == [c.to_json() for c in res.claims]
     # resume: a second run reads every seed from disk and gives identical numbers
     res2 = ex.run(cfg, tmp_path)
     assert res2.per_seed == res.per_seed

@@ -28,14 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr25.common.figures import subplots
-
-from ..common.claims import all_of, make_claim
-from ..common.io import atomic_savefig
+from ..common.claims import Claim, all_of, make_claim
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
-from ..common.stats import mean_std, t_interval95
+from ..common.stats import paired_note
+from . import report
 from .backends import SimulatedToolEnv
-from .llm import HEURISTIC_LABEL, HeuristicPolicy, OpenAICompatibleLLM
+from .llm import HeuristicPolicy, OpenAICompatibleLLM
 from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces
 from .toolkits import ToolIndex, build_toolkits
 
@@ -274,7 +272,18 @@ def tune(cfg: Config) -> dict:
     return out
 
 
-def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
+def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None = None) -> dict:
+    """One seed: a new simulated world (``seed``) with ``cfg.n_tasks`` test tasks — the k sweep over toolkit
+    clusterings (§3.1; random in-toolkit order, the paper's prompt), Tool-Planner (§3.2–3.3, Algorithm 1) at the
+    tuned k and replans, the ReAct-like and DFSDT-like baselines at their tuned knobs under the same budget, the
+    similarity-order ablation, and the BFCL tasks.
+
+    ``tuned`` is :func:`tune`'s result, shared by the seeds of a run (which tunes once on the validation worlds
+    and passes it); given none, it is computed here (the same numbers as in a run of ``cfg``; with
+    ``policy="openai"`` this queries the server for every validation task). Traces are written to
+    ``out/traces/seed_<seed>.jsonl`` when ``out`` is given and ``cfg.write_traces``."""
+    if tuned is None:
+        tuned = tune(cfg)
     env = _world(cfg, seed)
     index = ToolIndex(env.tools)
     n = len(env.tools)
@@ -309,7 +318,7 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
             cfg, "tool_planner", k, env, index, tasks, seed, in_toolkit="similarity", replans=rp
         )
         r.setdefault("similarity_order", {})["N" if k == n else str(k)] = _summ(res)
-    if cfg.write_traces:
+    if cfg.write_traces and out is not None:
         res, _ = _evaluate(cfg, "tool_planner", _k_eff(k_star, n), env, index, tasks, seed, replans=rp)
         write_traces(res + episodes["react"] + episodes["dfsdt"], out / "traces" / f"seed_{seed}.jsonl")
     if cfg.n_bfcl_tasks:
@@ -324,13 +333,13 @@ def one_seed(cfg: Config, seed: int, tuned: dict, out: Path) -> dict:
     return r
 
 
-def _paired(a: list[float], b: list[float]) -> str:
-    d = np.asarray(a) - np.asarray(b)
-    lo, hi = t_interval95(d)
-    return f"per-seed differences {', '.join(f'{x:+.1f}' for x in d)}; 95 % CI [{lo:+.1f}, {hi:+.1f}]"
-
-
-def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
+def claims(cfg: Config, per_seed: dict, tuned: dict | None = None) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): ``beats_react``, ``near_dfsdt_cheaper``, ``k_curve`` and, when
+    BFCL runs, ``bfcl_runs``. ``tuned`` (:func:`tune`'s result) names the chosen knobs in the notes; given none,
+    the knobs are read from the per-seed results, which record the ones every seed ran with."""
+    ps = per_seed
+    if tuned is None:
+        tuned = _tuned_knobs(cfg, per_seed)
     tp = values(ps, "methods/tool_planner/pass")
     react = values(ps, "methods/react/pass")
     dfsdt = values(ps, "methods/dfsdt/pass")
@@ -342,7 +351,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
         f" with {sim['replans']['best']} replans/task, "
         f"ReAct {sim['react']['best']} APIs/step, DFSDT width {sim['dfsdt']['best']}"
     )
-    claims = [
+    out = [
         make_claim(
             "beats_react",
             "Tool-Planner's pass rate (k chosen on validation worlds) is at least 8 points "
@@ -353,7 +362,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
             ">=",
             baseline=react,
             compare="difference",
-            note=f"{chosen}; {_paired(tp, react)}",
+            note=f"{chosen}; {paired_note(tp, react, 1)}",
         ),
         all_of(
             "near_dfsdt_cheaper",
@@ -368,7 +377,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
                     ">=",
                     baseline=dfsdt,
                     compare="difference",
-                    note=_paired(tp, dfsdt),
+                    note=paired_note(tp, dfsdt, 1),
                 ),
                 make_claim(
                     "calls",
@@ -379,7 +388,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
                     "<=",
                     baseline=dfsdt_calls,
                     compare="difference",
-                    note=_paired(tp_calls, dfsdt_calls),
+                    note=paired_note(tp_calls, dfsdt_calls, 1),
                 ),
             ],
             note=chosen,
@@ -413,10 +422,10 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
                 ">=",
                 baseline=kn,
                 compare="difference",
-                note=_paired(ki, kn),
+                note=paired_note(ki, kn, 1),
             )
         )
-    claims.append(
+    out.append(
         all_of(
             "k_curve",
             "Pass rate over k is an inverted U: k = 1 collapses and an interior k beats k = N by ≥ 5 points",
@@ -426,7 +435,7 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
     if cfg.n_bfcl_tasks:
         btp = values(ps, "bfcl/tool_planner/pass")
         brc = values(ps, "bfcl/react/pass")
-        claims.append(
+        out.append(
             make_claim(
                 "bfcl_runs",
                 f"On {cfg.n_bfcl_tasks} tasks per seed over the real BFCL API classes, "
@@ -439,137 +448,70 @@ def _claims(cfg: Config, ps: dict, tuned: dict) -> list:
                 compare="difference",
                 note=f"k={tuned['bfcl']['tool_planner']['best'] or 'N'}, ReAct "
                 f"{tuned['bfcl']['react']['best']} APIs/step (tuned on held-out task seeds); "
-                + _paired(btp, brc),
+                + paired_note(btp, brc, 1),
             )
         )
-    return claims
+    return out
 
 
-def _figure(ps: dict, path: Path) -> Path:
-    keys = list(next(iter(ps.values()))["k_curve"])
-    ks = [next(iter(ps.values()))["k_curve"][k]["k"] for k in keys]
-    fig, ax = subplots(1, 2, figsize=(10, 3.6))
-    for metric, color in (("pass", "C0"), ("purity", "C2")):
-        v = np.array([[ps[s]["k_curve"][k][metric] for k in keys] for s in ps])
-        ax[0].errorbar(
-            ks, v.mean(0), yerr=v.std(0), marker="o", color=color, label=f"{metric} (%)", capsize=3
-        )
-    ax[0].set_xscale("log")
-    ax[0].set_xlabel("number of toolkits k (log)")
-    ax[0].set_title("k sweep, random in-toolkit order")
-    ax[0].legend()
-    methods = ["tool_planner", "react", "dfsdt"]
-    p = np.array([[ps[s]["methods"][m]["pass"] for m in methods] for s in ps])
-    c = np.array([[ps[s]["methods"][m]["api_calls"] for m in methods] for s in ps])
-    x = np.arange(len(methods))
-    ax[1].bar(x - 0.2, p.mean(0), 0.4, yerr=p.std(0), label="pass (%)", capsize=3)
-    ax2 = ax[1].twinx()
-    ax2.bar(x + 0.2, c.mean(0), 0.4, yerr=c.std(0), color="C1", label="API calls / task", capsize=3)
-    ax[1].set_xticks(x, methods)
-    ax[1].set_ylabel("pass (%)")
-    ax2.set_ylabel("API calls / task")
-    ax[1].set_title("equal budget, tuned on validation worlds")
-    fig.tight_layout()
-    return atomic_savefig(fig, path)
+def _tuned_knobs(cfg: Config, per_seed: dict) -> dict:
+    """The part of :func:`tune`'s result that :func:`claims` reads, recovered from the per-seed results (each seed
+    records the tuned k as ``k_star``, the interior k as ``k_interior`` and every method's knob as ``param``).
+    ``k_star`` is the tuned k itself: a tuned k above a seed's library size has no k-sweep entry of its own, so
+    ``one_seed`` cannot finish with one."""
+    seen = []
+    for r in per_seed.values():
+        knobs = {
+            "sim": {
+                "tool_planner": {
+                    "best": K_ALL if r["k_star"] == "N" else int(r["k_star"]),
+                    "best_interior": r["k_interior"],  # claims read only whether there is one
+                },
+                "replans": {"best": r["methods"]["tool_planner"]["param"]},
+                "react": {"best": r["methods"]["react"]["param"]},
+                "dfsdt": {"best": r["methods"]["dfsdt"]["param"]},
+            },
+            "bfcl": {m: {"best": r["bfcl"][m]["param"]} for m in r["bfcl"]} if cfg.n_bfcl_tasks else {},
+        }
+        if seen and knobs != seen[0]:
+            raise ValueError("the per-seed results were run with different tuned knobs (not one run's seeds)")
+        seen.append(knobs)
+    return seen[0]
 
 
-def _report(cfg: Config, ps: dict, tuned: dict) -> str:
-    lines = [
-        f"Decisions: **{HEURISTIC_LABEL if cfg.policy == 'heuristic' else 'LLM ' + cfg.llm_model}** for every method. "
-        f"Simulated worlds: {cfg.n_capabilities} capabilities × {cfg.variants[0]}–{cfg.variants[1]} variants "
-        f"(failure mix ok/flaky/dead/schema-mismatch {cfg.failure_mix}) + {cfg.n_distractors} distractors; "
-        f"{cfg.n_tasks} tasks of {cfg.min_steps}–{cfg.max_steps} steps per seed; budget {cfg.max_api_calls} API calls "
-        f"per task (failed calls count). Goals are worded from the {cfg.goal_bank!r} paraphrase bank; retrieving "
-        "the whole library by a goal's text (TF-IDF) puts one of its capability's APIs first in "
-        f"{mean_std(values(ps, 'retrieval/top1'), 1)} % of goals and in the top 5 in "
-        f"{mean_std(values(ps, 'retrieval/top5'), 1)} %.",
-        "",
-        "Effort is counted in the same units for every method: API calls per task (failed ones included) and LLM "
-        "decisions per task (plan/decompose, every API choice, replans, re-asks, the answer). Each method's "
-        "structural knob and effort knob are tuned on the same validation worlds.",
-        "",
-        "| method | knobs (tuned) | pass (%) | API calls / task | LLM decisions / task | gave up (%) | wrong answer (%) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    tp_knobs = f"k = {next(iter(ps.values()))['k_star']}, replans/task = {tuned['sim']['replans']['best']}"
-    for m, label in (("tool_planner", ""), ("react", "APIs/step"), ("dfsdt", "width")):
-        prm = tp_knobs if m == "tool_planner" else f"{label} = {tuned['sim'][m]['best']}"
-        lines.append(
-            f"| {m} | {prm} | {mean_std(values(ps, f'methods/{m}/pass'), 1)} | "
-            f"{mean_std(values(ps, f'methods/{m}/api_calls'), 2)} | {mean_std(values(ps, f'methods/{m}/llm_calls'), 2)} | "
-            f"{mean_std(values(ps, f'methods/{m}/gave_up'), 1)} | {mean_std(values(ps, f'methods/{m}/wrong_answer'), 1)} |"
-        )
-    lines += [
-        "",
-        "k sweep (random in-toolkit order):",
-        "",
-        "| k | toolkits | purity (%) | pass (%) | API calls | replans |",
-        "|---|---|---|---|---|---|",
-    ]
-    for k in next(iter(ps.values()))["k_curve"]:
-        lines.append(
-            f"| {k} | {mean_std(values(ps, f'k_curve/{k}/k_nonempty'), 0)} | {mean_std(values(ps, f'k_curve/{k}/purity'), 1)} | "
-            f"{mean_std(values(ps, f'k_curve/{k}/pass'), 1)} | {mean_std(values(ps, f'k_curve/{k}/api_calls'), 2)} | "
-            f"{mean_std(values(ps, f'k_curve/{k}/replans'), 2)} |"
-        )
-    lines += [
-        "",
-        "Sanity ablation (not a claim): similarity order inside toolkits — "
-        + "; ".join(
-            f"k={k}: pass {mean_std(values(ps, f'similarity_order/{k}/pass'), 1)} %"
-            for k in next(iter(ps.values()))["similarity_order"]
-        ),
-    ]
-    if cfg.n_bfcl_tasks:
-        lines += [
-            "",
-            f"BFCL ({cfg.n_bfcl_tasks} tasks/seed over 128 real function docs, real API classes): "
-            + "; ".join(
-                f"{m} pass {mean_std(values(ps, f'bfcl/{m}/pass'), 1)} %, "
-                f"{mean_std(values(ps, f'bfcl/{m}/api_calls'), 2)} calls"
-                for m in ("tool_planner", "react")
-            ),
-        ]
-    lines += [
-        "",
-        "Validation scores used for tuning: "
-        + "; ".join(f"{m}: {tuned['sim'][m]['scores']}" for m in tuned["sim"]),
-        "",
-        "Deviations: the offline policy is a similarity heuristic, not an LLM (every method uses it); pass = exact "
-        "answer instead of ToolEval's LLM judge; k grid values above N are clipped to N.",
-    ]
-    return "\n".join(lines)
+def _required(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims always read (k = 1 and k = N are in every k grid); BFCL ones only when it
+    runs."""
+    return (
+        tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
+        + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
+        + ("retrieval/top1", "retrieval/top5")
+        + tuple(f"bfcl/{m}/pass" for m in _bfcl_methods(cfg))
+    )
+
+
+def _tuning_required(cfg: Config) -> tuple[str, ...]:
+    """The keys of :func:`tune`'s result that the seeds read."""
+    return tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt", "replans")) + tuple(
+        f"bfcl/{m}/best" for m in _bfcl_methods(cfg)
+    )
+
+
+def _bfcl_methods(cfg: Config) -> tuple[str, ...]:
+    return ("react", "tool_planner") if cfg.n_bfcl_tasks else ()
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims always read (k = 1 and k = N are in every k grid); BFCL ones only when it runs
-    bfcl = ("react", "tool_planner") if cfg.n_bfcl_tasks else ()
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
-        + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
-        + ("retrieval/top1", "retrieval/top5")
-        + tuple(f"bfcl/{m}/pass" for m in bfcl),
-    )
-    tuned = rd.map_seeds(
-        lambda s: tune(cfg),
-        [0],
-        desc="tuning",
-        part="tuning",
-        required=tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt", "replans"))
-        + tuple(f"bfcl/{m}/best" for m in bfcl),
+    rd = RunDir(out, cfg, required=_required(cfg))
+    tuned = rd.map_seeds(  # once, on the validation worlds
+        lambda s: tune(cfg), [0], desc="tuning", part="tuning", required=_tuning_required(cfg)
     )[0]
-    ps = rd.map_seeds(lambda s: one_seed(cfg, s, tuned, rd.path), cfg.seed_list)
-    claims = _claims(cfg, ps, tuned)
-    fig = _figure(ps, rd.figures / "k_curve.png")
-    metrics = aggregate(ps)
-    metrics["tuning"] = tuned
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, tuned, rd.path), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=metrics,
-        claims=claims,
-        per_seed=ps,
-        figures=[fig],
-        report_md=_report(cfg, ps, tuned),
+        metrics=aggregate(per_seed) | {"tuning": tuned},
+        claims=claims(cfg, per_seed, tuned),
+        per_seed=per_seed,
+        figures=[report.figure(cfg, per_seed, rd.figures / "k_curve.png")],
+        report_md=report.report_md(cfg, per_seed, tuned),
     )
