@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.stats import t_interval95
 
@@ -105,14 +106,6 @@ PRESETS = {
 }
 
 
-def _device(cfg: Config) -> str:
-    if cfg.device == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return cfg.device
-
-
 def one_seed(cfg: Config, seed: int) -> dict:
     data = load_digits16(seed, size=cfg.image_size)
     labels = data.train_y.numpy()
@@ -156,7 +149,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
                 lr=cfg.lr,
                 eval_period=cfg.eval_period,
                 model_fn=model_fn,
-                device=_device(cfg),
+                device=get_device(cfg.device).type,
             )
             res[arm] = {
                 **r.summary(),

@@ -307,6 +307,13 @@ def all_of(id: str, statement: str, parts: Sequence[Claim], note: str = "") -> C
 _ID = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 
 
+def explain_failures(claims: Sequence[Claim], notes: dict[str, str]) -> list[Claim]:
+    """Each claim that does not hold gets ``notes[its id]`` as its note (``""`` when none is given): the measured
+    explanation of a failure, attached after the verdict was computed from the numbers (so it can never change
+    one). Claims that hold keep their note."""
+    return [c if c.holds else dataclasses.replace(c, note=notes.get(c.id, "")) for c in claims]
+
+
 def _name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "part"
 

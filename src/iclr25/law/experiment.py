@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
@@ -578,7 +578,7 @@ def claims(cfg: Config, per_seed: dict, precondition: str = "") -> list[Claim]:
     problem the claims say they are not meaningful; otherwise each failed claim carries its measured reason."""
     if precondition:
         return _claims(per_seed, "precondition not reached (the claims are not meaningful): " + precondition)
-    return _annotate(_claims(per_seed, ""), per_seed)
+    return explain_failures(_claims(per_seed, ""), _failure_notes(per_seed))
 
 
 def _claims(ps: dict, valid_note: str) -> list[Claim]:
@@ -635,10 +635,8 @@ def _claims(ps: dict, valid_note: str) -> list[Claim]:
     return [washed, retained, reasoning]
 
 
-def _annotate(claims: list, ps: dict) -> list:
-    """Attach a measured explanation to every claim that fails (kept failing, never tuned away)."""
-    import dataclasses
-
+def _failure_notes(ps: dict) -> dict[str, str]:
+    """A measured explanation for each claim, attached where it fails (kept failing, never tuned away)."""
     v = lambda k: float(np.mean(values(ps, k)))  # noqa: E731
     why = {
         "washed": f"LaW leaves {v('law/washed'):.2f} of the washed facts answered (MEMIT→EOS {v('memit/washed'):.2f}, "
@@ -649,7 +647,7 @@ def _annotate(claims: list, ps: dict) -> list:
         "reasoning_kept": f"recall drop LaW {v('law/recall_drop'):.3f} (FT-UL {v('ft_ul/recall_drop'):.3f}); generic-"
         f"loss increase LaW {v('law/generic_increase'):.3f} nats (FT-UL {v('ft_ul/generic_increase'):.3f}).",
     }
-    return [c if c.holds else dataclasses.replace(c, note=why[c.id]) for c in claims]
+    return why
 
 
 def _remaining(ps: dict) -> list[float]:

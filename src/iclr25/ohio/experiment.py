@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
@@ -478,7 +478,7 @@ def required_keys(cfg: Config) -> tuple[str, ...]:
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     """The four claims (ids and thresholds fixed); a failed claim carries its measured reason."""
-    return _annotate(build_claims(lambda k: values(per_seed, k)))
+    return explain_failures(build_claims(lambda k: values(per_seed, k)), _NOTES)
 
 
 def run(cfg: Config, out: Path) -> RunResult:
@@ -507,7 +507,3 @@ _NOTES = {
     "network_transfer": "E2E's loss scales with the cost contrast of the swapped corridors (0.2 vs 1.0 here, "
     "not tuned); the LP low level re-routes and loses nothing.",
 }
-
-
-def _annotate(claims: list) -> list:
-    return [c if c.holds else dataclasses.replace(c, note=_NOTES.get(c.id, "")) for c in claims]
