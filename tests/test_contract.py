@@ -32,7 +32,6 @@ PENDING = {
     "improver",
     "pfes_gim",
     "scope_faithfulness",
-    "tool_planner",
 }
 
 SLUGS = [s.slug for s in registry.SYSTEMS]
@@ -109,3 +108,21 @@ def test_report_module_has_figure_and_report_md(slug):
         assert first == ["cfg"], (
             f"{name}.{fn} must take the config first (cfg, per-seed results, ...), got {first}"
         )
+
+
+CARD_HEADINGS = [
+    "What is implemented",
+    "Use it",
+    "Reproduction",
+    "Measured",
+    "Deviations",
+    "Released code vs paper",
+]
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_method_card_has_the_common_headings(slug):
+    """Every method card uses the same six top-level headings, in order (### subsections are free)."""
+    card = Path(importlib.import_module(f"iclr25.{slug}").__file__).with_name("README.md")
+    heads = [ln[3:].strip() for ln in card.read_text(encoding="utf-8").splitlines() if ln.startswith("## ")]
+    assert heads == CARD_HEADINGS, f"{slug}/README.md headings: {heads}"
