@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from iclr25.common.results import RunDir
-from iclr25.pfes_gim import LossConfig, TrainConfig, interval_iou, nms, soft_nms
+from iclr25.pfes_gim import LossConfig, SpottingTrainConfig, interval_iou, nms, soft_nms
 from iclr25.pfes_gim.experiment import PRESETS, Config, run
 from iclr25.pfes_gim.pseudo_labels import gim_duration, reliability_threshold
 from iclr25.runs import UsageError, effective_config, experiment_module
@@ -43,9 +43,9 @@ def test_loss_and_train_configs_reject_inf():
     with pytest.raises(ValueError, match="lambda_iac"):
         LossConfig(lambda_iac=math.inf)
     with pytest.raises(ValueError, match="lr must be a finite number > 0"):
-        TrainConfig(lr=math.inf)
+        SpottingTrainConfig(lr=math.inf)
     with pytest.raises(ValueError, match="weight_decay"):
-        TrainConfig(weight_decay=math.inf)
+        SpottingTrainConfig(weight_decay=math.inf)
 
 
 def test_gim_duration_bad_inputs():
@@ -108,9 +108,11 @@ def test_damaged_seed_result_raises_instead_of_dropping_a_claim(tmp_path):
         run(cfg, tmp_path)
 
 
-def test_a_seed_pins_its_threads_and_restores_them():
+def test_a_seed_pins_its_threads_and_restores_them(monkeypatch):
     """A seed's numbers must not depend on the process's thread count (issue #34): one_seed pins torch and
     BLAS to one thread and restores the caller's setting afterwards."""
+    from dataclasses import replace
+
     import torch
     from threadpoolctl import threadpool_info
 
@@ -118,19 +120,39 @@ def test_a_seed_pins_its_threads_and_restores_them():
 
     seen = {}
 
-    def spy(cfg, seed, k):
+    def spy(cfg, seed):
         seen["torch"] = torch.get_num_threads()
         seen["blas"] = {p["num_threads"] for p in threadpool_info()}
         return {"ok": 1}
 
+    only_a = replace(PRESETS["smoke"], b_seeds=0, hard_seeds=0, ablation_seeds=0, loso_subjects=0)
+    monkeypatch.setattr(E, "experiment_a", spy)
     old = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        orig, E._one_seed = E._one_seed, spy
-        try:
-            assert E.one_seed(PRESETS["smoke"], 0, 0) == {"ok": 1}
-        finally:
-            E._one_seed = orig
+        assert E.one_seed(only_a, 0) == {"A": {"ok": 1}}
         assert seen == {"torch": 1, "blas": {1}} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(old)
+
+
+def test_one_seed_refuses_a_seed_outside_the_config():
+    """A seed's parts follow its position in ``cfg.seed_list``; a seed outside the list has none (issue #39)."""
+    from iclr25.pfes_gim.experiment import one_seed, seed_position
+
+    cfg = PRESETS["quick"]  # seeds 0..4
+    assert [seed_position(cfg, s) for s in cfg.seed_list] == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="seed must be one of"):
+        one_seed(cfg, 5)
+
+
+def test_train_config_is_a_deprecated_alias():
+    from iclr25.pfes_gim import TrainConfig
+
+    with pytest.warns(DeprecationWarning, match="SpottingTrainConfig"):
+        old = TrainConfig(epochs=3, lr=1e-3)
+    assert (
+        isinstance(old, SpottingTrainConfig)
+        and old.epochs == 3
+        and old.gim_at_rate == SpottingTrainConfig().gim
+    )

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from iclr25.common.claims import make_claim
-from iclr25.pfes_gim import GIMConfig, TrainConfig
+from iclr25.pfes_gim import GIMConfig, SpottingTrainConfig
 from iclr25.pfes_gim.data import Video, check_points
-from iclr25.pfes_gim.experiment import PRESETS, _sign_note
+from iclr25.pfes_gim.experiment import PRESETS, difference_note
 from iclr25.pfes_gim.proposals import PROFILES, DatasetProfile, get_profile
 from iclr25.pfes_gim.pseudo_labels import REFERENCE_FPS, hard_pseudo_labels
 
@@ -83,9 +83,9 @@ def test_frame_rate_scales_gim_windows_and_profiles():
 
 
 def test_frame_rate_reaches_training_config():
-    cfg = TrainConfig(frame_rate=60.0)
+    cfg = SpottingTrainConfig(frame_rate=60.0)
     assert cfg.gim_at_rate == GIMConfig().at_frame_rate(60.0)
-    assert TrainConfig().gim_at_rate == GIMConfig()
+    assert SpottingTrainConfig().gim_at_rate == GIMConfig()
     # the scaled windows are what the hard stage labels: twice the frames at twice the rate
     pl30 = hard_pseudo_labels(np.array([100]), np.array([0]), 400, GIMConfig())
     pl60 = hard_pseudo_labels(np.array([200]), np.array([0]), 800, cfg.gim_at_rate)
@@ -100,7 +100,7 @@ def test_bad_frame_rate_raises(fps):
     with pytest.raises(ValueError, match="fps"):
         PROFILES["CASME2"].at_frame_rate(fps)
     with pytest.raises(ValueError, match="fps"):
-        TrainConfig(frame_rate=fps)
+        SpottingTrainConfig(frame_rate=fps)
 
 
 def test_hard_variant_claim_is_strict_and_says_when_the_sign_is_undecided():
@@ -108,9 +108,13 @@ def test_hard_variant_claim_is_strict_and_says_when_the_sign_is_undecided():
     assert not tie.holds  # an exact tie is not a gain under "> 0"
     gain = make_claim("hard_variant_gain", "s", "f1", [0.6, 0.7], 0.0, ">", [0.5, 0.6], "difference")
     assert gain.holds
-    assert "NOT decided" in _sign_note(np.array([0.2, -0.1, 0.05, -0.02, 0.1]))
-    assert "2 of 5 seeds negative" in _sign_note(np.array([0.2, -0.1, 0.05, -0.02, 0.1]))
-    assert "decided (positive" in _sign_note(np.array([0.10, 0.11, 0.12]))
+    undecided = difference_note(np.array([0.2, -0.1, 0.05, -0.02, 0.1]))
+    assert "sign not decided (the interval contains 0)" in undecided
+    assert "2 of 5 seeds negative" in undecided and "mean +0.046" in undecided
+    decided = difference_note(np.array([0.10, 0.11, 0.12]))
+    assert "sign decided: positive" in decided and "seeds negative" not in decided
+    assert "t-interval [+0.085, +0.135]" in decided
+    assert "sign not decided (1 seed)" in difference_note(np.array([0.3]))
 
 
 def test_full_preset_asks_for_cuda_when_present():

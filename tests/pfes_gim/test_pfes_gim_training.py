@@ -7,8 +7,8 @@ import torch
 from iclr25.pfes_gim import (
     ConvBackbone,
     SpottingModel,
+    SpottingTrainConfig,
     SyntheticSpec,
-    TrainConfig,
     Video,
     evaluate_loso,
     fit,
@@ -52,7 +52,7 @@ def test_training_learns_the_intensity():
     te = make_synthetic_dataset(3, seed=12, spec=SPEC)
     model = SpottingModel(12, ConvBackbone(12, 16), dropout=0.2)
     before = _corr_with_truth(model, te)
-    hist = fit(model, tr, TrainConfig(epochs=8, lr=3e-3, pseudo_labels="gim"), seed=0)
+    hist = fit(model, tr, SpottingTrainConfig(epochs=8, lr=3e-3, pseudo_labels="gim"), seed=0)
     after = _corr_with_truth(model, te)
     assert after > before + 0.2 and after > 0.4
     assert hist[-1]["intensity"] < hist[0]["intensity"]
@@ -67,9 +67,9 @@ def test_fit_rejects_bad_input():
     with pytest.raises(ValueError, match="features per frame"):
         fit(m, [v])
     with pytest.raises(ValueError, match="pseudo_labels"):
-        TrainConfig(pseudo_labels="soft")
+        SpottingTrainConfig(pseudo_labels="soft")
     with pytest.raises(ValueError, match="epochs"):
-        TrainConfig(epochs=0)
+        SpottingTrainConfig(epochs=0)
 
 
 def test_loso_fixed_epoch_and_best_epoch_protocols():
@@ -78,7 +78,7 @@ def test_loso_fixed_epoch_and_best_epoch_protocols():
     r = evaluate_loso(
         vids,
         lambda: SpottingModel(12, ConvBackbone(12, 8)),
-        TrainConfig(epochs=3, lr=3e-3),
+        SpottingTrainConfig(epochs=3, lr=3e-3),
         "synthetic",
         track_epochs=True,
     )

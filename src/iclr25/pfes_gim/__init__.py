@@ -14,10 +14,14 @@ by the apex branch, and are evaluated with F1 at IoU ≥ 0.5 under leave-one-sub
 
 Public API::
 
-    from iclr25.pfes_gim import SpottingModel, TrainConfig, fit, spot, spotting_f1, make_synthetic_dataset
+    from iclr25.pfes_gim import SpottingModel, SpottingTrainConfig, fit, spot, make_synthetic_dataset
     videos = make_synthetic_dataset(30, seed=0)
-    model = SpottingModel(in_features=12); fit(model, videos, TrainConfig(epochs=30, lr=1e-3))
+    model = SpottingModel(in_features=12); fit(model, videos, SpottingTrainConfig(epochs=30, lr=1e-3))
     dets = spot(model, test_videos, profile="synthetic")      # [start, end, class, score] per video
+
+Configs: :class:`SpottingTrainConfig` (optimiser, epochs, pseudo-label mode; ``TrainConfig`` is its deprecated
+alias), :class:`LossConfig` (loss weights), :class:`GIMConfig` (GIM constants and schedule),
+:class:`DatasetProfile` (proposal post-processing), :class:`SyntheticSpec` (synthetic videos).
 """
 
 from .data import (
@@ -46,7 +50,7 @@ from .pseudo_labels import (
     pseudo_labels_for_epoch,
     reliability_threshold,
 )
-from .training import TrainConfig, counts, evaluate_loso, fit, predict, spot
+from .training import SpottingTrainConfig, TrainConfig, counts, evaluate_loso, fit, predict, spot
 
 __all__ = [
     "CLASS_NAMES",
@@ -60,8 +64,9 @@ __all__ = [
     "PseudoLabels",
     "SpottingCounts",
     "SpottingModel",
+    "SpottingTrainConfig",
     "SyntheticSpec",
-    "TrainConfig",
+    "TrainConfig",  # deprecated alias of SpottingTrainConfig
     "Video",
     "candidates",
     "counts",

@@ -28,19 +28,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import all_of, make_claim
+from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.io import atomic_savefig
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
-from iclr25.common.stats import mean_std, t_interval95
+from iclr25.common.stats import interval_note, sign_note, t_interval95
 
+from . import report
 from .data import SyntheticSpec, Video, load_released, make_synthetic_dataset
 from .losses import LossConfig
 from .model import ConvBackbone, SpottingModel
 from .proposals import PROFILES, generate_proposals
 from .pseudo_labels import gim_pseudo_labels, hard_pseudo_labels
-from .training import TrainConfig, counts, evaluate_loso, fit, predict
+from .training import SpottingTrainConfig, counts, evaluate_loso, fit, predict
 
 
 @dataclass(frozen=True)
@@ -180,13 +180,13 @@ def _data(cfg: Config, seed: int, hard: bool = False) -> tuple[list[Video], list
 
 def _train_cfg(
     cfg: Config, mode: str, epochs: int | None = None, lambda_iac: float | None = None
-) -> TrainConfig:
+) -> SpottingTrainConfig:
     loss = LossConfig(
         lambda_iac=cfg.lambda_iac if lambda_iac is None else lambda_iac,
         lambda_sparsity=cfg.lambda_sparsity,
         smooth=cfg.smooth,
     )
-    return TrainConfig(
+    return SpottingTrainConfig(
         epochs=epochs or cfg.epochs,
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
@@ -360,61 +360,64 @@ def pinned_threads(n: int = SEED_THREADS):
         torch.set_num_threads(old)
 
 
-def one_seed(cfg: Config, seed: int, k: int) -> dict:
+def seed_position(cfg: Config, seed: int) -> int:
+    """``seed``'s position k in ``cfg.seed_list``: seed k runs A if k < 3, B if k < ``b_seeds``, the hard variant
+    if k < ``hard_seeds``, the ablation if k < ``ablation_seeds`` and LOSO if k = 0."""
+    if seed not in cfg.seed_list:
+        raise ValueError(f"seed must be one of the config's seeds {cfg.seed_list}, got {seed!r}")
+    return seed - cfg.seed
+
+
+def one_seed(cfg: Config, seed: int) -> dict:
+    """The parts of the reproduction that seed ``seed`` runs (by its position in the list, :func:`seed_position`),
+    under :func:`pinned_threads`."""
+    k = seed_position(cfg, seed)
     with pinned_threads():
-        return _one_seed(cfg, seed, k)
-
-
-def _one_seed(cfg: Config, seed: int, k: int) -> dict:
-    res: dict = {"A": experiment_a(cfg, seed)} if k < A_SEEDS else {}
-    if k < cfg.b_seeds:
-        res["B"] = experiment_b(cfg, seed)
-    if k < cfg.hard_seeds:
-        res["hard_variant"] = experiment_b(cfg, seed, hard=True)
-    if k < cfg.ablation_seeds:
-        res["ablation"] = ablation(cfg, seed, reuse=res.get("B", {}).get("gim"))
-    if k == 0 and cfg.loso_subjects:
-        res["loso"] = experiment_loso(cfg, seed)
+        res: dict = {"A": experiment_a(cfg, seed)} if k < A_SEEDS else {}
+        if k < cfg.b_seeds:
+            res["B"] = experiment_b(cfg, seed)
+        if k < cfg.hard_seeds:
+            res["hard_variant"] = experiment_b(cfg, seed, hard=True)
+        if k < cfg.ablation_seeds:
+            res["ablation"] = ablation(cfg, seed, reuse=res.get("B", {}).get("gim"))
+        if k == 0 and cfg.loso_subjects:
+            res["loso"] = experiment_loso(cfg, seed)
     return res
 
 
-def _interval(d: np.ndarray) -> str:
-    if len(d) < 2:
-        return f"{d.mean():+.3f} (one seed)"
-    lo, hi = t_interval95(d)
-    return f"{d.mean():+.3f}, 95% t-interval [{lo:+.3f}, {hi:+.3f}]"
+def part_seeds(cfg: Config, per_seed: dict) -> dict[str, dict]:
+    """Per part (``A``, ``B``, ``hard_variant``, ``ablation``) the results of the seeds that ran it, chosen by
+    position in the list (as in :func:`one_seed`), never by which keys a stored seed file happens to hold: a
+    damaged file missing a part raises in ``values()``, it is not dropped."""
+    n = {"A": A_SEEDS, "B": cfg.b_seeds, "hard_variant": cfg.hard_seeds, "ablation": cfg.ablation_seeds}
+    return {part: {s: per_seed[s] for s in cfg.seed_list if s - cfg.seed < m} for part, m in n.items()}
 
 
-def _sign_note(d: np.ndarray) -> str:
-    """Whether the paired seeds decide the sign of the mean difference (the 95 % t-interval excludes 0)."""
+def difference_note(d: np.ndarray) -> str:
+    """Paired GIM − hard differences ``d``: their mean, the 95 % t-interval and whether it decides the sign (with
+    how many seeds are negative when it does not)."""
+    note = (
+        f"paired GIM − hard: mean {d.mean():+.3f}, 95 % t-interval {interval_note(d, 3)}; sign {sign_note(d)}"
+    )
     if len(d) < 2:
-        return "; one seed: the sign of the difference is not decided"
+        return note
     lo, hi = t_interval95(d)
     if lo > 0 or hi < 0:
-        return f"; the sign is decided ({'positive' if lo > 0 else 'negative'}: the interval excludes 0)"
-    neg = int((d < 0).sum())
-    return (
-        f"; the sign is NOT decided: the interval includes 0 ({neg} of {len(d)} seeds negative), so the verdict "
-        "on the mean is one draw of the seed noise"
+        return note
+    return note + (
+        f" — {int((d < 0).sum())} of {len(d)} seeds negative, so the verdict on the mean is one draw of the seed noise"
     )
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-    seeds = cfg.seed_list  # seed k runs A if k < 3, B if k < b_seeds, ... (k = position in the list)
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, s - cfg.seed), seeds)
-
-    def sub(n: int) -> dict:
-        # the seeds that ran a part, by position in the list (as in one_seed), never by which keys a stored
-        # seed file happens to hold: a damaged file missing a part raises in values(), it is not dropped
-        return {s: per_seed[s] for s in seeds if s - cfg.seed < n}
-
-    a, b, hv, ab = sub(A_SEEDS), sub(cfg.b_seeds), sub(cfg.hard_seeds), sub(cfg.ablation_seeds)
-    claims = []
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The three claims (ids and thresholds fixed by the issue), each over the seeds that ran its part."""
+    parts = part_seeds(cfg, per_seed)
+    a, b, hv = parts["A"], parts["B"], parts["hard_variant"]
+    found = []
     if a:
         r_g, r_h = values(a, "A/gim/pearson"), values(a, "A/hard/pearson")
         i_g, i_h = values(a, "A/gim/iou"), values(a, "A/hard/iou")
-        claims.append(
+        found.append(
             all_of(
                 "pseudo_label_quality",
                 "GIM pseudo-labels beat hard windows by >= 0.15 in Pearson r with the true intensity and >= 0.15 in "
@@ -448,8 +451,7 @@ def run(cfg: Config, out: Path) -> RunResult:
         )
     if b:
         g, h = values(b, "B/gim/f1"), values(b, "B/hard/f1")
-        d = np.asarray(g) - np.asarray(h)
-        claims.append(
+        found.append(
             make_claim(
                 "spotting_non_inferior",
                 "End-to-end F1@IoU>=0.5 with GIM pseudo-labels is at least the hard-label F1 minus 0.05 (mean over seeds)",
@@ -459,14 +461,13 @@ def run(cfg: Config, out: Path) -> RunResult:
                 ">=",
                 h,
                 "difference",
-                note=f"paired GIM − hard: {_interval(d)}{_sign_note(d)}; same epochs/init/optimiser, each arm's score threshold "
-                f"chosen on validation videos from {list(cfg.thr_grid)}",
+                note=f"{difference_note(np.asarray(g) - np.asarray(h))}; same epochs/init/optimiser, each arm's score "
+                f"threshold chosen on validation videos from {list(cfg.thr_grid)}",
             )
         )
     if hv:
         g, h = values(hv, "hard_variant/gim/f1"), values(hv, "hard_variant/hard/f1")
-        d = np.asarray(g) - np.asarray(h)
-        claims.append(
+        found.append(
             make_claim(
                 "hard_variant_gain",
                 "On the harder variant (points uniform in the instance, ME amplitude near the noise) GIM improves "
@@ -477,113 +478,23 @@ def run(cfg: Config, out: Path) -> RunResult:
                 ">",
                 h,
                 "difference",
-                note=f"paired GIM − hard: {_interval(d)}{_sign_note(d)}",
+                note=difference_note(np.asarray(g) - np.asarray(h)),
             )
         )
+    return found
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(out, cfg)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    found = claims(cfg, per_seed)  # first: a damaged seed file raises here, naming the missing part
     metrics = aggregate(per_seed)
-    figs = [_figure(per_seed, rd.figures / "pfes_gim_f1.png")] if b else []
+    fig = report.figure(cfg, per_seed, rd.figures / "pfes_gim_f1.png")
     return RunResult(
-        seeds=seeds,
+        seeds=cfg.seed_list,
         metrics=metrics,
-        claims=claims,
+        claims=found,
         per_seed=per_seed,
-        figures=[f for f in figs if f is not None],
-        report_md=_report(cfg, per_seed, a, b, hv, ab),
+        figures=[fig] if fig is not None else [],
+        report_md=report.report_md(cfg, per_seed, part_seeds(cfg, per_seed)),
     )
-
-
-def _figure(per_seed: dict, path: Path):
-    from iclr25.common.figures import subplots
-
-    fig, axes = subplots(1, 2, figsize=(8, 3.2))
-    for ax, key, title in ((axes[0], "B", "standard videos"), (axes[1], "hard_variant", "hard variant")):
-        rows = [d[key] for d in per_seed.values() if key in d]
-        if not rows:
-            ax.set_visible(False)
-            continue
-        h = [r["hard"]["f1"] for r in rows]
-        g = [r["gim"]["f1"] for r in rows]
-        for x0, x1 in zip(h, g, strict=True):
-            ax.plot([0, 1], [x0, x1], "o-", color="grey", alpha=0.6)
-        ax.bar([0, 1], [np.mean(h), np.mean(g)], alpha=0.4, color=["tab:blue", "tab:orange"])
-        ax.set_xticks([0, 1], ["hard labels", "GIM"])
-        ax.set_ylabel("F1 @ IoU≥0.5")
-        ax.set_title(title)
-    return atomic_savefig(fig, path)
-
-
-def _report(cfg: Config, per_seed, a, b, hv, ab) -> str:
-    L = ["## GIM on synthetic ROI-flow videos", ""]
-    L.append(
-        f"Videos of {cfg.n_frames} frames × 12 channels (noise σ = 0.25), {cfg.n_train} training / {cfg.n_val} "
-        f"validation / {cfg.n_test} test videos per seed. Model: 3-layer dilated 1-D conv backbone "
-        f"({cfg.channels} ch) + the paper's two heads (dropout {cfg.dropout}). Training: Adam lr {cfg.lr:g} "
-        f"(paper 2e-5; raised for {cfg.epochs} epochs from scratch at this scale), weight decay {cfg.weight_decay:g}, "
-        f"StepLR({cfg.step_size}, 0.5), batch 1, λ_IAC = {cfg.lambda_iac:g}, λ_s = {cfg.lambda_sparsity:g}, "
-        f"smoothness '{cfg.smooth}'. Both arms share epochs, init, data order and the threshold-selection protocol."
-    )
-    L.append("")
-    if a:
-        L += [
-            "### A — pseudo-label quality against the true intensity",
-            "",
-            "| labels | Pearson r | IoU with true interval |",
-            "|---|---|---|",
-        ]
-        for k in ("hard", "gim"):
-            L.append(
-                f"| {k} | {mean_std(values(a, f'A/{k}/pearson'))} | {mean_std(values(a, f'A/{k}/iou'))} |"
-            )
-        L.append("")
-    for key, title, rows in (
-        ("B", "B — end-to-end spotting (standard videos)", b),
-        ("hard_variant", "Hard variant", hv),
-    ):
-        if not rows:
-            continue
-        L += [f"### {title}", "", "| labels | F1 | F1 MaE | F1 ME | chosen thr |", "|---|---|---|---|---|"]
-        for k in ("hard", "gim"):
-            L.append(
-                f"| {k} | {mean_std(values(rows, f'{key}/{k}/f1'))} | {mean_std(values(rows, f'{key}/{k}/f1_MaE'))} | "
-                f"{mean_std(values(rows, f'{key}/{k}/f1_ME'))} | "
-                f"{', '.join(f'{x:g}' for x in values(rows, f'{key}/{k}/thr'))} |"
-            )
-        L.append("")
-    if ab:
-        L += [
-            "### IAC ablation (GIM arm, report only)",
-            "",
-            "| λ_IAC | F1 | F1 MaE | F1 ME |",
-            "|---|---|---|---|",
-        ]
-        for lam in cfg.iac_grid:
-            k = f"{lam:g}"
-            L.append(
-                f"| {k} | {mean_std(values(ab, f'ablation/{k}/f1'))} | {mean_std(values(ab, f'ablation/{k}/f1_MaE'))} "
-                f"| {mean_std(values(ab, f'ablation/{k}/f1_ME'))} |"
-            )
-        L.append("")
-    lo = [d["loso"] for d in per_seed.values() if "loso" in d]
-    if lo:
-        r = lo[0]
-        L += [
-            f"### Leave-one-subject-out ({r['source']}, {cfg.loso_epochs} epochs, report only)",
-            "",
-            "| labels | F1, fixed epoch (main) | F1, best epoch per test subject (released protocol, OPTIMISTIC) |",
-            "|---|---|---|",
-        ]
-        for k in ("hard", "gim"):
-            be = r[k].get("best_epoch_on_test_OPTIMISTIC", {}).get("f1", float("nan"))
-            L.append(f"| {k} | {r[k]['fixed_epoch']['f1']:.3f} | {be:.3f} |")
-        L.append("")
-    L += [
-        "### Deviations from the paper",
-        "",
-        "- Synthetic 12-channel 'ROI-flow' videos instead of SAMM-LV / CAS(ME)² optical-flow features (no face data "
-        "can be shipped); a 1-D conv backbone instead of the SpotFormer transformer; fewer epochs, larger lr.",
-        "- Proposal thresholds: the synthetic profile (length filters matched to the generator, caps 8/8) with the "
-        "score threshold chosen per arm on validation videos; the CAS(ME)²/SAMM profiles are used for real data.",
-        "- Smoothness term: mean |Δa| by default; the released code's signed mean is `smooth='signed'`.",
-        "- Evaluation: frame-inclusive IoU (MEGC); the released code's mixed-end IoU is `convention='official'`.",
-    ]
-    return "\n".join(L)

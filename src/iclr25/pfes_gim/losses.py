@@ -1,5 +1,12 @@
 """Training losses: intensity regression on pseudo-labels, smoothness, reward, the apex focal loss and IAC.
 
+Paper (ICLR 2025; arXiv 2511.16952): the intensity branch regresses the GIM soft pseudo-labels, the class-aware
+apex classification branch is trained on the pseudo-apex frames, and the **Intensity-Aware Contrastive (IAC)
+loss** contrasts neutral frames with expression frames of various intensities (:func:`iac_loss`). The terms and
+weights below are the released code's (``model.py::CO2.soft_frame_loss`` and ``CO2.criterion``; IAC:
+``SupConLossWithWeight``; apex: ``_focal_loss``); the paper's equation numbers are not cited (method card,
+"Released code vs paper").
+
 Per video (batch size 1 as in the paper's training):
 
 * negatives N: among frames without a pseudo-label, the K frames with the largest ``1 − a_t``,
@@ -32,7 +39,8 @@ def iac_loss(
     base_temperature: float = 0.07,
     unit_weights: bool = False,
 ) -> torch.Tensor:
-    """Intensity-Aware Contrastive loss: supervised contrastive learning with intensity pair weights.
+    """Intensity-Aware Contrastive loss (paper: the IAC loss; released code: ``SupConLossWithWeight``):
+    supervised contrastive learning with intensity pair weights.
 
     ``features``: ``(N, C)`` (not normalised, as in the paper's code); ``labels``: ``(N,)`` 0 = neutral,
     1 = MaE, 2 = ME; ``intensity``: ``(N,)`` pseudo intensity I (0 for neutral frames).
@@ -80,7 +88,8 @@ def iac_loss(
 def focal_apex_loss(
     q: torch.Tensor, target: torch.Tensor, alpha: float, gamma: float = 1.0, smooth: float = 0.25
 ):
-    """``−mean_t[α|1−q|^γ·1[y=1]·log q + (1−α)|0.25 − q|^γ·1[y=0]·log(1 − q)]``; frames with y = −1 ignored."""
+    """Loss of the paper's class-aware apex classification branch (released code: ``_focal_loss``):
+    ``−mean_t[α|1−q|^γ·1[y=1]·log q + (1−α)|0.25 − q|^γ·1[y=0]·log(1 − q)]``; frames with y = −1 ignored."""
     pos = (target > 0).float()
     neg = (target == 0).float()
     t = target.clamp(min=0)
@@ -148,7 +157,8 @@ def spotting_loss(
     itr: int,
     cfg: LossConfig = LossConfig(),
 ) -> dict[str, torch.Tensor]:
-    """All loss terms for one video. ``intensity`` ``(T,)``, ``apex`` ``(T, 2)``, ``features`` ``(T, C)``."""
+    """All loss terms for one video (released code: ``CO2.soft_frame_loss`` + the sparsity term of
+    ``CO2.criterion``). ``intensity`` ``(T,)``, ``apex`` ``(T, 2)``, ``features`` ``(T, C)``."""
     a = intensity.reshape(-1)
     T = a.shape[0]
     y = pl.soft.to(a.device).detach()

@@ -1,5 +1,10 @@
 """SpottingModel: a per-frame backbone and the paper's two heads.
 
+Paper (ICLR 2025; arXiv 2511.16952): the **two-branch framework** — a class-agnostic expression intensity branch
+(supervised by GIM's soft pseudo-labels) and a class-aware apex classification branch that tells macro- from
+micro-expressions from their pseudo-apex frames; at inference the two work independently. Layer shapes, dropout
+and initialisation follow the released code (``model.py::CO2``).
+
 * Class-agnostic intensity branch: ``G = Dropout(LeakyReLU_0.2(Conv1x1(F)))`` (attention features),
   ``a_t = σ(Dropout(Conv1x1_{C→1}(G)))``.
 * Class-aware apex branch: ``q_t = σ(Dropout(Conv1x1_{C→2}(F)))`` — "is a MaE apex", "is a ME apex".

@@ -1,5 +1,11 @@
 """Proposal generation from the two branches: multi-threshold grouping, outer-inner scores, soft-NMS, caps.
 
+Paper (ICLR 2025; arXiv 2511.16952), inference: the two branches work independently — the class-agnostic
+intensity branch generates the expression proposals, the class-aware apex classification branch classifies them
+as macro- or micro-expressions. The procedure and the dataset settings are the released code's
+(``proposal_methods.py::multiple_threshold_hamnet`` and ``nms``; the scoring follows ``utils/wsad_utils.py``'s
+``get_proposal_oic_2``, the closest surviving relative of the ``get_proposal_oic_3`` the release lacks).
+
 Detections are ``(n, 4)`` float arrays with columns ``[start, end, class, score]``; ``start``/``end`` are
 inclusive frame indices, class 0 = MaE, 1 = ME.
 

@@ -1,15 +1,29 @@
 """Pseudo-labels from point annotations: the hard stage, the fixed-window "medium" stage, and GIM.
 
+Paper (Deng, Hayashi, Nagahara, ICLR 2025; extended version arXiv 2511.16952): the **GIM module** of the
+two-branch framework, which supervises the class-agnostic intensity branch — "detect the pseudo-apex frame
+around each point label, estimate the duration, and construct a Gaussian distribution for each expression
+instance", then assign the Gaussian's values as soft pseudo-labels to the pseudo-expression frames — in place of
+the hard pseudo-labelling it is compared with. The steps below cite the paper by these step names; its section
+and equation numbers are not cited because the PDF was not available when this was written (method card,
+"Released code vs paper"). The constants and the epoch schedule are the released code's
+(``model.py::CO2.criterion`` calling ``soft_pseudo_label_attention_individual_init3`` / ``_medium`` /
+``_adaptive``).
+
 GIM (Gaussian-based instance-adaptive intensity modelling) turns one labelled frame p of an expression
 instance into a soft per-frame intensity target, per instance and per epoch (``itr`` = epoch index):
 
-1. pseudo-apex ``â = argmax_t a_t`` over ``t ∈ [p − k/4, p + k/4]`` (a = predicted class-agnostic intensity);
-2. reliability threshold ``τ = 0.8 − (itr − 5)/80`` for itr < 29, then 0.5;
-3. duration ``d = min(cap, max(k/2, round(1.2 · #{t ∈ [â − k/2, â + k/2] : a_t > τ})))``, half-width ``w = d // 2``;
-4. Gaussian in the attention-feature space centred on the pseudo-apex:
+1. pseudo-apex detection (paper): ``â = argmax_t a_t`` over ``t ∈ [p − k/4, p + k/4]`` (a = predicted
+   class-agnostic intensity);
+2. reliability threshold ``τ = 0.8 − (itr − 5)/80`` for itr < 29, then 0.5 (the released code's schedule);
+3. duration estimation (paper): ``d = min(cap, max(k/2, round(1.2 · #{t ∈ [â − k/2, â + k/2] : a_t > τ})))``,
+   half-width ``w = d // 2``;
+4. instance-level Gaussian (paper) in the attention-feature space centred on the pseudo-apex, whose values are the
+   soft pseudo-labels:
    ``y_t = exp(−‖g_t − g_â‖² / (2σ² + 1e-6))`` for ``t ∈ [â − w, â + w]`` with
    ``σ² = mean_{t∈[â−w, â+w]} ‖g_t − g_â‖²`` (0 elsewhere);
-5. apex-branch positives ``[â − 2, â + 2]`` (MaE) / ``[â − 1, â + 1]`` (ME).
+5. apex-branch positives ``[â − 2, â + 2]`` (MaE) / ``[â − 1, â + 1]`` (ME): the paper's class-aware apex
+   classification branch learns the classes from the pseudo-apex frames only.
 
 k = 32 / 16 and cap = 36 / 16 for MaE / ME. Epoch 0 uses hard windows ``[p−5, p+5)`` / ``[p−3, p+3)``; epochs
 1–4 a Gaussian on small fixed windows centred on p. Window ends are clipped like the released code: the
@@ -114,7 +128,8 @@ class PseudoLabels:
 
 
 def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
-    """τ(itr) = 0.8 − (itr − 5)/80, floored at 0.5 (reached at itr = 29)."""
+    """τ(itr) = 0.8 − (itr − 5)/80, floored at 0.5 (reached at itr = 29): the threshold of the paper's GIM
+    duration estimation (values: the released code's ``_adaptive``)."""
     if not isinstance(itr, (int, np.integer)) or isinstance(itr, bool):
         raise ValueError(f"itr must be an int epoch index, got {itr!r}")
     if itr < cfg.gim_start:
@@ -123,8 +138,8 @@ def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
 
 
 def gim_duration(n_reliable: int, cls: int, cfg: GIMConfig = GIMConfig()) -> int:
-    """``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the released code); ``n_reliable`` is a
-    frame count (int >= 0), ``cls`` 0 (MaE) or 1 (ME)."""
+    """GIM duration estimation (paper): ``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the
+    released code); ``n_reliable`` is a frame count (int >= 0), ``cls`` 0 (MaE) or 1 (ME)."""
     if not isinstance(n_reliable, (int, np.integer)) or isinstance(n_reliable, bool) or n_reliable < 0:
         raise ValueError(f"n_reliable must be a frame count (int >= 0), got {n_reliable!r}")
     if isinstance(cls, bool) or cls not in (MAE, ME):
@@ -161,7 +176,9 @@ def _gaussian(feat: torch.Tensor, centre: int, s: int, e: int) -> torch.Tensor:
 def hard_pseudo_labels(
     points, classes, n_frames: int, cfg: GIMConfig = GIMConfig(), apex: bool = True
 ) -> PseudoLabels:
-    """Hard windows ``[p − 5, p + 5)`` (MaE) / ``[p − 3, p + 3)`` (ME) set to 1.
+    """Hard windows ``[p − 5, p + 5)`` (MaE) / ``[p − 3, p + 3)`` (ME) set to 1: the hard pseudo-labelling the paper
+    replaces by GIM; used at epoch 0 of the released training (``_init3``) and, at every epoch, as the hard-label
+    baseline.
 
     With ``apex=True`` the apex-branch positives are ``p ± apex_half`` (the hard-label baseline's stand-in for
     the pseudo-apex; the released code has no apex targets in this stage).
@@ -184,7 +201,7 @@ def hard_pseudo_labels(
 @torch.no_grad()
 def medium_pseudo_labels(features, points, classes, itr: int) -> PseudoLabels:
     """Epochs 1–4: Gaussian of attention features around p on ``[p − 2h, p + 2h]`` (MaE) / ``[p − h, p + h]`` (ME),
-    h = 1 for itr < 3 else 2."""
+    h = 1 for itr < 3 else 2 (the released code's warm-up stage ``_medium``, before GIM starts)."""
     g = torch.as_tensor(features, dtype=torch.float32).detach()
     T = g.shape[0]
     p, c, order = _prepare(points, classes, T)
@@ -203,7 +220,8 @@ def medium_pseudo_labels(features, points, classes, itr: int) -> PseudoLabels:
 def gim_pseudo_labels(
     intensity, features, points, classes, itr: int = 5, cfg: GIMConfig = GIMConfig()
 ) -> PseudoLabels:
-    """GIM soft pseudo-labels for one video.
+    """GIM soft pseudo-labels for one video (paper: the GIM module — pseudo-apex detection, duration estimation,
+    instance-level Gaussian; released code: ``_adaptive``).
 
     ``intensity``: ``(T,)`` predicted class-agnostic intensity a_t in [0, 1]; ``features``: ``(T, C)`` attention
     features g_t; ``points``/``classes``: ``(n,)`` labelled frames and their classes; ``itr``: epoch (≥ gim_start).
@@ -241,7 +259,8 @@ def pseudo_labels_for_epoch(
     itr: int, intensity, features, points, classes, mode: str = "gim", cfg: GIMConfig = GIMConfig()
 ) -> PseudoLabels:
     """The training schedule. ``mode='gim'``: hard (itr 0) → medium (1..4) → GIM (≥ 5), as in the paper's
-    training; ``mode='hard'``: hard windows at every epoch (the hard-label baseline)."""
+    training (released code: ``CO2.criterion``); ``mode='hard'``: hard windows at every epoch (the hard-label
+    baseline)."""
     T = int(torch.as_tensor(intensity).reshape(-1).shape[0])
     if mode == "hard" or itr < 1:
         return hard_pseudo_labels(points, classes, T, cfg)

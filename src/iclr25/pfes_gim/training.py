@@ -1,7 +1,8 @@
 """Training with point labels (batch size 1, pseudo-labels rebuilt every epoch), inference, and LOSO evaluation.
 
-The paper's recipe: Adam (lr 2e-5, weight decay 0.1), StepLR(30, 0.5), 100 epochs, one video per step;
-pseudo-labels from :func:`pseudo_labels_for_epoch` with the model's current (detached) outputs.
+The paper's recipe (values from the released code's README command and ``main.py``): Adam (lr 2e-5, weight
+decay 0.1), StepLR(30, 0.5), 100 epochs, one video per step; pseudo-labels from :func:`pseudo_labels_for_epoch`
+with the model's current (detached) outputs.
 
 :func:`evaluate_loso` reports the model after a *fixed* number of epochs for every held-out subject (the
 honest protocol). The released code instead keeps, per subject, the epoch with the best F1 *on that test
@@ -11,6 +12,7 @@ subject*; that optimistic number is available as ``best_epoch`` and is labelled 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,8 +28,9 @@ from .pseudo_labels import GIMConfig, frame_scale, pseudo_labels_for_epoch
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation and supervision settings (defaults: the paper's)."""
+class SpottingTrainConfig:
+    """Optimisation and supervision settings of :func:`fit` (defaults: the paper's training recipe — Adam lr 2e-5,
+    weight decay 0.1, StepLR(30, 0.5), 100 epochs, batch 1; pseudo-labels hard → medium → GIM)."""
 
     epochs: int = 100
     lr: float = 2e-5
@@ -66,6 +69,18 @@ class TrainConfig:
         return self.gim if self.frame_rate is None else self.gim.at_frame_rate(self.frame_rate)
 
 
+class TrainConfig(SpottingTrainConfig):
+    """Deprecated alias of :class:`SpottingTrainConfig` (same fields); the method card's API example used it."""
+
+    def __post_init__(self) -> None:
+        warnings.warn(
+            "TrainConfig is deprecated; use SpottingTrainConfig (same fields)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        super().__post_init__()
+
+
 def _x(video: Video, device) -> torch.Tensor:
     return torch.as_tensor(video.flat_features(), device=device)[None]
 
@@ -73,7 +88,7 @@ def _x(video: Video, device) -> torch.Tensor:
 def fit(
     model: SpottingModel,
     videos: Sequence[Video],
-    cfg: TrainConfig = TrainConfig(),
+    cfg: SpottingTrainConfig = SpottingTrainConfig(),
     seed: int = 0,
     on_epoch_end: Callable[[int, SpottingModel], None] | None = None,
 ) -> list[dict[str, float]]:
@@ -148,7 +163,7 @@ def counts(dets: Sequence[np.ndarray], videos: Sequence[Video], convention: str 
 def evaluate_loso(
     videos: Sequence[Video],
     make_model: Callable[[], SpottingModel],
-    cfg: TrainConfig = TrainConfig(),
+    cfg: SpottingTrainConfig = SpottingTrainConfig(),
     profile: str | DatasetProfile = "CASME2",
     seed: int = 0,
     subjects: Sequence[str] | None = None,
