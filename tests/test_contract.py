@@ -30,7 +30,6 @@ PENDING = {
     "freevs",
     "hgm",
     "improver",
-    "pfes_gim",
     "scope_faithfulness",
 }
 
