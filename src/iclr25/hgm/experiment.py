@@ -24,6 +24,9 @@ the same learning rate and batch size, and the **same compute budget**: training
 ``budget_s`` seconds of process CPU time (or after ``steps`` steps, a cap). CPU time instead of wall-clock time
 because the latter, on a shared machine, measures other processes' load; with one torch thread per process the
 two coincide on an idle machine. The number of steps each arm reached is recorded.
+
+:func:`one_seed` computes one seed, :func:`claims` builds the claims from the per-seed results, :func:`run` ties
+them together; the figure and the report text are in :mod:`iclr25.hgm.report`.
 """
 
 from __future__ import annotations
@@ -36,19 +39,36 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from iclr25.common.claims import all_of, make_claim
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult
+from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
+from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import seed_everything
-from iclr25.common.stats import t_interval95
+from iclr25.common.stats import interval_note, paired_note
 
+from . import report
 from .gaussians import GaussianSet
 from .metrics import chamfer_distance, psnr, ssim
 from .model import HGM, BackViewRefiner, HGMConfig, downscale_camera, hgm_loss
 from .renderer import render_gaussians
-from .toyhumans import CapsuleBody, make_toyhumans
+from .report import ARMS
+from .toyhumans import CapsuleBody, ToyHumans, make_toyhumans
 
 BACK, FRONT = 6, 0
 EVAL_VIEWS = (0, 3, 6, 9)  # every third of the 12 orbit views (the released inference script's PSNR views)
+# one arm's test scores (:func:`_metrics`); every arm's are the keys the metrics and claims always read
+ARM_METRICS = (
+    "psnr_back",
+    "psnr_input",
+    "psnr_novel",
+    "ssim_back",
+    "chamfer",
+    "chamfer_alpha05",
+    "frac_alpha05",
+)
+REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
+    "back_psnr_coarse_render",
+    "back_psnr_refined_render",
+)
 
 
 @dataclass(frozen=True)
@@ -272,6 +292,8 @@ def _renders(model: HGM, inputs: torch.Tensor, data, in_views: list[int], device
 
 @torch.no_grad()
 def _metrics(out, r, data, frac: float) -> dict:
+    """One arm's test scores (:data:`ARM_METRICS`): PSNR of the back (180°), input and novel views, back-view
+    SSIM, and the Chamfer distance of the most opaque merged Gaussian centres to the clothed GT surface."""
     gt = data.images[:, list(EVAL_VIEWS)]
     b = EVAL_VIEWS.index(BACK)
     p = psnr(r.image.clamp(0, 1), gt)  # (n, len(EVAL_VIEWS))
@@ -288,47 +310,30 @@ def _metrics(out, r, data, frac: float) -> dict:
     ]
     novel = [i for i, v in enumerate(EVAL_VIEWS) if v != FRONT]
     return {
-        "psnr_back": float(p[:, b].mean()), "psnr_input": float(p[:, EVAL_VIEWS.index(FRONT)].mean()),
-        "psnr_novel": float(p[:, novel].mean()), "ssim_back": float(s_back.mean()),
+        "psnr_back": float(p[:, b].mean()),
+        "psnr_input": float(p[:, EVAL_VIEWS.index(FRONT)].mean()),
+        "psnr_novel": float(p[:, novel].mean()),
+        "ssim_back": float(s_back.mean()),
         "chamfer": float(ch.mean()),
         "chamfer_alpha05": float(np.nanmean(ch05)) if not np.all(np.isnan(ch05)) else float("nan"),
         "frac_alpha05": float(opaque.float().mean()),
-    }  # fmt: skip
+    }
 
 
-def _save_grid(rows: list[torch.Tensor], path: Path, scale: int = 4) -> Path:
-    """rows: list of (n, H, W, 3) images in [0, 1] → one PNG (rows stacked vertically, subjects side by side)."""
-    from PIL import Image
-
-    grid = torch.cat([torch.cat(list(r.clamp(0, 1)), dim=1) for r in rows], dim=0)  # (rows·H, n·W, 3)
-    arr = (grid.cpu().numpy() * 255).astype(np.uint8)
-    img = Image.fromarray(arr).resize((arr.shape[1] * scale, arr.shape[0] * scale), Image.NEAREST)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    img.save(tmp)
-    tmp.replace(path)
-    return path
+def make_data(cfg: Config, cache_dir: Path | None = None) -> tuple[ToyHumans, ToyHumans]:
+    """The shared (train, test) ToyHumans sets (seeded by ``cfg.data_seed``, the same for every seed), cached in
+    ``cache_dir`` when given."""
+    kw = {"size": cfg.image_size, "num_points": cfg.num_points, "pose_noise_deg": cfg.pose_noise_deg}
+    train = make_toyhumans(cfg.n_train, seed=cfg.data_seed, cache_dir=cache_dir, **kw)
+    return train, make_toyhumans(cfg.n_test, seed=cfg.data_seed + 1, cache_dir=cache_dir, **kw)
 
 
-def _one_seed(cfg: Config, seed: int, train, test, fig_path: Path | None = None) -> dict:
-    seed_everything(seed)
-    gen = torch.Generator().manual_seed(seed)
-    dev = torch.device(cfg.device)
-    nv = train.prior_vertices.shape[1]
-    res: dict = {"time_s": {}, "cpu_s": {}, "steps": {}}
-    models = {}
-    for name, body in (("image_only", False), ("dual", True)):
-        torch.manual_seed(seed)
-        m = _model(cfg, body, nv).to(dev)
-        tr = _train(m, train, cfg, [FRONT], gen, dev)
-        res["time_s"][name], res["cpu_s"][name], res["steps"][name] = tr["wall_s"], tr["cpu_s"], tr["steps"]
-        m.eval()
-        out, r = _renders(m, test.images[:, [FRONT]].to(dev), test, [FRONT], dev)
-        res[name] = _metrics(out, r, test, cfg.chamfer_frac)
-        models[name] = m
-        res.setdefault("_backs", {})[name] = r.image[:4, EVAL_VIEWS.index(BACK)]
-    # Generate-then-refine: refiner trained on the coarse (dual) model's back renders of training subjects.
-    coarse = models["dual"]
+def _train_refiner(
+    cfg: Config, coarse: HGM, train, gen: torch.Generator, dev
+) -> tuple[BackViewRefiner, dict]:
+    """Generate-then-refine (HGM §3.3): the back-view refiner, trained on the coarse (dual) model's back renders
+    of the training subjects with the same optimiser, until ``cfg.refiner_budget_s`` CPU seconds or
+    ``cfg.refiner_steps`` steps."""
     with torch.no_grad():
         cam = train.camera.to(dev)
         backs = []
@@ -354,16 +359,79 @@ def _one_seed(cfg: Config, seed: int, train, test, fig_path: Path | None = None)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    res["time_s"]["refiner"] = time.perf_counter() - t0
-    res["cpu_s"]["refiner"], res["steps"]["refiner"] = time.process_time() - c0, rsteps
+    return ref, {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "steps": rsteps}
+
+
+def _body_refinement(cfg: Config, coarse: HGM, test, dev) -> tuple[dict, dict]:
+    """E3 (report-only): refine the noisy test bodies against the coarse model (:func:`refine_body`, HGM §3.3)
+    with the thresholded and with the soft alpha target; returns the body vertex errors before/after and how good
+    a target each coarse silhouette is (IoU with the GT clothed masks)."""
+    body = CapsuleBody()
+    with torch.no_grad():
+        o = coarse(test.images[:, [FRONT]].to(dev), test.camera.to(dev)[[FRONT]], test.prior_vertices.to(dev))
+    views = downscale_camera(test.camera[[0, 3, 6, 9]], 2)
+    v_true = body.vertices(test.params)
+    err = lambda p: float((body.vertices(p) - v_true).norm(dim=-1).mean())  # noqa: E731
+    errors = {"before": err(test.prior_params)}
+    for key, thr in (("after", cfg.body_refine_threshold), ("after_soft_target", None)):
+        p1 = refine_body(
+            body,
+            test.prior_params,
+            o.merged,
+            views,
+            cfg.body_refine_steps,
+            cfg.body_refine_lr,
+            cfg.chamfer_frac,
+            threshold=thr,
+        )
+        errors[key] = err(p1)
+    with torch.no_grad():  # how good a target each silhouette is: IoU with the GT (clothed) masks
+        a = render_gaussians(*o.merged, views).alpha[..., 0]  # (n, 4, H/2, W/2)
+        gt = torch.nn.functional.avg_pool2d(test.masks[:, [0, 3, 6, 9]], 2) > 0.5
+        soft_iou = (a * gt).flatten(1).sum(1) / (a + gt - a * gt).flatten(1).sum(1).clamp_min(1e-6)
+        hard = a > cfg.body_refine_threshold
+        hard_iou = (hard & gt).flatten(1).sum(1) / (hard | gt).flatten(1).sum(1).clamp_min(1)
+    target = {
+        "alpha_mean_in_gt_mask": float(a[gt].mean()),
+        "alpha_mean_outside": float(a[~gt].mean()),
+        "soft_iou_with_gt": float(soft_iou.mean()),
+        "thresholded_iou_with_gt": float(hard_iou.float().mean()),
+    }
+    return errors, target
+
+
+def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path | None = None) -> dict:
+    """One seed of E1–E3 (the data set is shared; the seed drives initialisation and batch order). ``data`` is
+    :func:`make_data`'s (train, test) pair (built here when not given); ``fig_path`` writes the back-view grid
+    (:func:`iclr25.hgm.report.figure`)."""
+    train, test = make_data(cfg) if data is None else data
+    seed_everything(seed)
+    gen = torch.Generator().manual_seed(seed)
+    dev = get_device(cfg.device)
+    nv = train.prior_vertices.shape[1]
+    res: dict = {"time_s": {}, "cpu_s": {}, "steps": {}}
+    models, backs = {}, {}
+
+    def record(name: str, tr: dict) -> None:
+        res["time_s"][name], res["cpu_s"][name], res["steps"][name] = tr["wall_s"], tr["cpu_s"], tr["steps"]
+
+    # E1: image-only vs dual branch, single front input view
+    for name, body in (("image_only", False), ("dual", True)):
+        torch.manual_seed(seed)
+        m = _model(cfg, body, nv).to(dev)
+        record(name, _train(m, train, cfg, [FRONT], gen, dev))
+        m.eval()
+        out, r = _renders(m, test.images[:, [FRONT]].to(dev), test, [FRONT], dev)
+        res[name] = _metrics(out, r, test, cfg.chamfer_frac)
+        models[name] = m
+        backs[name] = r.image[:4, EVAL_VIEWS.index(BACK)]
+    # E2: generate-then-refine — refiner on the coarse (dual) model's back renders, then a two-view dual model
+    coarse = models["dual"]
+    ref, tr = _train_refiner(cfg, coarse, train, gen, dev)
+    record("refiner", tr)
     torch.manual_seed(seed)
     two = _model(cfg, True, nv).to(dev)
-    tr = _train(two, train, cfg, [FRONT, BACK], gen, dev)
-    res["time_s"]["two_view"], res["cpu_s"]["two_view"], res["steps"]["two_view"] = (
-        tr["wall_s"],
-        tr["cpu_s"],
-        tr["steps"],
-    )
+    record("two_view", _train(two, train, cfg, [FRONT, BACK], gen, dev))
     two.eval()
     with torch.no_grad():
         cam = test.camera.to(dev)
@@ -375,238 +443,127 @@ def _one_seed(cfg: Config, seed: int, train, test, fig_path: Path | None = None)
         refined_in = torch.stack([test.images[:, FRONT].to(dev), rback], 1)
         out, r = _renders(two, refined_in, test, [FRONT, BACK], dev)
         res["refined"] = _metrics(out, r, test, cfg.chamfer_frac)
-        backs = res.pop("_backs")
         backs["refined"] = r.image[:4, EVAL_VIEWS.index(BACK)]
         out, r = _renders(two, test.images[:, [FRONT, BACK]].to(dev), test, [FRONT, BACK], dev)
         res["oracle"] = _metrics(out, r, test, cfg.chamfer_frac)
     if cfg.body_refine_steps > 0:  # E3 (report-only): refine the noisy test bodies against the coarse model
-        body = CapsuleBody()
         c0 = time.process_time()
-        with torch.no_grad():
-            o = coarse(
-                test.images[:, [FRONT]].to(dev), test.camera.to(dev)[[FRONT]], test.prior_vertices.to(dev)
-            )
-        views = downscale_camera(test.camera[[0, 3, 6, 9]], 2)
-        v_true = body.vertices(test.params)
-        err = lambda p: float((body.vertices(p) - v_true).norm(dim=-1).mean())  # noqa: E731
-        res["body_vertex_error"] = {"before": err(test.prior_params)}
-        for key, thr in (("after", cfg.body_refine_threshold), ("after_soft_target", None)):
-            p1 = refine_body(
-                body,
-                test.prior_params,
-                o.merged,
-                views,
-                cfg.body_refine_steps,
-                cfg.body_refine_lr,
-                cfg.chamfer_frac,
-                threshold=thr,
-            )
-            res["body_vertex_error"][key] = err(p1)
-        with torch.no_grad():  # how good a target each silhouette is: IoU with the GT (clothed) masks
-            a = render_gaussians(*o.merged, views).alpha[..., 0]  # (n, 4, H/2, W/2)
-            gt = torch.nn.functional.avg_pool2d(test.masks[:, [0, 3, 6, 9]], 2) > 0.5
-            soft_iou = (a * gt).flatten(1).sum(1) / (a + gt - a * gt).flatten(1).sum(1).clamp_min(1e-6)
-            hard = a > cfg.body_refine_threshold
-            hard_iou = (hard & gt).flatten(1).sum(1) / (hard | gt).flatten(1).sum(1).clamp_min(1)
-        res["body_refine_target"] = {
-            "alpha_mean_in_gt_mask": float(a[gt].mean()),
-            "alpha_mean_outside": float(a[~gt].mean()),
-            "soft_iou_with_gt": float(soft_iou.mean()),
-            "thresholded_iou_with_gt": float(hard_iou.float().mean()),
-        }
+        res["body_vertex_error"], res["body_refine_target"] = _body_refinement(cfg, coarse, test, dev)
         res["cpu_s"]["body_refine"] = time.process_time() - c0
     if fig_path is not None:
-        # Rows: input (front), GT back, image-only back, dual back, refined two-view back.
-        _save_grid(
-            [
-                test.images[:4, FRONT],
-                test.images[:4, BACK],
-                backs["image_only"],
-                backs["dual"],
-                backs["refined"],
-            ],
-            fig_path,
-        )
+        report.figure(cfg, {seed: res}, fig_path, test=test, backs=backs)
     return res
 
 
-def _chamfer_note(dual: list[float], img: list[float], cfg: Config, per: dict) -> str:
-    seeds = list(per)
-    f05 = {a: np.mean([per[s][a]["frac_alpha05"] for s in seeds]) for a in ("image_only", "dual")}
+def summary(per_seed: dict) -> dict[str, float]:
+    """metrics.json: the mean over seeds of every arm's scores and of the E3 body vertex errors."""
+    metrics = {f"{a}/{k}": float(np.mean(values(per_seed, f"{a}/{k}"))) for a in ARMS for k in ARM_METRICS}
+    if "body_vertex_error" in per_seed[next(iter(per_seed))]:
+        for k in ("before", "after", "after_soft_target"):
+            metrics[f"body_vertex_error/{k}"] = float(np.mean(values(per_seed, f"body_vertex_error/{k}")))
+    return metrics
+
+
+def _chamfer_note(cfg: Config, per_seed: dict) -> str:
+    dual, img = values(per_seed, "dual/chamfer"), values(per_seed, "image_only/chamfer")
+    ratios = [x / y for x, y in zip(dual, img)]
+    f05 = {a: np.mean(values(per_seed, f"{a}/frac_alpha05")) for a in ("image_only", "dual")}
     return (
         f"Chamfer over the {cfg.chamfer_frac:.0%} most opaque merged Gaussians of each subject (always defined; the "
         f"paper's meshes and the α > 0.5 set are not: only {f05['image_only']:.1%} / {f05['dual']:.1%} of the "
         "image-only / dual Gaussians reach α > 0.5). Paired per-seed ratios dual / image-only: "
-        + ", ".join(f"{r:.3f}" for r in _ratios(dual, img))
-        + f"; 95 % t-interval of the mean ratio {_interval_text(_ratios(dual, img), 3)} over {len(dual)} seeds"
+        + ", ".join(f"{r:.3f}" for r in ratios)
+        + f"; 95 % t-interval of the mean ratio {interval_note(ratios, 3)} over {len(dual)} seeds"
     )
 
 
-def _ratios(a: list[float], b: list[float]) -> list[float]:
-    return [x / y for x, y in zip(a, b)]
+def _refine_note(per_seed: dict) -> str:
+    refined, single, oracle = (values(per_seed, f"{a}/psnr_back") for a in ("refined", "dual", "oracle"))
+    coarse_render = np.mean(values(per_seed, "back_psnr_coarse_render"))
+    refined_render = np.mean(values(per_seed, "back_psnr_refined_render"))
+    return (
+        "paired per-seed refined − single-view: "
+        + ", ".join(f"{a - b:+.2f}" for a, b in zip(refined, single))
+        + " dB; oracle − refined: "
+        + ", ".join(f"{a - b:+.3f}" for a, b in zip(oracle, refined))
+        + f" dB. The refiner alone lifts the coarse back render from {coarse_render:.2f} to {refined_render:.2f} dB; "
+        "a near-zero oracle − refined gap means the two-view model barely uses its second input at this training "
+        "length."
+    )
 
 
-def _interval_text(d: list[float], digits: int = 2) -> str:
-    lo, hi = t_interval95(d)
-    return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The claims (ids and thresholds fixed): E1, the body prior (dual branch) vs the image-only model, and E2,
+    generate-then-refine (HGM §3.3), at toy scale."""
 
+    def vals(arm: str, key: str = "psnr_back") -> list[float]:
+        return values(per_seed, f"{arm}/{key}")
 
-def _budget_text(cfg: Config) -> str:
-    if cfg.budget_s is None:
-        return f"{cfg.steps} AdamW steps"
-    return f"{cfg.budget_s:g} CPU-s of AdamW steps (cap {cfg.steps})"
+    return [
+        make_claim(
+            "dual_branch_psnr",
+            "Dual-branch HGM beats the image-only model by ≥ 0.5 dB back-view PSNR (single input view).",
+            "back-view PSNR (dB)",
+            vals("dual"),
+            0.5,
+            ">=",
+            baseline=vals("image_only"),
+            compare="difference",
+            note=f"paired {paired_note(vals('dual'), vals('image_only'), 2)} dB; {report.budget_text(cfg)} per arm "
+            "at toy scale.",
+        ),
+        make_claim(
+            "dual_branch_chamfer",
+            "Dual-branch Chamfer distance ≤ 0.9 × the image-only model's.",
+            f"Chamfer ({cfg.chamfer_frac:.0%} most opaque Gaussian centres ↔ clothed GT surface)",
+            vals("dual", "chamfer"),
+            0.9,
+            "<=",
+            baseline=vals("image_only", "chamfer"),
+            compare="ratio",
+            note=_chamfer_note(cfg, per_seed),
+        ),
+        all_of(
+            "refine_helps",
+            "Generate-then-refine (two-view model with refined back) ≥ single-view + 0.3 dB back PSNR; oracle GT "
+            "back ≥ refined.",
+            [
+                make_claim(
+                    "refined_vs_single",
+                    "refined two-view ≥ single-view + 0.3 dB",
+                    "back-view PSNR (dB)",
+                    vals("refined"),
+                    0.3,
+                    ">=",
+                    baseline=vals("dual"),
+                    compare="difference",
+                ),
+                make_claim(
+                    "oracle_vs_refined",
+                    "oracle ≥ refined",
+                    "back-view PSNR (dB)",
+                    vals("oracle"),
+                    0.0,
+                    ">=",
+                    baseline=vals("refined"),
+                    compare="difference",
+                ),
+            ],
+            note=_refine_note(per_seed),
+        ),
+    ]
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    out = Path(out)
-    rd = RunDir(out, cfg)
-    cache = out / "data"
-    train = make_toyhumans(
-        cfg.n_train,
-        seed=cfg.data_seed,
-        size=cfg.image_size,
-        num_points=cfg.num_points,
-        pose_noise_deg=cfg.pose_noise_deg,
-        cache_dir=cache,
-    )
-    test = make_toyhumans(
-        cfg.n_test,
-        seed=cfg.data_seed + 1,
-        size=cfg.image_size,
-        num_points=cfg.num_points,
-        pose_noise_deg=cfg.pose_noise_deg,
-        cache_dir=cache,
-    )
-    fig = out / "figures" / "hgm_back_views.png"
-    # the keys the metrics and claims always read: every arm's image/geometry scores and the refiner's renders
-    per = rd.map_seeds(
-        lambda s: _one_seed(cfg, s, train, test, fig if s == cfg.seed_list[0] else None),
-        cfg.seed_list,
-        required=tuple(
-            f"{a}/{k}"
-            for a in ("image_only", "dual", "refined", "oracle")
-            for k in (
-                "psnr_back",
-                "psnr_input",
-                "psnr_novel",
-                "ssim_back",
-                "chamfer",
-                "chamfer_alpha05",
-                "frac_alpha05",
-            )
-        )
-        + ("back_psnr_coarse_render", "back_psnr_refined_render"),
-    )
-    seeds = cfg.seed_list
-    arms = ("image_only", "dual", "refined", "oracle")
-
-    def vals(arm, key):
-        return [float(per[s][arm][key]) for s in seeds]
-
-    metrics = {
-        f"{a}/{k}": float(np.mean(vals(a, k)))
-        for a in arms
-        for k in (
-            "psnr_back",
-            "psnr_input",
-            "psnr_novel",
-            "ssim_back",
-            "chamfer",
-            "chamfer_alpha05",
-            "frac_alpha05",
-        )
-    }
-    if "body_vertex_error" in per[seeds[0]]:
-        for k in ("before", "after", "after_soft_target"):
-            metrics[f"body_vertex_error/{k}"] = float(
-                np.mean([per[s]["body_vertex_error"][k] for s in seeds])
-            )
-    diff = np.array(vals("dual", "psnr_back")) - np.array(vals("image_only", "psnr_back"))
-    claims = [
-        make_claim(
-            "dual_branch_psnr", "Dual-branch HGM beats the image-only model by ≥ 0.5 dB back-view PSNR (single input view).",
-            "back-view PSNR (dB)", vals("dual", "psnr_back"), 0.5, ">=", baseline=vals("image_only", "psnr_back"), compare="difference",
-            note=f"paired per-seed differences: {', '.join(f'{d:+.2f}' for d in diff)} dB (95 % t-interval of the mean {_interval_text(list(diff))}); {_budget_text(cfg)} per arm at toy scale.",
-        ),
-        make_claim(
-            "dual_branch_chamfer", "Dual-branch Chamfer distance ≤ 0.9 × the image-only model's.",
-            f"Chamfer ({cfg.chamfer_frac:.0%} most opaque Gaussian centres ↔ clothed GT surface)", vals("dual", "chamfer"), 0.9, "<=", baseline=vals("image_only", "chamfer"), compare="ratio",
-            note=_chamfer_note(vals("dual", "chamfer"), vals("image_only", "chamfer"), cfg, per),
-        ),
-        all_of(
-            "refine_helps", "Generate-then-refine (two-view model with refined back) ≥ single-view + 0.3 dB back PSNR; oracle GT back ≥ refined.",
-            [
-                make_claim("refined_vs_single", "refined two-view ≥ single-view + 0.3 dB", "back-view PSNR (dB)", vals("refined", "psnr_back"), 0.3, ">=", baseline=vals("dual", "psnr_back"), compare="difference"),
-                make_claim("oracle_vs_refined", "oracle ≥ refined", "back-view PSNR (dB)", vals("oracle", "psnr_back"), 0.0, ">=", baseline=vals("refined", "psnr_back"), compare="difference"),
-            ],
-            note=(
-                "paired per-seed refined − single-view: "
-                + ", ".join(f"{a - b:+.2f}" for a, b in zip(vals("refined", "psnr_back"), vals("dual", "psnr_back")))
-                + " dB; oracle − refined: "
-                + ", ".join(f"{a - b:+.3f}" for a, b in zip(vals("oracle", "psnr_back"), vals("refined", "psnr_back")))
-                + " dB. The refiner alone lifts the coarse back render from "
-                + f"{np.mean([per[s]['back_psnr_coarse_render'] for s in seeds]):.2f} to "
-                + f"{np.mean([per[s]['back_psnr_refined_render'] for s in seeds]):.2f} dB; a near-zero oracle − refined gap "
-                "means the two-view model barely uses its second input at this training length."
-            ),
-        ),
-    ]  # fmt: skip
-    rows = [
-        "| arm | back PSNR | input PSNR | novel PSNR | back SSIM | Chamfer (top-k) | Chamfer (α>0.5) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for a in arms:
-        cells = [
-            f"{np.mean(vals(a, k)):.3f} ± {np.std(vals(a, k)):.3f}"
-            for k in ("psnr_back", "psnr_input", "psnr_novel", "ssim_back", "chamfer", "chamfer_alpha05")
-        ]
-        rows.append(f"| {a} | " + " | ".join(cells) + " |")
-    times = {k: float(np.mean([per[s]["time_s"][k] for s in seeds])) for k in per[seeds[0]]["time_s"]}
-    cpus = {k: float(np.mean([per[s]["cpu_s"][k] for s in seeds])) for k in per[seeds[0]]["cpu_s"]}
-    steps = {k: float(np.mean([per[s]["steps"][k] for s in seeds])) for k in per[seeds[0]]["steps"]}
-    e3 = ""
-    if "body_vertex_error" in per[seeds[0]]:
-        b = [per[s]["body_vertex_error"]["before"] for s in seeds]
-        a = [per[s]["body_vertex_error"]["after"] for s in seeds]
-        soft = [per[s]["body_vertex_error"]["after_soft_target"] for s in seeds]
-        tgt = {
-            k: np.mean([per[s]["body_refine_target"][k] for s in seeds])
-            for k in per[seeds[0]]["body_refine_target"]
-        }
-        e3 = (
-            f"\n\nE3 body refinement (report-only, {cfg.body_refine_steps} Adam steps on the test bodies' pose/shape "
-            f"parameters): mean vertex error {np.mean(b):.4f} ± {np.std(b):.4f} → {np.mean(a):.4f} ± {np.std(a):.4f} "
-            f"with the thresholded silhouette (alpha > {cfg.body_refine_threshold:g}; change "
-            f"{100 * (np.mean(a) / np.mean(b) - 1):+.1f} %), → {np.mean(soft):.4f} ± {np.std(soft):.4f} with the released "
-            f"soft alpha target ({100 * (np.mean(soft) / np.mean(b) - 1):+.1f} %). Coarse silhouette quality (IoU with the "
-            f"GT clothed masks): soft {tgt['soft_iou_with_gt']:.3f}, thresholded {tgt['thresholded_iou_with_gt']:.3f}; "
-            f"mean coarse alpha {tgt['alpha_mean_in_gt_mask']:.3f} inside the GT mask, {tgt['alpha_mean_outside']:.3f} outside."
-        )
-    report = (
-        "### HGM on ToyHumans\n\n" + "\n".join(rows) + "\n\n"
-        f"Training: {_budget_text(cfg)} per model (batch {cfg.batch_size}, {cfg.sup_views} supervision views, "
-        f"auxiliary sets rendered at 1/{cfg.aux_downscale} resolution), refiner "
-        + (f"{cfg.refiner_budget_s:g} CPU-s" if cfg.refiner_budget_s else f"{cfg.refiner_steps} steps")
-        + ". Mean steps reached: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in steps.items())
-        + ". Mean CPU s: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in cpus.items())
-        + ". Mean wall s: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in times.items())
-        + f". Chamfer: the {cfg.chamfer_frac:.0%} most opaque merged Gaussians; Chamfer(α>0.5) where that set is "
-        "non-empty."
-        + e3
-        + "\n\nFigure: columns = test subjects; rows = input (front), GT back, image-only back, dual back, "
-        "two-view (refined back) back.\n\nDeviations: procedural capsule bodies instead of scans + SMPL-X; dense voxel Conv3d instead of a sparse "
-        "CNN; point-wise fusion head instead of MixNet; LPIPS omitted; a small conditional U-Net refiner instead of "
-        "ControlNet-tile + SD 1.5 (the diffusers path is `ControlNetBackRefiner`); equal CPU-time budgets instead of the "
-        "paper's long schedules (constant learning rate, no OneCycle).\n"
-    )
+    rd = RunDir(Path(out), cfg, required=REQUIRED)
+    data = make_data(cfg, rd.path / "data")
+    fig = rd.figures / "hgm_back_views.png"
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data, fig if s == cfg.seed else None), cfg.seed_list)
     return RunResult(
-        seeds=seeds,
-        metrics=metrics,
-        claims=claims,
-        per_seed=per,
-        figures=[fig] if fig.exists() else [],
-        report_md=report,
+        seeds=cfg.seed_list,
+        metrics=summary(per_seed),
+        claims=claims(cfg, per_seed),
+        per_seed=per_seed,
+        figures=report.figure(cfg, per_seed, fig),
+        report_md=report.report_md(cfg, per_seed),
     )

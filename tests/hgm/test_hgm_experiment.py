@@ -6,7 +6,7 @@ import pytest
 
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.results import write_run
-from iclr25.hgm.experiment import PRESETS, Config, run
+from iclr25.hgm.experiment import PRESETS, Config, claims, one_seed, run
 
 CLAIM_IDS = {"dual_branch_psnr", "dual_branch_chamfer", "refine_helps"}
 
@@ -25,6 +25,19 @@ def test_smoke_run_writes_claims_and_resumes(tmp_path):
     assert (tmp_path / "figures" / "hgm_back_views.png").exists()
     again = run(cfg, tmp_path)  # resume: seeds read back from disk, same numbers
     assert again.per_seed == res.per_seed
+    assert again.figures == [tmp_path / "figures" / "hgm_back_views.png"]
+    assert len(claims(cfg, res.per_seed)) == len(CLAIM_IDS)
+    # one_seed(cfg, seed) alone builds the shared data itself; a seed's numbers depend on its seed alone
+    alone = one_seed(cfg, cfg.seed_list[1])
+    assert json.dumps(_no_timings(alone)) == json.dumps(
+        _no_timings(res.per_seed[cfg.seed_list[1]])
+    )  # NaN too
+
+
+def _no_timings(d: dict) -> dict:
+    return {
+        k: _no_timings(v) if isinstance(v, dict) else v for k, v in d.items() if k not in ("time_s", "cpu_s")
+    }
 
 
 def test_config_validation():
