@@ -28,7 +28,6 @@ PENDING = {
     "birdset",
     "fosp",
     "freevs",
-    "hgm",
     "improver",
     "scope_faithfulness",
 }
