@@ -451,6 +451,7 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
     from dataclasses import replace
 
     from iclr25.freevs import experiment as ex
+    from iclr25.freevs import report
 
     cfg = replace(ex.PRESETS["smoke"], train_steps=6, curve_points=3)
     assert ex._curve_steps(cfg) == [2, 4, 6]
@@ -464,7 +465,9 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
     c = s1["curve"]
     assert c["step"] == [2.0, 4.0, 6.0]
     assert all(np.isfinite(c[k]).all() and len(c[k]) == 3 for k in ("loss", "psnr_dy0", "psnr_dy2"))
-    text = ex.convergence_text({0: {"curve": {"sim": c, "nosim": c}}, 1: {"curve": {"sim": c, "nosim": c}}})
+    text = report.convergence_text(
+        {0: {"curve": {"sim": c, "nosim": c}}, 1: {"curve": {"sim": c, "nosim": c}}}
+    )
     assert "converged" in text and "| 6 |" in text
     with pytest.raises(ValueError, match="curve_points"):
         ex.Config(curve_points=-1)
