@@ -441,6 +441,10 @@ def test_smoke_experiment(tmp_path):
     assert list((tmp_path / "cache").glob("toydrive_*.npz"))
     assert all(set(r["curve"]) == {"sim", "nosim"} for r in res.per_seed.values())  # training curve logged
     assert (tmp_path / "figures" / "freevs_training.png").exists()
+    # one_seed(cfg, seed) without the run's cached data builds the same ToyDrive and gives the run's numbers
+    alone = ex.one_seed(ex.PRESETS["smoke"], 0)
+    for m in ("sim", "nosim", "holefill", "pseudo_only"):
+        np.testing.assert_equal(alone[m]["dy2"], res.per_seed[0][m]["dy2"])
     with pytest.raises(ValueError, match="offsets"):
         ex.Config(offsets=(0.0, 1.0))
 
