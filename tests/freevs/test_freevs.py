@@ -441,6 +441,10 @@ def test_smoke_experiment(tmp_path):
     assert list((tmp_path / "cache").glob("toydrive_*.npz"))
     assert all(set(r["curve"]) == {"sim", "nosim"} for r in res.per_seed.values())  # training curve logged
     assert (tmp_path / "figures" / "freevs_training.png").exists()
+    # one_seed(cfg, seed) without the run's cached data builds the same ToyDrive and gives the run's numbers
+    alone = ex.one_seed(ex.PRESETS["smoke"], 0)
+    for m in ("sim", "nosim", "holefill", "pseudo_only"):
+        np.testing.assert_equal(alone[m]["dy2"], res.per_seed[0][m]["dy2"])
     with pytest.raises(ValueError, match="offsets"):
         ex.Config(offsets=(0.0, 1.0))
 
@@ -451,6 +455,7 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
     from dataclasses import replace
 
     from iclr25.freevs import experiment as ex
+    from iclr25.freevs import report
 
     cfg = replace(ex.PRESETS["smoke"], train_steps=6, curve_points=3)
     assert ex._curve_steps(cfg) == [2, 4, 6]
@@ -464,7 +469,9 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
     c = s1["curve"]
     assert c["step"] == [2.0, 4.0, 6.0]
     assert all(np.isfinite(c[k]).all() and len(c[k]) == 3 for k in ("loss", "psnr_dy0", "psnr_dy2"))
-    text = ex.convergence_text({0: {"curve": {"sim": c, "nosim": c}}, 1: {"curve": {"sim": c, "nosim": c}}})
+    text = report.convergence_text(
+        {0: {"curve": {"sim": c, "nosim": c}}, 1: {"curve": {"sim": c, "nosim": c}}}
+    )
     assert "converged" in text and "| 6 |" in text
     with pytest.raises(ValueError, match="curve_points"):
         ex.Config(curve_points=-1)

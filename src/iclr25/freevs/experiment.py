@@ -23,18 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.figures import subplots
-
-from ..common.claims import all_of, make_claim
-from ..common.io import atomic_savefig, atomic_write_with
+from ..common.claims import Claim, all_of, make_claim
+from ..common.device import get_device
+from ..common.io import atomic_write_with
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
-from ..common.stats import mean_std, t_interval95
+from ..common.stats import mean_std, paired_note
+from . import report
 from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe
 from .model import EDMConfig, FreeVSTiny, edm_loss, sample
 from .pseudo import OCCUPANCY_RULES, pseudo_image, record_drive
+from .report import VARIANTS
 from .world import Camera, ToyDriveScene, camera_pose
-
-VARIANTS = ("sim", "nosim")
 
 
 @dataclass(frozen=True)
@@ -375,8 +374,13 @@ def evaluate(cfg: Config, data: dict, frames: np.ndarray, probe, gt_feats: dict)
     return out
 
 
-def one_seed(cfg: Config, seed: int, data: dict) -> dict:
-    dev = torch.device("cuda" if cfg.device.startswith("cuda") and torch.cuda.is_available() else "cpu")
+def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
+    """One seed: the detection probe, the hole-filling and pseudo-image-only baselines, and the two FreeVS-tiny
+    variants (with / without the viewpoint simulation) trained, sampled and evaluated at every Δy. ``data`` is the
+    run's ToyDrive (shared by the seeds, cached in the run folder); without it, it is built here (the same arrays)."""
+    if data is None:
+        data = build_data(cfg)
+    dev = get_device(cfg.device)
     probe = train_probe(
         data["probe_img"], [_centres(c) for c in data["probe_centres"]], cfg.probe_steps, seed
     )
@@ -419,34 +423,13 @@ def one_seed(cfg: Config, seed: int, data: dict) -> dict:
     return res
 
 
-# --- claims, figure, report ----------------------------------------------------------------------------------
-def _paired(a, b) -> str:
-    d = np.asarray(a) - np.asarray(b)
-    lo, hi = t_interval95(d)
-    return (
-        "paired per-seed differences "
-        + ", ".join(f"{x:+.2f}" for x in d)
-        + f" (95 % t-interval [{lo:+.2f}, {hi:+.2f}])"
-    )
-
-
-def _per_shift_rows(cfg: Config, ps: dict) -> list[str]:
-    """Paired per-seed differences at every Δy for the two claims that the paper states at one shift."""
-    v = lambda k: np.asarray(values(ps, k))  # noqa: E731
-    rows = [
-        "| Δy (m) | sim − nosim PSNR (recorded_parity: within ±0.5 at 0) | sim − hole filling PSNR (beats_hole_filling: ≥ 1.0 at 2) |",
-        "|---|---|---|",
-    ]
-    for dy in cfg.offsets:
-        k = f"dy{dy:g}/psnr"
-        rows.append(
-            f"| {dy:g} | {_paired(v('sim/' + k), v('nosim/' + k))} | {_paired(v('sim/' + k), v('holefill/' + k))} |"
-        )
-    return rows
-
-
-def _claims(cfg: Config, ps: dict) -> list:
-    v = lambda k: values(ps, k)  # noqa: E731
+# --- claims ---------------------------------------------------------------------------------------------------
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): the simulation's gain at Δy = 2 m (hole-PSNR and PSNR), the margin
+    over classical hole filling at Δy = 2 m, parity on the recorded trajectory (Δy = 0), and a gain that grows with
+    the shift together with detection AP at Δy = 2 m. Every paired comparison notes its per-seed differences and
+    95 % t-interval."""
+    v = lambda k: values(per_seed, k)  # noqa: E731
     sim2, nos2 = v("sim/dy2/psnr"), v("nosim/dy2/psnr")
     hs2, hn2 = v("sim/dy2/hole_psnr"), v("nosim/dy2/hole_psnr")
     sim0, nos0 = v("sim/dy0/psnr"), v("nosim/dy0/psnr")
@@ -465,7 +448,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     ">=",
                     baseline=hn2,
                     compare="difference",
-                    note=_paired(hs2, hn2),
+                    note=paired_note(hs2, hn2),
                 ),
                 make_claim(
                     "psnr",
@@ -476,7 +459,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     ">=",
                     baseline=nos2,
                     compare="difference",
-                    note=_paired(sim2, nos2),
+                    note=paired_note(sim2, nos2),
                 ),
             ],
         ),
@@ -490,7 +473,7 @@ def _claims(cfg: Config, ps: dict) -> list:
             ">=",
             baseline=v("holefill/dy2/psnr"),
             compare="difference",
-            note=_paired(sim2, v("holefill/dy2/psnr")),
+            note=paired_note(sim2, v("holefill/dy2/psnr")),
         ),
         all_of(
             "recorded_parity",
@@ -505,7 +488,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     ">=",
                     baseline=nos0,
                     compare="difference",
-                    note=_paired(sim0, nos0),
+                    note=paired_note(sim0, nos0),
                 ),
                 make_claim(
                     "upper",
@@ -516,7 +499,7 @@ def _claims(cfg: Config, ps: dict) -> list:
                     "<=",
                     baseline=nos0,
                     compare="difference",
-                    note=_paired(sim0, nos0),
+                    note=paired_note(sim0, nos0),
                 ),
             ],
         ),
@@ -551,7 +534,7 @@ def _claims(cfg: Config, ps: dict) -> list:
             ">=",
             baseline=ap_n,
             compare="difference",
-            note=_paired(ap_s, ap_n),
+            note=paired_note(ap_s, ap_n),
         )
     )
     claims.append(
@@ -565,176 +548,31 @@ def _claims(cfg: Config, ps: dict) -> list:
     return claims
 
 
-def _figure(cfg: Config, ps: dict, path: Path, data: dict) -> Path:
-    fig, ax = subplots(1, 2, figsize=(11, 3.4))
-    for name, style in (("sim", "o-"), ("nosim", "s--"), ("holefill", "^:"), ("pseudo_only", "x:")):
-        m = [np.mean(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
-        sd = [np.std(values(ps, f"{name}/dy{dy:g}/psnr")) for dy in cfg.offsets]
-        ax[0].errorbar(cfg.offsets, m, yerr=sd, fmt=style, capsize=3, label=name)
-    ax[0].set_xlabel("lateral offset Δy (m)")
-    ax[0].set_ylabel("PSNR (dB)")
-    ax[0].legend()
-    ax[0].set_title("novel-trajectory synthesis")
-    ex = next(iter(ps.values()))["examples"]
-    i2 = list(cfg.offsets).index(2.0)
-    rows = [
-        data["test_pseudo"][i2, 0, 0],
-        np.asarray(ex["nosim"][i2]) if ex else None,
-        np.asarray(ex["sim"][i2]) if ex else None,
-        data["test_gt"][i2, 0, 0],
-    ]
-    rows = [r for r in rows if r is not None]
-    ax[1].imshow(np.clip(np.concatenate(rows, 0), 0, 1))
-    ax[1].set_title("Δy = 2 m: pseudo | no sim | sim | GT (top→bottom)")
-    ax[1].axis("off")
-    fig.tight_layout()
-    return atomic_savefig(fig, path)
-
-
-def _curves(ps: dict) -> dict[str, dict[str, np.ndarray]] | None:
-    """Per variant: the curve's steps and the (seeds, points) arrays of window loss and monitor PSNR."""
-    if not all("curve" in r for r in ps.values()):
-        return None
-    out = {}
-    for m in VARIANTS:
-        cs = [r["curve"][m] for r in ps.values()]
-        out[m] = {"step": np.asarray(cs[0]["step"])} | {
-            k: np.asarray([c[k] for c in cs], dtype=float) for k in ("loss", "psnr_dy0", "psnr_dy2")
-        }
-    return out
-
-
-def _curve_figure(ps: dict, path: Path) -> Path | None:
-    cur = _curves(ps)
-    if cur is None:
-        return None
-    fig, ax = subplots(1, 2, figsize=(10, 3.2))
-    for m, style in (("sim", "o-"), ("nosim", "s--")):
-        c = cur[m]
-        ax[0].errorbar(c["step"], c["loss"].mean(0), yerr=c["loss"].std(0), fmt=style, capsize=3, label=m)
-        for k, lab in (("psnr_dy0", "Δy 0"), ("psnr_dy2", "Δy 2 m")):
-            ax[1].errorbar(
-                c["step"], c[k].mean(0), yerr=c[k].std(0), fmt=style, capsize=3, label=f"{m}, {lab}"
-            )
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("EDM loss (window mean)")
-    ax[0].legend()
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("held-out PSNR (dB)")
-    ax[1].legend(fontsize=7)
-    ax[0].set_title("training loss")
-    ax[1].set_title("held-out sampled PSNR (monitor clips)")
-    fig.tight_layout()
-    return atomic_savefig(fig, path)
-
-
-def convergence_text(ps: dict) -> str:
-    """Table of the training curve (seed means) and a convergence verdict: converged when, between the last two
-    curve points, the window loss changes by < 5 % and the held-out PSNR at both offsets by < 0.2 dB, for both
-    variants."""
-    cur = _curves(ps)
-    if cur is None:
-        return "Training curve: not recorded (curve_points = 0)."
-    rows = ["| step | " + " | ".join(f"{m} loss | {m} PSNR Δy0 | {m} PSNR Δy2" for m in VARIANTS) + " |"]
-    rows.append("|---" * (1 + 3 * len(VARIANTS)) + "|")
-    steps = cur[VARIANTS[0]]["step"]
-    for i, st in enumerate(steps):
-        cells = []
-        for m in VARIANTS:
-            c = cur[m]
-            cells += [
-                f"{c['loss'][:, i].mean():.3f}",
-                f"{c['psnr_dy0'][:, i].mean():.2f}",
-                f"{c['psnr_dy2'][:, i].mean():.2f}",
-            ]
-        rows.append(f"| {st:.0f} | " + " | ".join(cells) + " |")
-    if len(steps) < 2:
-        return "\n".join(rows) + "\n\nConvergence: one curve point only, not assessed."
-    verdicts = []
-    for m in VARIANTS:
-        c = cur[m]
-        dl = (c["loss"][:, -1].mean() - c["loss"][:, -2].mean()) / max(abs(c["loss"][:, -2].mean()), 1e-12)
-        d0 = c["psnr_dy0"][:, -1].mean() - c["psnr_dy0"][:, -2].mean()
-        d2 = c["psnr_dy2"][:, -1].mean() - c["psnr_dy2"][:, -2].mean()
-        ok = abs(dl) < 0.05 and abs(d0) < 0.2 and abs(d2) < 0.2
-        verdicts.append(
-            f"{m}: loss {100 * dl:+.1f} %, PSNR Δy0 {d0:+.2f} dB, Δy2 {d2:+.2f} dB between steps {steps[-2]:.0f} and "
-            f"{steps[-1]:.0f} → {'converged' if ok else 'not converged'}"
-        )
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims read: PSNR with / without the simulation at every offset (0 and 2 are in every
+    config's offsets), hole PSNR, hole-filling PSNR and detection AP at Δy = 2 m."""
     return (
-        "\n".join(rows)
-        + "\n\nConvergence (criterion: between the last two curve points the window loss changes < 5 % and the "
-        "held-out PSNR < 0.2 dB at both offsets): " + "; ".join(verdicts) + "."
+        tuple(f"{arm}/dy{dy:g}/psnr" for arm in VARIANTS for dy in cfg.offsets)
+        + tuple(f"{arm}/dy2/{k}" for arm in VARIANTS for k in ("hole_psnr", "ap"))
+        + ("holefill/dy2/psnr",)
     )
 
 
-def _report(cfg: Config, ps: dict) -> str:
-    rows = ["| Δy (m) | method | PSNR | hole-PSNR | SSIM | AP | FD-proxy |", "|---|---|---|---|---|---|---|"]
-    for dy in cfg.offsets:
-        for m in ("sim", "nosim", "holefill", "pseudo_only"):
-            k = f"{m}/dy{dy:g}"
-            rows.append(
-                f"| {dy:g} | {m} | {mean_std(values(ps, k + '/psnr'), 2)} | "
-                f"{mean_std(values(ps, k + '/hole_psnr'), 2)} | {mean_std(values(ps, k + '/ssim'), 3)} | "
-                f"{mean_std(values(ps, k + '/ap'), 3)} | {mean_std(values(ps, k + '/fd_proxy'), 3)} |"
-            )
-    tr = "; ".join(
-        f"{m}: loss {mean_std(values(ps, m + '/loss_first'), 3)} → {mean_std(values(ps, m + '/loss_last'), 3)}, "
-        f"{mean_std(values(ps, m + '/train_cpu_s'), 0)} CPU-s"
-        for m in VARIANTS
-    )
-    return "\n".join(
-        [
-            f"ToyDrive {cfg.width}×{cfg.height} px, {cfg.n_train_scenes} train / {cfg.n_test_scenes} test scenes (shared by "
-            f"all seeds; seeds vary the model initialisation, batches, noise and sampling). Both variants (same budget): {cfg.train_steps} "
-            f"steps × batch {cfg.batch} clips of {cfg.clip_len} frames, AdamW lr {cfg.lr}; sampling {cfg.sample_steps} EDM "
-            f"Euler steps, CFG {cfg.guidance}. Simulation: window centred at t ± {cfg.shift_k} frames with ratio "
-            f"{cfg.mismatch_ratio}.",
-            "",
-            "Training: " + tr,
-            "",
-            *rows,
-            "",
-            "Per shift, paired per-seed differences (the claims read Δy = 0 and Δy = 2 m; the other rows show how "
-            "the comparison moves with the shift):",
-            "",
-            *_per_shift_rows(cfg, ps),
-            "",
-            f"Training curve (seed means; held-out PSNR of {cfg.sample_steps}-step samples of the first "
-            f"{cfg.curve_clips} test clips at Δy = 0 and 2 m — monitoring only, the last step's model is evaluated):",
-            "",
-            convergence_text(ps),
-            "",
-            "Deviations: pixel-space model (no VAE / SVD weights offline), EDM pixel-space noise prior (ln σ ~ N(−1.2, "
-            "1.2²)) instead of SVD's (0.7, 1.6), a small learned reference-frame encoder instead of CLIP, FD-proxy on the "
-            "probe's features instead of FID, a 2-D car-centre probe instead of a 3-D detector.",
-        ]
-    )
+def _without(per_seed: dict, keys: tuple[str, ...]) -> dict:
+    return {s: {k: v for k, v in r.items() if k not in keys} for s, r in per_seed.items()}
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims read: PSNR with / without the simulation at every offset (0 and 2 are in every
-    # config's offsets), hole PSNR, hole-filling PSNR and detection AP at Δy = 2 m
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(f"{arm}/dy{dy:g}/psnr" for arm in ("sim", "nosim") for dy in cfg.offsets)
-        + tuple(f"{arm}/dy2/{k}" for arm in ("sim", "nosim") for k in ("hole_psnr", "ap"))
-        + ("holefill/dy2/psnr",),
-    )
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     data = load_data(cfg, rd.path)
-    ps = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
-    claims = _claims(cfg, ps)
-    fig = _figure(cfg, ps, rd.figures / "freevs_shift.png", data)
-    curve_fig = _curve_figure(ps, rd.figures / "freevs_training.png")
-    metrics = aggregate(
-        {s: {k: v for k, v in r.items() if k not in ("examples", "curve")} for s, r in ps.items()}
-    )
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data), cfg.seed_list)
+    fig = report.figure(cfg, per_seed, rd.figures / "freevs_shift.png", data)
+    curve_fig = report.training_figure(cfg, per_seed, rd.figures / "freevs_training.png")
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=metrics,
-        claims=claims,
-        per_seed={s: {k: v for k, v in r.items() if k != "examples"} for s, r in ps.items()},
+        metrics=aggregate(_without(per_seed, ("examples", "curve"))),
+        claims=claims(cfg, per_seed),
+        per_seed=_without(per_seed, ("examples",)),
         figures=[fig] + ([curve_fig] if curve_fig is not None else []),
-        report_md=_report(cfg, ps),
+        report_md=report.report_md(cfg, per_seed),
     )
