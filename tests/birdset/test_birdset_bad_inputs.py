@@ -32,10 +32,10 @@ import pandas as pd  # noqa: E402
 from iclr25.birdset import (  # noqa: E402
     AudioCache,
     AugmentConfig,
+    BirdTrainConfig,
     MelConfig,
     MelFrontend,
     SmallCNN,
-    TrainConfig,
     apply_class_mask,
     auroc,
     background_bank,
@@ -194,12 +194,12 @@ case("scapes snr rev", "snr_db", lambda: make_soundscapes(sp, 1, duration_s=2.0,
 case("bank n 0", "n", lambda: background_bank(0, 1.0))
 case("bank seconds neg", "seconds", lambda: background_bank(1, -1.0))
 case("bank sr 0", "sample_rate", lambda: background_bank(1, 1.0, sample_rate=0))
-case("TrainConfig steps bool", "steps", lambda: TrainConfig(steps=True))
-case("TrainConfig lr nan", "lr", lambda: TrainConfig(lr=nan))
-case("TrainConfig wd nan", "weight_decay", lambda: TrainConfig(weight_decay=nan))
-case("TrainConfig grad_clip neg", "grad_clip", lambda: TrainConfig(grad_clip=-1.0))
-case("TrainConfig warmup nan", "warmup_frac", lambda: TrainConfig(warmup_frac=nan))
-case("TrainConfig augment bad", "augment", lambda: TrainConfig(augment=None))
+case("BirdTrainConfig steps bool", "steps", lambda: BirdTrainConfig(steps=True))
+case("BirdTrainConfig lr nan", "lr", lambda: BirdTrainConfig(lr=nan))
+case("BirdTrainConfig wd nan", "weight_decay", lambda: BirdTrainConfig(weight_decay=nan))
+case("BirdTrainConfig grad_clip neg", "grad_clip", lambda: BirdTrainConfig(grad_clip=-1.0))
+case("BirdTrainConfig warmup nan", "warmup_frac", lambda: BirdTrainConfig(warmup_frac=nan))
+case("BirdTrainConfig augment bad", "augment", lambda: BirdTrainConfig(augment=None))
 case(
     "event_mapping nan window",
     "no_event_window",

@@ -8,10 +8,10 @@ import torch
 from iclr25.birdset import (
     AudioCache,
     AugmentConfig,
+    BirdTrainConfig,
     MelConfig,
     MelFrontend,
     SmallCNN,
-    TrainConfig,
     class_mask,
     evaluate,
     evaluate_scores,
@@ -63,7 +63,7 @@ def test_training_learns():
     torch.manual_seed(0)
     audio, rows, y, _ = _data(3, 4, seed=4)
     model, fe = SmallCNN(3, (8, 16, 16, 32)), MelFrontend(MEL)
-    cfg = TrainConfig(steps=40, batch_size=16, lr=3e-3, augment=NO_BG)
+    cfg = BirdTrainConfig(steps=40, batch_size=16, lr=3e-3, augment=NO_BG)
     windows = _windows(rows)
     before = evaluate(model, fe, audio, windows, y)["cmAP"]
     hist = train(model, fe, rows, y, audio, cfg)
@@ -76,7 +76,7 @@ def test_lt_class_mask_is_exact():
     torch.manual_seed(0)
     audio, rows, y, classes = _data(30, 1, seed=5)  # an "LT" model trained on 30 species
     model, fe = SmallCNN(30, (4, 8, 8, 8)), MelFrontend(MEL)
-    train(model, fe, rows, y, audio, TrainConfig(steps=3, batch_size=8, augment=NO_BG))
+    train(model, fe, rows, y, audio, BirdTrainConfig(steps=3, batch_size=8, augment=NO_BG))
     windows = _windows(rows)
     # LT mechanics: evaluate a 10-species test set through the class mask == metrics of the sliced logits
     test_codes = classes[::3]
@@ -96,14 +96,14 @@ def test_label_width_mismatch_is_refused():
     audio, rows, y, _ = _data(3, 1, seed=0)
     model, fe = SmallCNN(5, (4, 4, 4, 4)), MelFrontend(MEL)
     with pytest.raises(ValueError, match="the label list has 3 classes but the model outputs 5"):
-        train(model, fe, rows, y, audio, TrainConfig(steps=1, batch_size=2, augment=NO_BG))
+        train(model, fe, rows, y, audio, BirdTrainConfig(steps=1, batch_size=2, augment=NO_BG))
     w = rows.assign(start_time=0.0, end_time=5.0)
     with pytest.raises(ValueError, match="model outputs 5"):
         evaluate(model, fe, audio, w, y)
     with pytest.raises(ValueError, match="targets must be"):
-        train(model, fe, rows, y[:1], audio, TrainConfig(steps=1))
+        train(model, fe, rows, y[:1], audio, BirdTrainConfig(steps=1))
     with pytest.raises(ValueError, match="decoding"):
-        TrainConfig(decoding="middle")
+        BirdTrainConfig(decoding="middle")
 
 
 @pytest.mark.parametrize("kind", ["efficientnet", "convnext", "ast"])
@@ -112,7 +112,7 @@ def test_transformers_families_train_one_step(kind):
     audio, rows, y, _ = _data(3, 1, seed=1)
     model, fe = hf_audio_model(kind, 3, n_mels=32, frames=MEL.n_frames(5.0)), MelFrontend(MEL)
     before = [p.detach().clone() for p in model.parameters()]
-    train(model, fe, rows, y, audio, TrainConfig(steps=1, batch_size=2, augment=NO_BG))
+    train(model, fe, rows, y, audio, BirdTrainConfig(steps=1, batch_size=2, augment=NO_BG))
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     with pytest.raises(ValueError, match="kind"):
         hf_audio_model("resnet", 3)

@@ -39,16 +39,16 @@ from .synthetic import (
     make_species,
     xeno_canto_duration,
 )
-from .train import TrainConfig, evaluate, predict, train
+from .train import BirdTrainConfig, evaluate, predict, train
 
 __all__ = [
     "AudioCache",
     "AugmentConfig",
     "BirdSetSplit",
+    "BirdTrainConfig",
     "MelConfig",
     "MelFrontend",
     "SmallCNN",
-    "TrainConfig",
     "apply_class_mask",
     "augment_batch",
     "auroc",

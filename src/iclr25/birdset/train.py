@@ -24,13 +24,18 @@ from .augment import AugmentConfig, augment_batch
 from .events import event_windows
 from .metrics import evaluate_scores
 
-__all__ = ["TrainConfig", "train", "predict", "evaluate", "decode_batch"]
+__all__ = ["BirdTrainConfig", "train", "predict", "evaluate", "decode_batch"]
 
 DECODINGS = ("event", "first", "random")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class BirdTrainConfig:
+    """Optimisation and windowing of :func:`train` (paper §4 "Training"; the benchmark's DT settings): AdamW,
+    cosine schedule with ``warmup_frac`` linear warm-up, gradient clipping, the decoding rule of the training
+    windows (``event`` / ``first`` / ``random``) with its event ``extension_time``, and the waveform
+    augmentations (:class:`~iclr25.birdset.augment.AugmentConfig`)."""
+
     steps: int = 1000
     batch_size: int = 32
     lr: float = 5e-4  # AdamW, the benchmark's CNN DT configs
@@ -128,9 +133,9 @@ def train(
     rows: pd.DataFrame,
     targets: np.ndarray,
     audio: AudioCache,
-    cfg: TrainConfig,
+    cfg: BirdTrainConfig,
     bank: np.ndarray | None = None,
-    device: str = "cpu",
+    device: str | torch.device = "cpu",
 ) -> dict:
     """Train ``model`` in place; returns ``{"loss": [per-step loss], "examples": n}``."""
     targets = np.asarray(targets, dtype=np.float32)
@@ -183,7 +188,7 @@ def predict(
     ends,
     clip_seconds: float = 5.0,
     batch_size: int = 64,
-    device: str = "cpu",
+    device: str | torch.device = "cpu",
 ) -> torch.Tensor:
     """Logits (windows, classes) for fixed windows (no augmentation, eval mode)."""
     model.to(device).eval()
@@ -211,7 +216,7 @@ def evaluate(
     targets: np.ndarray,
     mask=None,
     batch_size: int = 64,
-    device: str = "cpu",
+    device: str | torch.device = "cpu",
 ) -> dict[str, float]:
     """Benchmark metrics on fixed windows (``windows``: filepath, start_time, end_time; ``targets`` multi-hot).
 
