@@ -334,13 +334,15 @@ def one_seed(
     (p_θ₀, continued SFT on D₂, CAD) and the α = 0 control of the negatives.
 
     ``p_lm``, ``world``, ``tok`` and ``device`` are the context a run shares across its seeds
-    (:func:`shared_context`); each one not given is built here — p_LM pre-trained in a temporary folder, the same
-    weights as in a run of ``cfg`` (its pre-training depends on ``cfg`` alone, not on ``seed``)."""
+    (:func:`shared_context`); each one not given is built here — p_LM pre-trained in a temporary folder (removed
+    afterwards), the same weights as in a run of ``cfg`` (its pre-training depends on ``cfg`` alone, not on
+    ``seed``)."""
     world = World() if world is None else world
     tok = load_tokenizer(cfg, world) if tok is None else tok
     device = get_device(cfg.device) if device is None else device
     if p_lm is None:
-        p_lm = pretrain_lm(cfg, Path(tempfile.mkdtemp(prefix="scope-p_lm-")), world, tok, device)
+        with tempfile.TemporaryDirectory(prefix="scope-p_lm-") as tmp:  # the trained model stays in memory
+            p_lm = pretrain_lm(cfg, Path(tmp), world, tok, device)
     t0 = time.perf_counter()
     seed_everything(seed)
     data = records_dataset(world, cfg.n_data, derive_seed(seed, "data"), cfg.year_absent, cfg.divergent)
