@@ -1,6 +1,6 @@
 """Reproduction: SCOPE preference tuning cuts hallucinations of an SFT data-to-text model (synthetic biographies).
 
-Pipeline (the paper's method, at toy scale): pre-train the base LM p_LM on prior-driven biographies (once per run, shared
+Pipeline (the paper's method, its Fig. 1, at toy scale): pre-train the base LM p_LM on prior-driven biographies (once per run, shared
 by the seeds: it is not what is compared) → per seed, draw D (records with divergent references) and split it in
 halves D₁/D₂ → SFT p_LM on D₁ (p_θ₀) → noisy samples y⁻ on D₂ (α ∈ ``alphas``, T = 0.6, top-p 0.9, first 2
 tokens untouched) → DPO with TRL (β = 0.1, π_ref = p_θ₀) → greedy decoding on faithful test records.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,16 +20,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import make_claim
-from iclr25.common.figures import subplots
-from iclr25.common.io import atomic_savefig, atomic_write_json, read_json
+from iclr25.common.claims import Claim, make_claim
+from iclr25.common.device import get_device
+from iclr25.common.io import atomic_write_json, read_json
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
-from iclr25.common.stats import mean_std, t_interval95
+from iclr25.common.stats import interval_note, sign_note
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 
+from . import report
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer
 from .metrics import corpus_bleu
 from .noisy_generation import context_aware_generate, generate_unfaithful
@@ -149,12 +151,6 @@ PRESETS = {
 
 
 # ----------------------------------------------------------------------------------------------------------------
-def _device(cfg: Config) -> torch.device:
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(cfg.device)
-
-
 def build_model(cfg: Config, vocab_size: int, seed: int):
     """A randomly initialised tiny GPT-2 or Llama over the word vocabulary (pad 0, bos 1, eos 2)."""
     if cfg.arch == "llama":
@@ -287,7 +283,8 @@ def _lm_prompt(tok) -> list[int]:
 
 
 def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
-    """p_LM: pre-trained once per run on prior-driven sentences, cached in ``out/p_lm`` (safetensors)."""
+    """p_LM, the pre-trained base LM of the paper's Fig. 1 (here pre-trained once per run on prior-driven sentences,
+    so that it holds spurious "knowledge"), cached in ``out/p_lm`` (safetensors)."""
     from transformers import AutoModelForCausalLM
 
     from iclr25.common.results import config_hash
@@ -323,7 +320,29 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
     return lm.eval()
 
 
-def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
+def one_seed(
+    cfg: Config,
+    seed: int,
+    p_lm=None,
+    world: World | None = None,
+    tok=None,
+    device: torch.device | None = None,
+) -> dict:
+    """One seed of the paper's two-stage pipeline (Fig. 1): draw D and split it into halves D₁/D₂; stage 1, SFT of
+    p_LM on D₁ gives p_θ₀; noisy generation of y⁻ on D₂ at every α of ``cfg.alphas``; stage 2, DPO of p_θ₀ on
+    (x, y, y⁻) with π_ref = p_θ₀; greedy (and T-sampled) decoding on faithful test records. Also the baselines
+    (p_θ₀, continued SFT on D₂, CAD) and the α = 0 control of the negatives.
+
+    ``p_lm``, ``world``, ``tok`` and ``device`` are the context a run shares across its seeds
+    (:func:`shared_context`); each one not given is built here — p_LM pre-trained in a temporary folder (removed
+    afterwards), the same weights as in a run of ``cfg`` (its pre-training depends on ``cfg`` alone, not on
+    ``seed``)."""
+    world = World() if world is None else world
+    tok = load_tokenizer(cfg, world) if tok is None else tok
+    device = get_device(cfg.device) if device is None else device
+    if p_lm is None:
+        with tempfile.TemporaryDirectory(prefix="scope-p_lm-") as tmp:  # the trained model stays in memory
+            p_lm = pretrain_lm(cfg, Path(tmp), world, tok, device)
     t0 = time.perf_counter()
     seed_everything(seed)
     data = records_dataset(world, cfg.n_data, derive_seed(seed, "data"), cfg.year_absent, cfg.divergent)
@@ -392,9 +411,9 @@ def one_seed(cfg: Config, seed: int, p_lm, world: World, tok, device) -> dict:
     return res
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    out = Path(out)
-    device = _device(cfg)
+def shared_context(cfg: Config, out: Path) -> dict:
+    """What every seed of a run shares: the world, the tokenizer, the device and p_LM, pre-trained once and cached
+    in ``out/p_lm`` (:func:`pretrain_lm`; a resumed run reads it back). ``one_seed(cfg, s, **ctx)`` takes it."""
     try:
         from datasets.utils.logging import disable_progress_bar
         from transformers.utils import logging as hf_logging
@@ -403,25 +422,37 @@ def run(cfg: Config, out: Path) -> RunResult:
         hf_logging.disable_progress_bar()  # model save/load bars
     except ImportError:  # pragma: no cover
         pass
-    world = World()
+    world, device = World(), get_device(cfg.device)
     tok = load_tokenizer(cfg, world)
-    # the keys the claims and their notes read: SFT / continued SFT, the α = 0 control, and SCOPE at α = 0.1,
-    # the claimed α and the largest α (Config checks that 0.1 and alpha are in alphas)
+    return {
+        "p_lm": pretrain_lm(cfg, Path(out), world, tok, device),
+        "world": world,
+        "tok": tok,
+        "device": device,
+    }
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims and their notes read: SFT / continued SFT, the α = 0 control, and SCOPE at
+    α = 0.1, the claimed α and the largest α (Config checks that 0.1 and alpha are in alphas)."""
     scope_arms = [f"scope@{x:g}" for x in sorted({0.1, cfg.alpha, max(cfg.alphas)})]
-    rd = RunDir(
-        out,
-        cfg,
-        required=tuple(f"{arm}/{k}" for arm in ("sft", "cont_sft", *scope_arms) for k in ("halluc", "recall"))
+    return (
+        tuple(f"{arm}/{k}" for arm in ("sft", "cont_sft", *scope_arms) for k in ("halluc", "recall"))
         + ("neg_halluc_alpha0", f"scope@{cfg.alpha:g}/neg_halluc")
         + (f"scope@{cfg.alpha:g}/recall_sampled", "cont_sft/recall_sampled")
         + tuple(
             f"scope@{x:g}/{k}"
             for x in sorted({0.1, cfg.alpha})
             for k in ("halluc_sampled", "rejected_differs", "dpo_last_reward_acc")
-        ),
+        )
     )
-    p_lm = pretrain_lm(cfg, out, world, tok, device)
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, p_lm, world, tok, device), cfg.seed_list)
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed): SCOPE at α = ``cfg.alpha`` halves the better SFT baseline's
+    hallucination rate and keeps field recall (the paper's headline); its negatives y⁻ are unfaithful (the noisy
+    generation's purpose, paper Fig. 1); α = 0.5 beats α = 0.1 (the paper's α sensitivity). Each note carries the
+    numbers behind the verdict, with paired per-seed intervals where two arms are compared."""
     a = f"scope@{cfg.alpha:g}"
     sft_h, cont_h = values(per_seed, "sft/halluc"), values(per_seed, "cont_sft/halluc")
     best_name, best = ("SFT", sft_h) if np.mean(sft_h) <= np.mean(cont_h) else ("continued SFT", cont_h)
@@ -443,7 +474,8 @@ def run(cfg: Config, out: Path) -> RunResult:
     trend_note += (
         f" Paired per-seed differences (α = {cfg.alpha:g} − α = 0.1): {', '.join(f'{x:+.3f}' for x in d)}; "
         f"{int((d < 0).sum())} of {len(d)} seeds lower, {int((d == 0).sum())} tied; 95 % paired t interval "
-        f"{_interval(d)} — sign {_sign(d)}; when it is not decided the verdict (the mean's) is not a finding."
+        f"{interval_note(d, 3)} — sign {sign_note(d)}; when it is not decided the verdict (the mean's) is not a "
+        "finding."
     )
     rk = np.asarray(values(per_seed, f"{a}/recall_sampled")) - np.asarray(
         values(per_seed, "cont_sft/recall_sampled")
@@ -454,7 +486,7 @@ def run(cfg: Config, out: Path) -> RunResult:
             "hallucination mode (an unsupported 'born in' clause), so the metric saturates and the trend cannot "
             "show; the paper's α sensitivity is measured on real data where α = 0.1 negatives are too close to y."
         )
-    claims = [
+    return [
         make_claim(
             "halluc_halved",
             "SCOPE (α = 0.5) at least halves the hallucination rate of the better SFT baseline",
@@ -492,7 +524,7 @@ def run(cfg: Config, out: Path) -> RunResult:
                     if mv(mid + "/recall") == 1
                     else "."
                 )
-                + f" Paired per-seed differences {_interval(rk)} (95 % t interval)."
+                + f" Paired per-seed differences {interval_note(rk, 3)} (95 % t interval)."
                 + note_small
             ),
         ),
@@ -524,119 +556,35 @@ def run(cfg: Config, out: Path) -> RunResult:
             ),
         ),
     ]
-    valid, reason = True, ""
-    if max(np.mean(sft_h), np.mean(cont_h)) == 0:
-        valid, reason = False, "neither SFT baseline hallucinates: the task gives SCOPE nothing to fix"
-    fig = _figure(per_seed, cfg, rd.figures / "scope_faithfulness.png")
-    log(
-        f"scope_faithfulness: hallucination SFT {np.mean(sft_h):.3f} / cont {np.mean(cont_h):.3f} / SCOPE {np.mean(scope_h):.3f}"
-    )
+
+
+def summary(cfg: Config, per_seed: dict) -> str:
+    """One log line: mean greedy hallucination of SFT, continued SFT and SCOPE (α = ``cfg.alpha``)."""
+    m = {k: np.mean(values(per_seed, f"{k}/halluc")) for k in ("sft", "cont_sft", f"scope@{cfg.alpha:g}")}
+    return "scope_faithfulness: hallucination SFT {:.3f} / cont {:.3f} / SCOPE {:.3f}".format(*m.values())
+
+
+def precondition(per_seed: dict) -> str:
+    """Why the run is not meaningful, or ``""``: when neither SFT baseline hallucinates, the task gives SCOPE
+    nothing to fix (the claims' baseline is then 0)."""
+    if max(np.mean(values(per_seed, "sft/halluc")), np.mean(values(per_seed, "cont_sft/halluc"))) == 0:
+        return "neither SFT baseline hallucinates: the task gives SCOPE nothing to fix"
+    return ""
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    rd = RunDir(Path(out), cfg, required=required_keys(cfg))
+    ctx = shared_context(cfg, rd.path)  # p_LM: pre-trained once per run, before (and shared by) the seeds
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, **ctx), cfg.seed_list)
+    log(summary(cfg, per_seed))
+    reason = precondition(per_seed)
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims,
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=[fig],
-        report_md=_report(per_seed, cfg),
-        valid=valid,
+        figures=[report.figure(cfg, per_seed, rd.figures / "scope_faithfulness.png")],
+        report_md=report.report_md(cfg, per_seed),
+        valid=not reason,
         invalid_reason=reason,
     )
-
-
-def _interval(d) -> str:
-    if len(d) < 2:
-        return "n/a (1 seed)"
-    lo, hi = t_interval95(d)
-    return f"[{lo:+.3f}, {hi:+.3f}]"
-
-
-def _sign(d) -> str:
-    """Whether the paired 95 % t interval of the per-seed differences decides the sign of their mean."""
-    if len(d) < 2:
-        return "not decided (1 seed)"
-    lo, hi = t_interval95(d)
-    if lo > 0:
-        return "decided: positive"
-    if hi < 0:
-        return "decided: negative"
-    return "not decided (the interval contains 0)"
-
-
-def _arms(cfg: Config) -> list[tuple[str, str]]:
-    return [
-        ("sft", "SFT on D₁ (p_θ₀)"),
-        ("cont_sft", "p_θ₀ + continued SFT on D₂"),
-        ("cad", f"CAD on p_θ₀ (α = {cfg.cad_alpha:g})"),
-    ] + [(f"scope@{a:g}", f"SCOPE α = {a:g}") for a in cfg.alphas]
-
-
-def _report(per_seed: dict, cfg: Config) -> str:
-    seeds = sorted(per_seed)
-    rows = [
-        f"Greedy decoding on {cfg.n_test} faithful test records; mean ± std over seeds {seeds}.",
-        "",
-        "| model | hallucination rate ↓ | field recall ↑ | SacreBLEU ↑ | halluc. of samples (T = %g) ↓ | "
-        "field recall of samples ↑ | unfaithful y⁻ on D₂ | DPO final loss |" % cfg.temperature,
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for key, name in _arms(cfg):
-        v = lambda k, key=key: values(per_seed, f"{key}/{k}")  # noqa: E731
-        neg = mean_std(v("neg_halluc"), digits=3) if key.startswith("scope") else (
-            mean_std(values(per_seed, "neg_halluc_alpha0"), digits=3) + " (α = 0)" if key == "sft" else "—"
-        )  # fmt: skip
-        loss = mean_std(v("dpo_last_loss"), digits=3) if key.startswith("scope") else "—"
-        samp = mean_std(v("halluc_sampled"), digits=3) if key != "cad" else "—"
-        srec = mean_std(v("recall_sampled"), digits=3) if key != "cad" else "—"
-        rows.append(
-            f"| {name} | {mean_std(v('halluc'), digits=3)} | {mean_std(v('recall'), digits=3)} | "
-            f"{mean_std(v('bleu'), digits=1)} | {samp} | {srec} | {neg} | {loss} |"
-        )
-    ex = per_seed[seeds[0]].get("example_pair")
-    if ex:
-        rows += ["", f"Example pair (seed {seeds[0]}, α = {cfg.alpha:g}): prompt `{ex['prompt']}` — chosen "
-                 f"`{ex['chosen'].strip()}` — rejected `{ex['rejected'].strip()}`"]  # fmt: skip
-    rows += [
-        "",
-        "Deviations from the paper (toy scale): word-level synthetic biographies instead of ToTTo/WebNLG/XSum; "
-        f"a {cfg.layers}-layer {cfg.arch} of width {cfg.hidden} instead of Llama-2-7B; DPO lr {cfg.tune_lr:g} and "
-        f"{cfg.tune_epochs} epochs (paper: 1e-6, 1 epoch — a 7B model's setting, which does not move a random-init "
-        f"toy model); max {cfg.max_new_tokens} new tokens (paper 90); exact hallucination/recall instead of "
-        "PARENT/AlignScore/NLI. Continued SFT gets the same data, steps, batch, lr and warm-up as DPO (cosine "
-        "decay to 0 instead of TRL's linear decay).",
-    ]
-    return "\n".join(rows)
-
-
-def _figure(per_seed: dict, cfg: Config, path: Path) -> Path:
-    fig, axes = subplots(1, 2, figsize=(10, 3.6))
-    labels, means, stds = [], [], []
-    for key, name in _arms(cfg):
-        v = values(per_seed, f"{key}/halluc")
-        short = {"sft": "SFT\n(p_θ₀)", "cont_sft": "cont.\nSFT", "cad": "CAD"}
-        labels.append(short.get(key, name.replace("SCOPE ", "SCOPE\n")))
-        means.append(np.mean(v))
-        stds.append(np.std(v))
-    axes[0].bar(
-        range(len(labels)), means, yerr=stds, color=["#999"] * 3 + ["#1f77b4"] * len(cfg.alphas), capsize=3
-    )
-    axes[0].set_xticks(range(len(labels)), labels, fontsize=7)
-    axes[0].set_ylabel("hallucination rate (test)")
-    axes[0].set_title("Hallucination by model")
-    al = list(cfg.alphas)
-    for k, name, c in (("halluc", "hallucination", "#d62728"), ("recall", "field recall", "#2ca02c")):
-        m = [np.mean(values(per_seed, f"scope@{a:g}/{k}")) for a in al]
-        s = [np.std(values(per_seed, f"scope@{a:g}/{k}")) for a in al]
-        axes[1].errorbar(al, m, yerr=s, marker="o", label=f"SCOPE {name}", color=c, capsize=3)
-    axes[1].axhline(
-        np.mean(values(per_seed, "cont_sft/halluc")),
-        ls="--",
-        color="#d62728",
-        lw=1,
-        label="cont. SFT halluc.",
-    )
-    axes[1].set_xlabel("noise level α")
-    axes[1].set_title("α sweep")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    atomic_savefig(fig, path)
-    return path

@@ -1,4 +1,5 @@
-"""SCOPE's self-supervised unfaithful samples (the paper's "noisy generation" of negatives).
+"""SCOPE's self-supervised unfaithful samples (the paper's "noisy generation" of negatives: the mixture of p_LM and
+p_θ₀ in its Fig. 1 that builds the synthetic preference dataset).
 
 At every decoding step a per-sample coin ``z_t ~ Bernoulli(α)`` decides which model picks the next token::
 
@@ -153,6 +154,9 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
 
 class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
     r"""Per-token switch between the grounded model's scores and a context-free noise LM (SCOPE's noisy generation).
+
+    The paper's mixture of p_θ₀ and p_LM (Fig. 1): at each step a coin z_t ~ Bernoulli(α) picks
+    p_LM(·|y⁻<t) (z_t = 1) or p_θ₀(·|x, y⁻<t) (z_t = 0), so sampling follows (1 − α)·p_θ₀ + α·p_LM per token.
 
     Use one instance per ``generate`` call (it keeps the LM branch's KV cache). Greedy or sampling decoding with
     ``num_beams=1``; ``num_return_sequences`` works (every row gets its own coins).
@@ -328,7 +332,8 @@ def generate_unfaithful(
     return_processor: bool = False,
     **generate_kwargs,
 ):
-    """Sample unfaithful continuations y⁻ of ``inputs`` with SCOPE's noisy decoding.
+    """Sample unfaithful continuations y⁻ of ``inputs`` with SCOPE's noisy decoding (the paper's mixture of p_θ₀
+    = ``model`` and p_LM = ``lm``, Fig. 1; see :class:`ScopeNoiseProcessor`).
 
     ``inputs``: a *left-padded* batch (``BatchEncoding`` / dict with ``input_ids`` and ``attention_mask``, or an
     id tensor) of prompts built from the contexts x. Returns the generated ids ``(B, T)`` (padding after EOS), and
@@ -383,7 +388,7 @@ def generate_unfaithful(
 
 @torch.no_grad()
 def context_aware_generate(model, inputs, alpha: float = 0.5, *, lm_prompt_ids=None, **generate_kwargs):
-    """Context-aware decoding (CAD, Shi et al. 2024), the SCOPE paper's decoding baseline.
+    """Context-aware decoding (CAD, Shi et al. 2024), a decoding-time baseline of the SCOPE paper's experiments.
 
     ``(1 + α)·log p(y|x, y<t) − α·log p(y|y<t)`` through HF ``generate``'s classifier-free guidance
     (``guidance_scale = 1 + α``, ``negative_prompt_ids`` = the context-free prompt, default BOS). Returns new ids.

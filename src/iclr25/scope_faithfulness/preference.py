@@ -1,4 +1,5 @@
-"""SCOPE's preference stage: D₁/D₂ split, (x, y, y⁻) pairs, DPO with π_ref = p_θ₀.
+"""SCOPE's preference stage (the second stage of the paper's Fig. 1): D₁/D₂ split, (x, y, y⁻) pairs, DPO with
+π_ref = p_θ₀.
 
 ``build_preference_pairs`` turns the second half D₂ into a ``datasets.Dataset`` in TRL's preference format —
 ``prompt`` (the input built from x), ``chosen`` (the reference y) and ``rejected`` (a noisy sample y⁻ from
@@ -49,7 +50,8 @@ def _as_rows(dataset) -> list[dict]:
 def split_halves(dataset, seed: int = 0):
     """Disjoint halves (D₁, D₂) of ``dataset`` after a seeded shuffle; ``|D₁| = ⌈|D|/2⌉``.
 
-    D₁ is for supervised fine-tuning (p_θ₀), D₂ for the unfaithful samples and the preference stage.
+    The paper's split (Fig. 1): D₁ is for supervised fine-tuning of p_LM into p_θ₀, D₂ for the unfaithful samples
+    and the preference stage.
     Returns two objects of the input's kind (``datasets.Dataset`` or list of rows).
     """
     if not hasattr(dataset, "__len__"):
@@ -89,7 +91,8 @@ def build_preference_pairs(
     lm_tokenizer=None,
     **generate_kwargs,
 ):
-    """SCOPE preference pairs for every (x, y) of ``dataset`` (normally D₂): ``prompt, chosen=y, rejected=y⁻``.
+    """SCOPE preference pairs for every (x, y) of ``dataset`` (normally D₂): ``prompt, chosen=y, rejected=y⁻``
+    — the paper's synthetic preference dataset (Fig. 1), y⁻ from :func:`~.noisy_generation.generate_unfaithful`.
 
     ``model`` is the SFT model p_θ₀, ``lm`` the context-free base LM p_LM (same tokenizer). The prompt text is
     what the SFT model was trained to continue; ``chosen`` is the reference exactly as given, and ``rejected`` the
@@ -304,7 +307,8 @@ def dpo_sigmoid_loss(
     ref_rejected: torch.Tensor,
     beta: float = 0.1,
 ) -> torch.Tensor:
-    """Per-pair DPO loss −log σ(β[(log π_θ(y) − log π_ref(y)) − (log π_θ(y⁻) − log π_ref(y⁻))])."""
+    """Per-pair DPO loss −log σ(β[(log π_θ(y) − log π_ref(y)) − (log π_θ(y⁻) − log π_ref(y⁻))]): the objective of
+    SCOPE's preference fine-tuning (paper Fig. 1) with π_ref = p_θ₀, preferred y, dispreferred y⁻."""
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
         raise ValueError(
             f"beta must be a finite number > 0 (DPO's KL strength; the paper uses 0.1), got {beta!r}"

@@ -1,4 +1,5 @@
-"""Smoke run of the reproduction: the fixed claim ids with finite numbers, resume, config validation."""
+"""Smoke run of the reproduction: the fixed claim ids with finite numbers, resume, ``one_seed(cfg, seed)`` on its
+own, config validation."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.results import write_run
-from iclr25.scope_faithfulness.experiment import PRESETS, Config, run
+from iclr25.scope_faithfulness.experiment import PRESETS, Config, one_seed, run
 
 CLAIM_IDS = {"halluc_halved", "recall_kept", "negatives_unfaithful", "alpha_trend"}
 
@@ -33,6 +34,11 @@ def test_smoke_run_claims_and_resume(tmp_path):
     assert (tmp_path / "figures" / "scope_faithfulness.png").exists()
     again = run(cfg, tmp_path)  # finished seeds and p_LM are read back from disk
     assert again.per_seed == res.per_seed
+    # the contract's call: one_seed(cfg, seed) builds the shared context (p_LM pre-trained in a temporary folder)
+    # itself and gives the run's numbers
+    alone = {k: v for k, v in one_seed(cfg, 0).items() if k != "runtime_s"}
+    ran = {k: v for k, v in res.per_seed[0].items() if k != "runtime_s"}
+    assert json.dumps(alone, sort_keys=True) == json.dumps(ran, sort_keys=True)
 
 
 @pytest.mark.parametrize(
