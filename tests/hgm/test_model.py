@@ -156,3 +156,14 @@ def test_model_and_refiner_input_errors_and_refiner_identity_at_init(data):
     torch.testing.assert_close(ref(back, front), back)  # zero-initialised residual
     with pytest.raises(ValueError, match="coarse_back"):
         ref(back, front[:, :8])
+
+
+def test_gaussian_set_moves_and_casts_every_tensor():
+    from iclr25.hgm.gaussians import GaussianSet
+
+    g = GaussianSet(*(torch.rand(1, 3, k) for k in (3, 1, 3, 4, 3)))
+    h = g.to(torch.float64)
+    assert all(
+        getattr(h, k).dtype == torch.float64 for k in ("means", "opacities", "scales", "quats", "colours")
+    )
+    assert torch.equal(h.means.float(), g.means) and g.to("meta").colours.device.type == "meta"

@@ -196,6 +196,14 @@ def _check_clips(pseudo: torch.Tensor, ref: torch.Tensor, x0: torch.Tensor | Non
         )
 
 
+def _draw(fn, shape, gen: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """``fn(shape)`` (``torch.randn`` / ``torch.rand``) drawn on the generator's own device and moved to ``device``:
+    a CPU generator drives a CUDA model with the same noise as on the CPU (and is allowed at all: torch refuses a
+    CPU generator for a CUDA draw)."""
+    where = gen.device if gen is not None else device
+    return fn(shape, generator=gen, device=where).to(device)
+
+
 def edm_loss(
     model: FreeVSTiny,
     x0: torch.Tensor,
@@ -213,13 +221,13 @@ def edm_loss(
     _check_clips(pseudo, ref, x0)
     B = x0.shape[0]
     dev = x0.device
-    sigma = (cfg.p_mean + cfg.p_std * torch.randn(B, generator=gen, device=dev)).exp()
+    sigma = (cfg.p_mean + cfg.p_std * _draw(torch.randn, (B,), gen, dev)).exp()
     s = sigma.view(B, 1, 1, 1, 1)
-    x_s = x0 + s * torch.randn(x0.shape, generator=gen, device=dev)
-    s_aug = (cfg.pseudo_noise_mean + cfg.pseudo_noise_std * torch.randn(B, generator=gen, device=dev)).exp()
-    p_in = pseudo + s_aug.view(B, 1, 1, 1, 1) * torch.randn(pseudo.shape, generator=gen, device=dev)
-    keep_p = (torch.rand(B, generator=gen, device=dev) >= cfg.drop_prob).float()
-    keep_r = (torch.rand(B, generator=gen, device=dev) >= cfg.drop_prob).float()
+    x_s = x0 + s * _draw(torch.randn, x0.shape, gen, dev)
+    s_aug = (cfg.pseudo_noise_mean + cfg.pseudo_noise_std * _draw(torch.randn, (B,), gen, dev)).exp()
+    p_in = pseudo + s_aug.view(B, 1, 1, 1, 1) * _draw(torch.randn, pseudo.shape, gen, dev)
+    keep_p = (_draw(torch.rand, (B,), gen, dev) >= cfg.drop_prob).float()
+    keep_r = (_draw(torch.rand, (B,), gen, dev) >= cfg.drop_prob).float()
     c_skip, c_out, c_in, c_noise = precondition(s, cfg.sigma_data, validate=False)
     D = c_skip * x_s + c_out * model(c_in * x_s, c_noise.view(B), p_in, ref, keep_p, keep_r)
     return (loss_weight(s, cfg.sigma_data, validate=False) * (D - x0) ** 2).mean()
@@ -247,10 +255,8 @@ def sample(
     sched = cfg.scheduler()
     sched.set_timesteps(steps, device=pseudo.device)
     B = pseudo.shape[0]
-    x = torch.randn(pseudo.shape, generator=generator, device=pseudo.device) * sched.init_noise_sigma
-    p_in = pseudo + cfg.pseudo_noise_infer * torch.randn(
-        pseudo.shape, generator=generator, device=pseudo.device
-    )
+    x = _draw(torch.randn, pseudo.shape, generator, pseudo.device) * sched.init_noise_sigma
+    p_in = pseudo + cfg.pseudo_noise_infer * _draw(torch.randn, pseudo.shape, generator, pseudo.device)
     ones, zeros = torch.ones(B, device=pseudo.device), torch.zeros(B, device=pseudo.device)
     for t in sched.timesteps:
         x_in = sched.scale_model_input(x, t)

@@ -294,16 +294,18 @@ def _renders(model: HGM, inputs: torch.Tensor, data, in_views: list[int], device
 def _metrics(out, r, data, frac: float) -> dict:
     """One arm's test scores (:data:`ARM_METRICS`): PSNR of the back (180°), input and novel views, back-view
     SSIM, and the Chamfer distance of the most opaque merged Gaussian centres to the clothed GT surface."""
-    gt = data.images[:, list(EVAL_VIEWS)]
+    dev = r.image.device  # the model's device; the test set lives on the CPU
+    gt = data.images[:, list(EVAL_VIEWS)].to(dev)
+    surface = data.surface.to(dev)
     b = EVAL_VIEWS.index(BACK)
     p = psnr(r.image.clamp(0, 1), gt)  # (n, len(EVAL_VIEWS))
     s_back = ssim(r.image[:, b].clamp(0, 1), gt[:, b])
     # Claim metric: Chamfer between the `frac` most opaque merged Gaussian centres and the clothed GT surface
     # (always defined: both models have the same number of merged Gaussians). Report-only: the α > 0.5 set.
-    ch = chamfer_distance(out.merged.means, data.surface, _topk_mask(out.merged.opacities, frac))
+    ch = chamfer_distance(out.merged.means, surface, _topk_mask(out.merged.opacities, frac))
     opaque = out.merged.opacities > 0.5
     ch05 = [
-        float(chamfer_distance(out.merged.means[i : i + 1], data.surface[i : i + 1], opaque[i : i + 1]))
+        float(chamfer_distance(out.merged.means[i : i + 1], surface[i : i + 1], opaque[i : i + 1]))
         if opaque[i].any()
         else float("nan")
         for i in range(len(data))
@@ -369,6 +371,7 @@ def _body_refinement(cfg: Config, coarse: HGM, test, dev) -> tuple[dict, dict]:
     body = CapsuleBody()
     with torch.no_grad():
         o = coarse(test.images[:, [FRONT]].to(dev), test.camera.to(dev)[[FRONT]], test.prior_vertices.to(dev))
+    merged = o.merged.to("cpu")  # E3 refines the CPU body model against the coarse Gaussians (small: 4 views)
     views = downscale_camera(test.camera[[0, 3, 6, 9]], 2)
     v_true = body.vertices(test.params)
     err = lambda p: float((body.vertices(p) - v_true).norm(dim=-1).mean())  # noqa: E731
@@ -377,7 +380,7 @@ def _body_refinement(cfg: Config, coarse: HGM, test, dev) -> tuple[dict, dict]:
         p1 = refine_body(
             body,
             test.prior_params,
-            o.merged,
+            merged,
             views,
             cfg.body_refine_steps,
             cfg.body_refine_lr,
@@ -386,7 +389,7 @@ def _body_refinement(cfg: Config, coarse: HGM, test, dev) -> tuple[dict, dict]:
         )
         errors[key] = err(p1)
     with torch.no_grad():  # how good a target each silhouette is: IoU with the GT (clothed) masks
-        a = render_gaussians(*o.merged, views).alpha[..., 0]  # (n, 4, H/2, W/2)
+        a = render_gaussians(*merged, views).alpha[..., 0]  # (n, 4, H/2, W/2)
         gt = torch.nn.functional.avg_pool2d(test.masks[:, [0, 3, 6, 9]], 2) > 0.5
         soft_iou = (a * gt).flatten(1).sum(1) / (a + gt - a * gt).flatten(1).sum(1).clamp_min(1e-6)
         hard = a > cfg.body_refine_threshold
@@ -424,7 +427,7 @@ def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path |
         out, r = _renders(m, test.images[:, [FRONT]].to(dev), test, [FRONT], dev)
         res[name] = _metrics(out, r, test, cfg.chamfer_frac)
         models[name] = m
-        backs[name] = r.image[:4, EVAL_VIEWS.index(BACK)]
+        backs[name] = r.image[:4, EVAL_VIEWS.index(BACK)].cpu()
     # E2: generate-then-refine — refiner on the coarse (dual) model's back renders, then a two-view dual model
     coarse = models["dual"]
     ref, tr = _train_refiner(cfg, coarse, train, gen, dev)
@@ -438,12 +441,12 @@ def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path |
         o = coarse(test.images[:, [FRONT]].to(dev), cam[[FRONT]], test.prior_vertices.to(dev))
         cback = render_gaussians(*o.merged, cam[[BACK]]).image[:, 0]
         rback = ref(cback, test.images[:, FRONT].to(dev))
-        res["back_psnr_coarse_render"] = float(psnr(cback, test.images[:, BACK]).mean())
-        res["back_psnr_refined_render"] = float(psnr(rback, test.images[:, BACK]).mean())
+        res["back_psnr_coarse_render"] = float(psnr(cback, test.images[:, BACK].to(dev)).mean())
+        res["back_psnr_refined_render"] = float(psnr(rback, test.images[:, BACK].to(dev)).mean())
         refined_in = torch.stack([test.images[:, FRONT].to(dev), rback], 1)
         out, r = _renders(two, refined_in, test, [FRONT, BACK], dev)
         res["refined"] = _metrics(out, r, test, cfg.chamfer_frac)
-        backs["refined"] = r.image[:4, EVAL_VIEWS.index(BACK)]
+        backs["refined"] = r.image[:4, EVAL_VIEWS.index(BACK)].cpu()
         out, r = _renders(two, test.images[:, [FRONT, BACK]].to(dev), test, [FRONT, BACK], dev)
         res["oracle"] = _metrics(out, r, test, cfg.chamfer_frac)
     if cfg.body_refine_steps > 0:  # E3 (report-only): refine the noisy test bodies against the coarse model

@@ -45,6 +45,10 @@ class GaussianSet:
     def detach(self) -> GaussianSet:
         return GaussianSet(*(getattr(self, k).detach() for k in _FIELDS))
 
+    def to(self, *args, **kwargs) -> GaussianSet:
+        """Every tensor moved/cast like ``Tensor.to(*args, **kwargs)``."""
+        return GaussianSet(*(getattr(self, k).to(*args, **kwargs) for k in _FIELDS))
+
 
 _FIELDS = ("means", "opacities", "scales", "quats", "colours")
 
