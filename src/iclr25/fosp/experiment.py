@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from iclr25.common.claims import all_of, make_claim
-from iclr25.common.io import atomic_savefig
+from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
-from iclr25.common.stats import mean_std, t_interval95
 
+from . import report
 from .agent import FOSPAgent, FOSPConfig, evaluate, finetune_online, train_offline, train_world_model
 from .data import collect_dataset
 from .env import ACT_DIM, OBS_DIM, SafeNav2DVec
@@ -218,12 +217,6 @@ PRESETS = {
 }
 
 
-def _device(cfg: Config) -> str:
-    if cfg.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return cfg.device
-
-
 SAFETY_EXTRA = "safety"  # pip install 'iclr25[safety]' (safety-gymnasium)
 
 
@@ -249,8 +242,7 @@ def require_env(cfg: Config) -> None:
 def one_seed(cfg: Config, seed: int) -> dict:
     require_env(cfg)
     seed_everything(seed)
-    dev = _device(cfg)
-    cfg = dataclasses.replace(cfg, device=dev)
+    cfg = dataclasses.replace(cfg, device=str(get_device(cfg.device)))  # "auto" resolved once, for every arm
     t0, c0 = time.perf_counter(), time.process_time()
     data = collect_dataset(
         cfg.episodes_per_policy, "base", derive_seed(seed, "data"), max_steps=cfg.max_steps
@@ -349,9 +341,12 @@ def _floor(per_seed: dict, claim_id: str, winner: str, other: str, what: str) ->
     )
 
 
-def _claims(per_seed: dict) -> list:
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """The four claims (ids and thresholds fixed; cost comparisons paired with return floors), each with its note:
+    a held claim says so, a failed one carries the diagnosis of ``_NOTES``. A ratio against a zero baseline needs
+    no note of its own: the claim machinery marks it undefined and says why (``undefined_reason``)."""
     v = lambda k: values(per_seed, k)  # noqa: E731
-    claims = [
+    cs = [
         all_of(
             "offline_safe",
             "Offline (base layout): cost(FOSP) ≤ 0.5 × cost(DreamerV3-offline) and return(FOSP) ≥ 0.8 × "
@@ -455,165 +450,38 @@ def _claims(per_seed: dict) -> list:
             compare="difference",
         ),
     ]
-    out = []
-    for c in claims:
-        note = _HELD if c.holds else _NOTES[c.id]
-        for p in c.parts or (c,):
-            if p.compare == "ratio" and p.baseline is not None and p.baseline.mean == 0:
-                note = "baseline mean is 0: the ratio is undefined (reported as inf/nan, verdict ✗). " + note
-        out.append(dataclasses.replace(c, note=note))
-    return out
+    return [dataclasses.replace(c, note=_HELD if c.holds else _NOTES[c.id]) for c in cs]
+
+
+# the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
+REQUIRED = (
+    "fosp/base/cost",
+    "dreamerv3/base/cost",
+    "fosp/base/return",
+    "safedreamer/base/return",
+    "fosp/shifted/cost",
+    "fosp_noref/shifted/cost",
+    "fosp/shifted/return",
+    "pex/cum_cost",
+    "direct/cum_cost",
+    "scratch/cum_cost",
+    "pex/final/return",
+    "pex/cum_return",
+    "direct/cum_return",
+    "scratch/cum_return",
+    "fosp_noref/shifted/return",
+)
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    # the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
-    rd = RunDir(
-        out,
-        cfg,
-        required=(
-            "fosp/base/cost",
-            "dreamerv3/base/cost",
-            "fosp/base/return",
-            "safedreamer/base/return",
-            "fosp/shifted/cost",
-            "fosp_noref/shifted/cost",
-            "fosp/shifted/return",
-            "pex/cum_cost",
-            "direct/cum_cost",
-            "scratch/cum_cost",
-            "pex/final/return",
-            "pex/cum_return",
-            "direct/cum_return",
-            "scratch/cum_return",
-            "fosp_noref/shifted/return",
-        ),
-    )
+    rd = RunDir(out, cfg, required=REQUIRED)
     require_env(cfg)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
-    claims = _claims(per_seed)
-    figs = [_figure(per_seed, rd.figures / "fosp_arms.png")]
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims,
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        figures=figs,
-        report_md=_report(per_seed, cfg),
+        figures=[report.figure(cfg, per_seed, rd.figures / "fosp_arms.png")],
+        report_md=report.report_md(cfg, per_seed),
     )
-
-
-def _figure(per_seed: dict, path: Path) -> Path:
-    from iclr25.common.figures import subplots
-
-    d = list(per_seed.values())
-    fig, axes = subplots(1, 3, figsize=(13, 3.6))
-    for ax, key in zip(axes[:2], ("return", "cost")):
-        for j, layout in enumerate(("base", "shifted")):
-            m = [np.mean([x[a][layout][key] for x in d]) for a in OFFLINE_ARMS]
-            s = [np.std([x[a][layout][key] for x in d]) for a in OFFLINE_ARMS]
-            ax.bar(np.arange(len(OFFLINE_ARMS)) + 0.4 * j, m, 0.4, yerr=s, label=layout)
-        ax.set_xticks(np.arange(len(OFFLINE_ARMS)) + 0.2, OFFLINE_ARMS, fontsize=8)
-        ax.set_title(f"offline: episode {key}")
-        ax.legend(fontsize=7)
-    m = [np.mean([x[a]["cum_cost"] for x in d]) for a in ONLINE_ARMS]
-    s = [np.std([x[a]["cum_cost"] for x in d]) for a in ONLINE_ARMS]
-    axes[2].bar(range(3), m, yerr=s, color=["C2", "C1", "C3"])
-    axes[2].set_xticks(range(3), ["PEX", "direct FT", "SafeDreamer scratch"], fontsize=8)
-    axes[2].set_title("online (shifted): cumulative training cost")
-    return atomic_savefig(fig, path)
-
-
-def _report(per_seed: dict, cfg: Config) -> str:
-    d = list(per_seed.values())
-    g = lambda *k: [_get(x, k) for x in d]  # noqa: E731
-    rows = [
-        "| arm | return (base) | cost (base) | return (shifted) | cost (shifted) |",
-        "|---|---|---|---|---|",
-    ]
-    arms = OFFLINE_ARMS + (("official",) if cfg.official_arm else ())
-    for a in arms:
-        rows.append(
-            f"| {a} | {mean_std(g(a, 'base', 'return'), 1)} | {mean_std(g(a, 'base', 'cost'), 1)} | "
-            f"{mean_std(g(a, 'shifted', 'return'), 1)} | {mean_std(g(a, 'shifted', 'cost'), 1)} |"
-        )
-    on = [
-        "| arm | cumulative training cost | cumulative training return | final return | final cost |",
-        "|---|---|---|---|---|",
-    ]
-    for a in ONLINE_ARMS:
-        on.append(
-            f"| {a} | {mean_std(g(a, 'cum_cost'), 1)} | {mean_std(g(a, 'cum_return'), 1)} | "
-            f"{mean_std(g(a, 'final', 'return'), 1)} | {mean_std(g(a, 'final', 'cost'), 1)} |"
-        )
-    diffs = np.array(g("pex", "cum_cost")) - np.array(g("direct", "cum_cost"))
-    ref_d = np.array(g("fosp", "shifted", "cost")) - np.array(g("fosp_noref", "shifted", "cost"))
-    pairs = [
-        ("cost FOSP − DreamerV3-offline (base)", ("fosp", "base", "cost"), ("dreamerv3", "base", "cost")),
-        (
-            "return FOSP − SafeDreamer-offline (base)",
-            ("fosp", "base", "return"),
-            ("safedreamer", "base", "return"),
-        ),
-        (
-            "cost FOSP − FOSP w/o REF (shifted)",
-            ("fosp", "shifted", "cost"),
-            ("fosp_noref", "shifted", "cost"),
-        ),
-        (
-            "return FOSP − FOSP w/o REF (shifted)",
-            ("fosp", "shifted", "return"),
-            ("fosp_noref", "shifted", "return"),
-        ),
-        ("cum. cost PEX − direct", ("pex", "cum_cost"), ("direct", "cum_cost")),
-        ("cum. return PEX − direct", ("pex", "cum_return"), ("direct", "cum_return")),
-        ("cum. cost direct − scratch", ("direct", "cum_cost"), ("scratch", "cum_cost")),
-        ("cum. return direct − scratch", ("direct", "cum_return"), ("scratch", "cum_return")),
-        (
-            "final return PEX − offline FOSP (shifted)",
-            ("pex", "final", "return"),
-            ("fosp", "shifted", "return"),
-        ),
-    ]
-    pr = ["| paired per-seed difference | per seed | mean | 95 % t-interval |", "|---|---|---|---|"]
-    for name, ka, kb in pairs:
-        dd = np.array(g(*ka)) - np.array(g(*kb))
-        lo, hi = t_interval95(dd)
-        pr.append(f"| {name} | {np.round(dd, 1).tolist()} | {dd.mean():.1f} | [{lo:.1f}, {hi:.1f}] |")
-    tuning = cfg.tuning_record or "none recorded"
-    return (
-        "## Offline arms (one shared world model per seed; deterministic policy, "
-        f"{cfg.eval_episodes} episodes per layout)\n\n" + "\n".join(rows) + "\n\n"
-        f"Behaviour data D per seed: mean episode return {mean_std(g('data', 'return'), 1)}, cost "
-        f"{mean_std(g('data', 'cost'), 1)}. World-model loss {mean_std(g('wm_loss_first'), 2)} → "
-        f"{mean_std(g('wm_loss_last'), 2)}.\n\n"
-        f"## Online fine-tuning on the shifted layout ({cfg.online_env_steps} env steps, {cfg.online_envs} envs, "
-        f"{cfg.updates_per_step} update per vectorised step, for every arm)\n\n" + "\n".join(on) + "\n\n"
-        f"Paired per-seed difference cum. cost PEX − direct: {np.round(diffs, 1).tolist()}; PEX chose π_off on "
-        f"{mean_std(g('pex', 'pex_off_frac'), 2)} of steps. Paired per-seed shifted-layout cost difference FOSP − "
-        f"FOSP without REF (offline policies): {np.round(ref_d, 1).tolist()}.\n\n"
-        "## Paired per-seed differences (method − baseline)\n\n" + "\n".join(pr) + "\n\n"
-        f"Return floor of every cost comparison: the lower-cost arm must keep ≥ {FLOOR:g} × the other arm's return "
-        "(when positive), so an arm that stops moving cannot win a cost claim.\n\n"
-        "## Advantage temperature and cost gate of the AWR arms (FOSP, FOSP w/o REF)\n\n"
-        f"FOSP: β = {cfg.adv_temperature:g}, gate tolerance {cfg.qc_tolerance:g}; FOSP w/o REF: β = "
-        f"{cfg.noref_adv_temperature:g}, gate tolerance {cfg.noref_qc_tolerance:g}. Tuning: {tuning}\n\n"
-        "## Deviations at this scale\n"
-        "- Environment: numpy SafeNav2D (22-d state, lidar) instead of vision Safety-Gymnasium; 200-step episodes.\n"
-        f"- World model: deterministic-latent RSSM (GRU {cfg.deter}, embedding {cfg.latent}, MLP heads "
-        f"{cfg.hidden}) with MSE/BCE heads instead of symlog two-hot; pre-trained once per seed "
-        f"({cfg.wm_updates} updates) and frozen during the {cfg.offline_updates} offline behaviour updates of every "
-        "arm (shared by all four offline arms).\n"
-        f"- Batch {cfg.batch}×{cfg.seq_len}, H = {cfg.horizon}, γ = {cfg.gamma:g}; lrs {cfg.wm_lr:g}/{cfg.critic_lr:g}/"
-        f"{cfg.actor_lr:g} (paper 1e-4/3e-5/3e-5).\n"
-        f"- Augmented Lagrangian for every constrained arm: λ₀ = {cfg.multiplier_init:g}, c₀ = {cfg.penalty_init:g} "
-        "(paper 1e-6 / 5e-9, which leaves the penalty inert for ~10⁶ updates), "
-        f"{'summed' if cfg.pessimistic else 'averaged'} over the horizon.\n"
-        f"- Online: {cfg.online_env_steps} env steps (paper 750k), replay = D ∪ online with "
-        f"{'uniform sampling' if cfg.online_frac is None else f'{cfg.online_frac:g} of each batch online'}.\n"
-    )
-
-
-def _get(x: dict, keys: tuple) -> float:
-    for k in keys:
-        x = x[k]
-    return float(x)
