@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.claims import make_claim
-from iclr25.common.io import atomic_savefig
+from iclr25.common.claims import Claim, make_claim
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import derive_seed, seed_everything
-from iclr25.common.stats import mean_std, t_interval95
+from iclr25.common.stats import interval_note, sign_note, t_interval95
 
+from . import report
 from .agent import ImProver, ImProverConfig
 from .generators import ScriptedRewriter, TinyLMGenerator
 from .metrics import aggregate
@@ -115,6 +115,11 @@ class Config(ExperimentConfig):
         if not (isinstance(self.lm_lr, float) and self.lm_lr > 0):
             raise ValueError(f"lm_lr must be a float > 0, got {self.lm_lr!r}")
 
+    @property
+    def result_key(self) -> str:
+        """The per-seed key the arms' scores are stored under: ``"lean"`` or ``"tinylm"``."""
+        return "lean" if self.backend == "lean" else "tinylm"
+
     def agent_config(self, arm: str) -> ImProverConfig:
         if arm == "baseline":
             return ImProverConfig.baseline()
@@ -173,7 +178,10 @@ def _arm_scores(improvements) -> dict:
     }
 
 
-def run_seed(cfg: Config, seed: int) -> dict:
+def _toy_seed(cfg: Config, seed: int) -> dict:
+    """One seed on the toy backend: train the tiny LM, then every arm (and the scripted grid) on the
+    generated theorems; the arms share the model and differ only in the switched component (paper Table 1,
+    Table 4)."""
     seed_everything(seed)
     torch.set_num_threads(cfg.threads or torch.get_num_threads())
     checker = ToyTacticChecker()
@@ -239,7 +247,7 @@ def _lean_backends(cfg: Config):
     return checker, gen, theorems[: cfg.n_theorems]
 
 
-def run_seed_lean(cfg: Config, seed: int) -> dict:
+def _lean_seed(cfg: Config, seed: int) -> dict:
     """One repetition on the Lean backend: every arm on the file's theorems (the server is not seeded)."""
     checker, gen, theorems = _lean_backends(cfg)
     out: dict = {"lean": {}, "n_theorems": len(theorems), "model": gen.model, "server": gen.base_url}
@@ -260,58 +268,75 @@ def run_seed_lean(cfg: Config, seed: int) -> dict:
     return out
 
 
-def _interval(d: list[float]) -> str:
-    if len(d) < 2:
-        return "n/a (1 seed)"
-    lo, hi = t_interval95(d)
-    return f"[{lo:+.2f}, {hi:+.2f}]"
+def one_seed(cfg: Config, seed: int) -> dict:
+    """One seed: every arm on generated theorems with the tiny LM trained in the run (``backend="toy"``), or
+    one repetition on the user's Lean project and LLM server (``backend="lean"``)."""
+    return _lean_seed(cfg, seed) if cfg.backend == "lean" else _toy_seed(cfg, seed)
 
 
-def _sign(d: list[float]) -> str:
-    """Whether the paired 95 % interval of the per-seed differences decides the sign of their mean."""
-    if len(d) < 2:
-        return "not decided (1 seed)"
-    lo, hi = t_interval95(d)
-    if lo > 0:
-        return "decided: positive"
-    if hi < 0:
-        return "decided: negative"
-    return "not decided (the interval contains 0)"
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims and the validity check always read (a seed file lacking one is
+    recomputed)."""
+    if cfg.backend == "lean":
+        keys = tuple(f"lean/{a}/{c}" for a in LEAN_ARMS for c in ("improvement", "improved_accuracy"))
+        return keys + ("lean/baseline/accuracy", "lean/improver/accuracy")
+    # the trained LM's arms (always run) and its size
+    return (
+        "train/params",
+        "tinylm/baseline/accuracy",
+        "tinylm/baseline/improved_accuracy",
+        "tinylm/baseline/improvement",
+        "tinylm/improver/accuracy",
+        "tinylm/improver/improved_accuracy",
+        "tinylm/improver/improvement",
+        "tinylm/improver_no_cos/improvement",
+    )
 
 
-def run(cfg: Config, out: Path) -> RunResult:
-    kind = "lean" if cfg.backend == "lean" else "tinylm"
-    if kind == "lean":
-        _lean_backends(cfg)  # fail before any seed file is written when a backend is missing
-        required = tuple(f"lean/{a}/{c}" for a in LEAN_ARMS for c in ("improvement", "improved_accuracy"))
-        required += ("lean/baseline/accuracy", "lean/improver/accuracy")
-    else:
-        # the keys the claims and the validity check read: the trained LM's arms (always run) and its size
-        required = (
-            "train/params",
-            "tinylm/baseline/accuracy",
-            "tinylm/baseline/improved_accuracy",
-            "tinylm/baseline/improvement",
-            "tinylm/improver/accuracy",
-            "tinylm/improver/improved_accuracy",
-            "tinylm/improver/improvement",
-            "tinylm/improver_no_cos/improvement",
-        )
-    rd = RunDir(out, cfg, required=required)
-    one = run_seed_lean if kind == "lean" else run_seed
-    per_seed = rd.map_seeds(lambda s: one(cfg, s), cfg.seed_list)
+def _cos_diffs(cfg: Config, per_seed: dict) -> list[float]:
+    """Paired per-seed differences of length Improvement, ImProver with CoS − without (paper Table 4)."""
+    k = cfg.result_key
+    with_cos = values(per_seed, f"{k}/improver/improvement")
+    return [a - b for a, b in zip(with_cos, values(per_seed, f"{k}/improver_no_cos/improvement"))]
+
+
+def precondition(cfg: Config, per_seed: dict) -> str:
+    """Why the run is not meaningful ("" when it is): no checking seed proof in the Lean file, or a tiny LM
+    whose single-shot outputs check less often than ``min_single_shot_correct`` on some seed."""
+    if cfg.backend == "lean":
+        if min(values(per_seed, "lean/baseline/original_accuracy")) > 0:
+            return ""
+        return "no original proof of lean_file checks in the Lean project: nothing to optimise"
+    base_acc = values(per_seed, "tinylm/baseline/accuracy")
+    if min(base_acc) >= 100 * cfg.min_single_shot_correct:
+        return ""
+    return (
+        f"the trained LM's single-shot outputs check {min(base_acc):.1f}% of the time on some seed "
+        f"(< {100 * cfg.min_single_shot_correct:.0f}%): the generator did not learn the toy language"
+    )
+
+
+def summary_metrics(cfg: Config, per_seed: dict) -> dict:
+    """The run's metrics: single-shot accuracy, ImProver's accuracy (100 % by keep-best: a sanity check, not a
+    claim) and the paired 95 % interval of the CoS differences."""
+    k = cfg.result_key
+    return {
+        "single_shot_accuracy": values(per_seed, f"{k}/baseline/accuracy"),
+        "improver_accuracy_sanity": values(per_seed, f"{k}/improver/accuracy"),
+        "cos_paired_interval95": list(t_interval95(_cos_diffs(cfg, per_seed))),
+    }
+
+
+def claims(cfg: Config, per_seed: dict) -> list[Claim]:
+    """``improved_accuracy`` and ``length_gain`` (paper Table 1: ImProver vs the single-shot baseline, length
+    metric) and ``cos_helps`` (Table 4: Chain-of-States ablation), with the scale note and the paired
+    interval of the CoS differences."""
     seeds = sorted(per_seed)
 
     def v(key: str) -> list[float]:
-        return values(per_seed, f"{kind}/{key}")
+        return values(per_seed, f"{cfg.result_key}/{key}")
 
-    base_acc = v("baseline/accuracy")
-    if kind == "lean":
-        og = values(per_seed, "lean/baseline/original_accuracy")
-        valid = min(og) > 0
-        reason = (
-            "" if valid else "no original proof of lean_file checks in the Lean project: nothing to optimise"
-        )
+    if cfg.backend == "lean":
         s0 = per_seed[seeds[0]]
         note_scale = (
             f"Lean REPL + {s0['model']!r} at {s0['server']}, {s0['n_theorems']} theorems of {cfg.lean_file}; "
@@ -319,15 +344,6 @@ def run(cfg: Config, out: Path) -> RunResult:
         )
         cos_why = ""
     else:
-        valid = min(base_acc) >= 100 * cfg.min_single_shot_correct
-        reason = (
-            ""
-            if valid
-            else (
-                f"the trained LM's single-shot outputs check {min(base_acc):.1f}% of the time on some seed "
-                f"(< {100 * cfg.min_single_shot_correct:.0f}%): the generator did not learn the toy language"
-            )
-        )
         note_scale = (
             f"toy checker + a {per_seed[seeds[0]]['train']['params']:,}-parameter LM trained in the run, "
             f"{cfg.n_theorems} generated theorems; not Lean, not GPT-4o."
@@ -338,13 +354,14 @@ def run(cfg: Config, out: Path) -> RunResult:
             "declarativity with GPT-4o on Mathlib-style proofs) is not something a 0.6 M-parameter model on "
             "this task can show."
         )
-    cos_d = [a - b for a, b in zip(v("improver/improvement"), v("improver_no_cos/improvement"))]
+    cos_d = _cos_diffs(cfg, per_seed)
     cos_note = (
         f"strictly greater, to 0.01 points; paired per-seed differences {[round(x, 1) for x in cos_d]}, "
-        f"95 % paired t interval {_interval(cos_d)} over {len(cos_d)} seeds — sign {_sign(cos_d)}; the verdict "
-        "is the mean's and, when the sign is not decided, not a finding either way." + cos_why
+        f"95 % paired t interval {interval_note(cos_d, 2)} over {len(cos_d)} seeds — "
+        f"sign {sign_note(cos_d)}; the verdict is the mean's and, when the sign is not decided, not a finding "
+        "either way." + cos_why
     )
-    claims = [
+    return [
         make_claim(
             "improved_accuracy",
             "ImProver makes ≥ 15 points more proofs correct and strictly shorter than the single-shot baseline",
@@ -379,149 +396,24 @@ def run(cfg: Config, out: Path) -> RunResult:
             note=cos_note,
         ),
     ]
-    metrics = {
-        "single_shot_accuracy": base_acc,
-        "improver_accuracy_sanity": v("improver/accuracy"),  # 100 % by keep-best: a sanity check
-        "cos_paired_interval95": list(t_interval95(cos_d)),
-    }
-    report = _report(cfg, per_seed, kind)
+
+
+def run(cfg: Config, out: Path) -> RunResult:
+    if cfg.backend == "lean":
+        _lean_backends(cfg)  # fail before any seed file is written when a backend is missing
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    reason = precondition(cfg, per_seed)
     return RunResult(
-        seeds=seeds,
-        metrics=metrics,
-        claims=claims,
+        seeds=sorted(per_seed),
+        metrics=summary_metrics(cfg, per_seed),
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
-        report_md=report,
-        figures=[_figure(per_seed, kind, rd.figures / "improver_arms.png")],
-        valid=valid,
+        figures=[report.figure(cfg, per_seed, rd.figures / "improver_arms.png")],
+        report_md=report.report_md(cfg, per_seed),
+        valid=not reason,
         invalid_reason=reason,
     )
 
 
-def _figure(per_seed: dict, kind: str, path: Path) -> Path:
-    """Length Improvement and improved accuracy of every arm (bars: mean over seeds, dots: seeds), and the
-    paired per-seed CoS − no-CoS differences with their 95 % interval."""
-    from iclr25.common.figures import subplots
-
-    seeds = sorted(per_seed)
-    arms = [a for a in ARMS if a in per_seed[seeds[0]][kind]]
-    fig, axes = subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
-    ax = axes[0]
-    x = np.arange(len(arms))
-    for j, (col, lab) in enumerate(
-        (("improvement", "length Improvement"), ("improved_accuracy", "improved acc."))
-    ):
-        vals = np.array([values(per_seed, f"{kind}/{a}/{col}") for a in arms])  # (arms, seeds)
-        ax.bar(x + (j - 0.5) * 0.38, vals.mean(1), 0.38, label=lab, alpha=0.8)
-        for i in range(len(arms)):
-            ax.plot(np.full(vals.shape[1], x[i] + (j - 0.5) * 0.38), vals[i], "k.", ms=4)
-    ax.set_xticks(x, arms, fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_title(
-        f"ImProver arms ({'Lean' if kind == 'lean' else 'toy checker + tiny LM'}), {len(seeds)} seeds"
-    )
-    ax.legend(frameon=False, fontsize=8)
-    d = [
-        per_seed[s][kind]["improver"]["improvement"] - per_seed[s][kind]["improver_no_cos"]["improvement"]
-        for s in seeds
-    ]
-    ax = axes[1]
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.plot(np.zeros(len(d)), d, "o", color="#1f77b4", alpha=0.7)
-    if len(d) >= 2:
-        lo, hi = t_interval95(d)
-        ax.errorbar(
-            [0.25], [np.mean(d)], yerr=[[np.mean(d) - lo], [hi - np.mean(d)]], fmt="s", color="k", capsize=4
-        )
-    ax.set_xticks([])
-    ax.set_xlim(-0.5, 0.75)
-    ax.set_title("CoS − no CoS\n(seeds, mean ± 95 % CI)", fontsize=9)
-    fig.tight_layout()
-    atomic_savefig(fig, path)
-    return path
-
-
-def _report(cfg: Config, per_seed: dict, kind: str = "tinylm") -> str:
-    seeds = sorted(per_seed)
-    cols = ("improvement", "nonempty_improvement", "accuracy", "improved_accuracy")
-
-    def table(kind: str, arms) -> list[str]:
-        rows = ["| arm | Improvement | Nonempty impr. | Accuracy | Improved acc. |", "|---|---|---|---|---|"]
-        for arm in arms:
-            if arm not in per_seed[seeds[0]][kind]:
-                continue
-            rows.append(
-                f"| {arm} | "
-                + " | ".join(mean_std(values(per_seed, f"{kind}/{arm}/{c}"), 1) for c in cols)
-                + " |"
-            )
-        return rows
-
-    diffs = {
-        k: [per_seed[s][kind]["improver"][c] - per_seed[s][kind][b][c] for s in seeds]
-        for k, b, c in (
-            ("improved_accuracy vs baseline", "baseline", "improved_accuracy"),
-            ("improvement vs baseline", "baseline", "improvement"),
-            ("improvement vs no CoS", "improver_no_cos", "improvement"),
-        )
-    }
-    paired = "Paired per-seed differences (ImProver − other), with the 95 % paired t interval: " + "; ".join(
-        f"{k}: {[round(x, 1) for x in d]} {_interval(d)} (sign {_sign(d)})" for k, d in diffs.items()
-    )
-    if kind == "lean":
-        s0 = per_seed[seeds[0]]
-        return "\n".join(
-            [
-                f"## ImProver on {cfg.lean_file} (Lean REPL, length metric)",
-                "",
-                f"{s0['n_theorems']} theorems; generator {s0['model']!r} at {s0['server']}; ImProver = "
-                f"refinement(best_of_{cfg.n}, m={cfg.m}, prev_k={cfg.prev_k}, keep-best), CoS, error history. "
-                f"Scores in % (mean ± std over repetitions {seeds}).",
-                "",
-                *table("lean", LEAN_ARMS),
-                "",
-                paired,
-            ]
-        )
-    tr = per_seed[seeds[0]]["train"]
-    lines = [
-        "## ImProver on generated propositional theorems (length metric, toy checker)",
-        "",
-        f"{cfg.n_theorems} theorems with verbose seed proofs; generator: a {tr['params']:,}-parameter Llama-style "
-        f"LM trained in the run for {cfg.lm_steps} steps on {tr['pairs']} (verbose → short) pairs "
-        f"(loss {tr['loss_first']:.2f} → {tr['loss_last']:.2f}); ImProver = refinement(best_of_{cfg.n}, "
-        f"m={cfg.m}, prev_k={cfg.prev_k}, keep-best), CoS, error history; baseline = one sample, no CoS, no "
-        f"history. Scores in % (mean ± std over seeds {seeds}). Accuracy 100 % for ImProver follows from "
-        "keep-best (a sanity check, not a claim).",
-        "",
-        *table("tinylm", ARMS),
-        "",
-        paired,
-        "",
-        "### Report only: the scripted double (not a language model)",
-        "",
-        "`ScriptedRewriter` applies correct rule-based simplifications and corrupts a sample with a scripted "
-        "probability that is halved when goal states are shown — any CoS effect here is built in.",
-        "",
-        *table("scripted", ("baseline", "improver", "improver_no_cos")),
-        "",
-        "Retrieval: neither offline generator reads in-context examples (the tiny LM's context holds only the "
-        "current proof and one error), so a retrieval ablation would be a no-op here; MMR retrieval is tested "
-        "in the unit tests and used by the prompt builder for real LLMs.",
-    ]
-    ex = per_seed[seeds[0]].get("example")
-    if ex:
-        lines += [
-            "",
-            f"Example (seed {seeds[0]}, δ = {ex['delta']:+.2f}):",
-            "",
-            "```lean",
-            f"{ex['decl']} := by",
-            *("  " + x for x in ex["seed_proof"].split("\n")),
-            "-- ImProver:",
-            *("  " + x for x in ex["output"].split("\n")),
-            "```",
-        ]
-    return "\n".join(lines)
-
-
-__all__ = ["Config", "PRESETS", "run", "run_seed", "run_seed_lean"]
+__all__ = ["ARMS", "LEAN_ARMS", "PRESETS", "Config", "claims", "one_seed", "run"]

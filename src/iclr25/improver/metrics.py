@@ -28,15 +28,17 @@ DIRECTIONS = ("min", "max")
 
 
 def length(result: CheckResult) -> float:
+    """Number of tactic steps (plus ``;`` inside one step's text, the official rule): the paper's length
+    metric (§3.1), to be minimised."""
     need_type("result", result, CheckResult)
-    """Number of tactic steps (plus ``;`` inside one step's text, the official rule)."""
     extra = sum(s.text.replace("<;>", "")[:-1].count(";") for s in result.steps)
     return float(len(result.steps) + extra)
 
 
 def declarativity(result: CheckResult) -> float:
+    """Share of steps that are ``have`` statements (0 for a proof without steps): the paper's declarativity
+    metric (§3.1; readability in its v1), to be maximised."""
     need_type("result", result, CheckResult)
-    """Share of steps that are ``have`` statements (0 for a proof without steps)."""
     n = len(result.steps)
     if n == 0:
         return 0.0
