@@ -33,6 +33,8 @@ demo: setup
 	@echo "report: $(OUT)/index.html (smoke runs are plumbing checks; the reference column holds measured results)"
 
 test: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	ICLR25_QUIET=1 $(BIN)/python -m pytest -q -n 2 --timeout=900 $(PYTEST_ARGS)
 
 bench: setup
