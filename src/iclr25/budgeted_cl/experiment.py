@@ -19,6 +19,7 @@ import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.stats import t_interval95
 
@@ -36,17 +37,19 @@ STREAMS = ("gaussian", "disjoint")
 class Config(ExperimentConfig):
     streams: tuple[str, ...] = ("gaussian",)  # claims use the first stream
     arms: tuple[str, ...] = ARMS
-    n_train: int = 0  # 0 = the whole 80 % training split as the stream; else a stratified-free prefix subset
+    # 0 = the whole 80 % training split as the stream; else a stratified-free prefix subset
+    n_train: int = bounded(0, lo=0)
     sigma: float = 0.1  # Gaussian stream width (SDP, file tag sigma10)
     n_tasks: int = 5  # disjoint stream
-    image_size: int = 16
+    image_size: int = bounded(16, lo=1)
     stem_channels: int = 16
     widths: tuple[int, ...] = (16, 32, 32, 64)
-    batch_size: int = 16
+    batch_size: int = bounded(16, lo=1)
     lr: float = 3e-4
     online_iter: float = 1.0
-    eval_period: int = 50
-    extra_bytes: int = 40_960  # memory budget beyond the model's bytes (≈160 exemplars of 256 B)
+    eval_period: int = bounded(50, lo=1)
+    # memory budget beyond the model's bytes (≈160 exemplars of 256 B)
+    extra_bytes: int = bounded(40_960, lo=1)
     temperature: float = 0.125  # SAR T (ex.sh)
     k_coeff: float = 4.0  # SAR decay coefficient (ex.sh)
     grad_subsample: float = 5e-4  # paper 0.05 % of model params ("model"); code 1e-4 per layer ("layer")
@@ -57,18 +60,13 @@ class Config(ExperimentConfig):
     stem_mode: str = "code"
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
         if not self.streams or any(s not in STREAMS for s in self.streams):
             raise ValueError(f"streams must be a non-empty subset of {STREAMS}, got {self.streams}")
         if not self.arms or any(a not in ARMS for a in self.arms):
             raise ValueError(f"arms must be a non-empty subset of {ARMS}, got {self.arms}")
         if "er_equal" in self.arms and "al_sar" not in self.arms:
             raise ValueError("arms: 'er_equal' needs 'al_sar' (its FLOPs budget), got " + str(self.arms))
-        if self.n_train < 0:
-            raise ValueError(f"n_train must be >= 0, got {self.n_train}")
-        for name in ("batch_size", "eval_period", "extra_bytes", "image_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         # the remaining method fields are validated by MethodConfig when the arms are built
         self.method("al_sar")
 

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..common.fields import bounded, check_fields
 from .budget import BlockFlops, count_block_flops, exemplar_capacity, model_bytes, step_flops
 from .freezing import AdaptiveLayerFreezer
 from .model import BlocksSpec, BlockStructure, HeadSpec, TinyResNet, masked_logits, sar_target_layers
@@ -39,48 +40,36 @@ class MethodConfig:
     """One online-CL method. Defaults = aL-SAR as in the official ``ex.sh`` / paper."""
 
     name: str = "aL-SAR"
-    memory: str = "balanced"  # "balanced" (aL-SAR, vanilla) | "reservoir" (ER)
-    retrieval: str = "sar"  # "sar" | "random"
+    # "balanced" (aL-SAR, vanilla) | "reservoir" (ER)
+    memory: str = bounded("balanced", choices=("balanced", "reservoir"))
+    retrieval: str = bounded("sar", choices=("sar", "random"))
     freezing: bool = True
-    online_iter: float = 1.0  # training iterations per incoming sample (fractional values accumulate)
-    stream_fraction: float = 0.0  # share of each batch taken from the stream (ER: 0.5)
+    # training iterations per incoming sample (fractional values accumulate)
+    online_iter: float = bounded(1.0, lo=0, lo_open=True)
+    # share of each batch taken from the stream (ER: 0.5)
+    stream_fraction: float = bounded(0.0, lo=0, hi=1, hi_open=True)
     # SAR (paper Eq. 5–7)
     temperature: float = 0.125  # T (ex.sh; config default 2)
     k_coeff: float = 4.0  # decay r = b / (|M| k) (ex.sh; config default 2)
     sim_rate: float = 1e-3  # r_S
     corr_warmup: int = 50  # samples before SAR replaces balanced-random retrieval
-    grad_subsample: float = 5e-4  # paper: 0.05 % of the model's parameters; code: 1e-4 of each target layer
-    subsample_of: str = "model"  # "model" (paper) | "layer" (code)
+    # paper: 0.05 % of the model's parameters; code: 1e-4 of each target layer
+    grad_subsample: float = bounded(5e-4, lo=0, hi=1, lo_open=True)
+    subsample_of: str = bounded("model", choices=("model", "layer"))  # "model" (paper) | "layer" (code)
     # aL (paper Eq. 1–4)
     unfreeze_rate: float = 0.5  # exploration probability (ex.sh; config default 0.25)
-    exploration: str = "random"  # "random" (code) | "periodic" (2024 paper text: every `period`-th step)
+    # "random" (code) | "periodic" (2024 paper text: every `period`-th step)
+    exploration: str = bounded("random", choices=("random", "periodic"))
     period: int = 2
     fisher_rate: float = 1e-3  # r_F
     grad_ema_rate: float = 1e-3
-    fisher: str = (
-        "per_sample"  # "per_sample" (paper: E[(∂ℓ/∂θ)²]) | "batch_mean" (code: squared mean gradient)
-    )
-    stem_mode: str = "code"  # "code" | "paper" (see freezing.py)
+    # "per_sample" (paper: E[(∂ℓ/∂θ)²]) | "batch_mean" (code: squared mean gradient)
+    fisher: str = bounded("per_sample", choices=("per_sample", "batch_mean"))
+    stem_mode: str = bounded("code", choices=("code", "paper"))  # "code" | "paper" (see freezing.py)
     warmup_steps: int = 3
 
     def __post_init__(self) -> None:
-        checks = [
-            ("memory", self.memory, ("balanced", "reservoir")),
-            ("retrieval", self.retrieval, ("sar", "random")),
-            ("subsample_of", self.subsample_of, ("model", "layer")),
-            ("exploration", self.exploration, ("random", "periodic")),
-            ("fisher", self.fisher, ("per_sample", "batch_mean")),
-            ("stem_mode", self.stem_mode, ("code", "paper")),
-        ]
-        for name, v, allowed in checks:
-            if v not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
-        if not self.online_iter > 0:
-            raise ValueError(f"online_iter must be > 0, got {self.online_iter}")
-        if not 0 <= self.stream_fraction < 1:
-            raise ValueError(f"stream_fraction must be in [0, 1), got {self.stream_fraction}")
-        if not 0 < self.grad_subsample <= 1:
-            raise ValueError(f"grad_subsample must be in (0, 1], got {self.grad_subsample}")
+        check_fields(self)  # the bounds declared above
 
 
 METHODS: dict[str, MethodConfig] = {

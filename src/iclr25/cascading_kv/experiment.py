@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.fields import bounded
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -43,63 +44,52 @@ MODES = ("recall", "pretrained")
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    mode: str = "recall"  # "recall": tiny Llama trained here; "pretrained": an HF checkpoint (full preset)
+    # "recall": tiny Llama trained here; "pretrained": an HF checkpoint (full preset)
+    mode: str = bounded("recall", choices=MODES)
     # tiny model (README, "Reproduction")
-    hidden: int = 64
+    hidden: int = bounded(64, lo=1)
     intermediate: int = 128
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
+    layers: int = bounded(2, lo=1)
+    heads: int = bounded(4, lo=1)
+    kv_heads: int = bounded(2, lo=1)
     rope_theta: float = 1e4
     tie_embeddings: bool = (
         False  # LlamaConfig's default (see README: tied + warm-up/cosine retained the needle ~50%)
     )
-    n_filler: int = 64
-    n_values: int = 32
-    train_steps: int = 400
-    batch_size: int = 32
+    n_filler: int = bounded(64, lo=1)
+    n_values: int = bounded(32, lo=1)
+    train_steps: int = bounded(400, lo=1)
+    batch_size: int = bounded(32, lo=1)
     lr: float = 3e-3
     train_lengths: tuple[int, ...] = (32, 64, 96)
     # cache (README; the paper's scripts use 64 sinks, β = 0.9999 and much larger caches)
-    sink_tokens: int = 4
-    cache_size: int = 64
-    cascades: int = 4
-    stride: int = 32
-    beta: float = 0.999
+    sink_tokens: int = bounded(4, lo=0)
+    cache_size: int = bounded(64, lo=1)
+    cascades: int = bounded(4, lo=1)
+    stride: int = bounded(32, lo=1)
+    beta: float = bounded(0.999, lo=0, hi=1, lo_open=True, hi_open=True)
     head_reduction: str = "max"
     homogeneous_heads: bool = False
     # evaluation: needle distance d = factor · N before the final QUERY
     distance_factors: tuple[float, ...] = (0.625, 1.5, 2.5, 3.4, 4.7)
-    stream_length: int = 360
-    trials: int = 50
-    valid_trials: int = 256
+    stream_length: int = bounded(360, lo=1)
+    trials: int = bounded(50, lo=1)
+    valid_trials: int = bounded(256, lo=1)
     valid_min_acc: float = 0.95
     # prefill timing: L and 4L, with L >= 8N
-    timing_length: int = 512
-    timing_repeats: int = 5  # interleaved rounds; the best time of each configuration is kept
+    timing_length: int = bounded(512, lo=1)
+    timing_repeats: int = bounded(5, lo=1)  # interleaved rounds; the best time of each configuration is kept
     full_attn_impl: str = "eager"
     # pretrained mode
     model_name: str = ""  # local path or hub id; "tiny" builds a random tiny Llama (tests)
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name in ("hidden", "layers", "heads", "kv_heads", "n_filler", "n_values", "train_steps", "batch_size",
-                     "cache_size", "cascades", "stride", "stream_length", "trials", "valid_trials",
-                     "timing_length", "timing_repeats"):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if self.sink_tokens < 0:
-            raise ValueError(f"sink_tokens must be >= 0, got {self.sink_tokens!r}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields and tuple fields
         if self.cache_size % self.cascades:
             raise ValueError(
                 f"cache_size ({self.cache_size}) must be divisible by cascades ({self.cascades})"
             )
-        if not 0 < self.beta < 1:
-            raise ValueError(f"beta must be in (0, 1), got {self.beta!r}")
         if not self.train_lengths or min(self.train_lengths) < 8:
             raise ValueError(
                 f"train_lengths must be a non-empty tuple of ints >= 8, got {self.train_lengths!r}"

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
+from ..common.fields import bounded
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from . import report
 from .baselines import HistogramBinningOnPhrases, PlattOnMeans
@@ -32,28 +33,23 @@ from .transport import OTCalibrator
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     seeds: int = 5
-    n_items: int = 2000  # data A, per seed
+    n_items: int = bounded(2000, lo=100)  # data A, per seed
     overconfidence: float = 0.3  # data A: speaker's shift of p before choosing the nearest phrase
     noise: float = 0.05
     phrases: str = "gpt4o_12"
-    bins: int = 100  # the paper's M for all LLM results
+    bins: int = bounded(100, lo=1)  # the paper's M for all LLM results
     eps: float = 1e-3  # entropic regularisation (paper default)
     tau: float = 1e-3  # target-marginal relaxation (paper default)
     solver: str = "sinkhorn_unbalanced"
     n_bootstrap: int = 0  # 100 = the code's bootstrap-median cost
     digits_scale: float = 3.0  # data B: overconfidence factor on the logistic decision function
     bins_sweep: tuple[int, ...] = (10, 100)
-    alt_splits: int = 20  # data B: alternative cal/test halvings per seed (diagnostic, not the claim)
+    # data B: alternative cal/test halvings per seed (diagnostic, not the claim)
+    alt_splits: int = bounded(20, lo=0)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.alt_splits < 0:
-            raise ValueError(f"alt_splits must be >= 0, got {self.alt_splits}")
-        if self.n_items < 100:
-            raise ValueError(f"n_items must be >= 100, got {self.n_items}")
+        super().__post_init__()  # the bounds declared above; below: lookups, delegated checks, tuple fields
         ps = phrase_set(self.phrases)  # validates the name
-        if self.bins < 1:
-            raise ValueError(f"bins must be >= 1, got {self.bins}")
         # the calibrator's own parameter checks (eps, tau, solver, n_bootstrap), so `--set` rejects them up front
         OTCalibrator(
             ps, bins=self.bins, eps=self.eps, tau=self.tau, solver=self.solver, n_bootstrap=self.n_bootstrap

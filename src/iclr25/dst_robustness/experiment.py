@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.fields import bounded
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
@@ -67,7 +68,7 @@ def arm_name(method: str, sparsity: float) -> str:
 class Config(ExperimentConfig):
     """Every hyper-parameter of the reproduction (defaults = the README's reproduction / GraNet code where they apply)."""
 
-    arch: str = "vgg_small"
+    arch: str = bounded("vgg_small", choices=("vgg_small", "resnet18"))
     widths: tuple[int, int, int] = (32, 64, 128)  # conv widths c1, c2, c3
     fc: int = 256
     epochs: int = 30
@@ -81,7 +82,7 @@ class Config(ExperimentConfig):
     claim_method: str = "rigl"  # the pre-registered DST arm of the claims (with claim_sparsity)
     claim_sparsity: float = 0.5
     distribution: str = "erk"
-    delta_t: int = 20  # ΔT in optimiser steps (~700 steps in all at the default scale)
+    delta_t: int = bounded(20, lo=1)  # ΔT in optimiser steps (~700 steps in all at the default scale)
     p0: float = 0.5
     t_end_frac: float = 0.75
     soft_bound: float = 0.1  # MEST
@@ -98,15 +99,15 @@ class Config(ExperimentConfig):
     )  # λ, photons per unit intensity (ImageNet-C sev 5 = 3 barely hurts)
     noise_impulse: tuple[float, ...] = (0.27, 0.35)  # flip probability (0.27 = ImageNet-C severity 5)
     min_noise_drop: float = 10.0  # dense clean − dense noise-ladder accuracy (points) the claim needs
-    n_test: int | None = None  # use only the first n_test test images (None = all 360)
-    ra_points: int = 7  # radii of each RA curve
-    ra_max_radius: float = 6.0  # upsampled 8×8 digits carry (almost) no energy beyond radius ~6
+    # use only the first n_test test images (None = all 360)
+    n_test: int | None = bounded(None, kind=int, lo=10, optional=True)
+    ra_points: int = bounded(7, lo=2, hi=10_000)  # radii of each RA curve
+    # upsampled 8×8 digits carry (almost) no energy beyond radius ~6
+    ra_max_radius: float = bounded(6.0, lo=0, lo_open=True)
     min_clean_acc: float = 0.8  # validity: the dense model must learn the task
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.arch not in ("vgg_small", "resnet18"):
-            raise ValueError(f"arch must be 'vgg_small' or 'resnet18', got {self.arch!r}")
+        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
         if len(self.widths) != 3 or any(int(w) < 1 for w in self.widths):
             raise ValueError(f"widths must be three ints >= 1, got {self.widths!r}")
         if not self.methods:
@@ -129,16 +130,6 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"claim_sparsity must be one of sparsities {self.sparsities}, got {self.claim_sparsity!r}"
             )
-        if not isinstance(self.delta_t, int) or self.delta_t < 1:
-            raise ValueError(f"delta_t must be an int >= 1, got {self.delta_t!r}")
-        if self.n_test is not None and self.n_test < 10:
-            raise ValueError(f"n_test must be None or >= 10, got {self.n_test!r}")
-        if not isinstance(self.ra_points, int) or not 2 <= self.ra_points <= 10_000:
-            raise ValueError(
-                f"ra_points must be an int in [2, 10000] (radii per RA curve), got {self.ra_points!r}"
-            )
-        if self.ra_max_radius <= 0:
-            raise ValueError(f"ra_max_radius must be > 0, got {self.ra_max_radius!r}")
         ClassifierTrainConfig(
             self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad
         )

@@ -63,6 +63,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..common.fields import bounded, check_fields
+
 METHODS = ("set", "rigl", "mest", "granet")
 DEFAULT_REGROW = {"set": "random", "rigl": "gradient", "mest": "random", "granet": "gradient"}
 DISTRIBUTIONS = ("erk", "uniform")
@@ -155,40 +157,23 @@ class DSTConfig:
     parameters kept dense.
     """
 
-    method: str = "set"
-    sparsity: float = 0.5
-    distribution: str = "erk"
-    delta_t: int = 1000
-    p0: float = 0.5
-    t_end_frac: float = 0.75
-    regrow: str | None = None
-    soft_bound: float = 0.1
+    method: str = bounded("set", choices=METHODS)
+    sparsity: float = bounded(0.5, lo=0, hi=1, hi_open=True)
+    distribution: str = bounded("erk", choices=DISTRIBUTIONS)
+    delta_t: int = bounded(1000, lo=1)
+    p0: float = bounded(0.5, lo=0, hi=1)
+    t_end_frac: float = bounded(0.75, lo=0, hi=1, lo_open=True)
+    regrow: str | None = bounded(None, choices=("random", "gradient"), optional=True)
+    soft_bound: float = bounded(0.1, lo=0)
     mest_lambda: float = 0.0
-    init_density: float = 0.8
-    granet_t0_frac: float = 0.0
-    granet_tf_frac: float = 110 / 160
+    init_density: float = bounded(0.8, lo=0, hi=1, lo_open=True)
+    granet_t0_frac: float = bounded(0.0, lo=0, hi=1)
+    granet_tf_frac: float = bounded(110 / 160, lo=0, hi=1)
     exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not 0.0 <= self.sparsity < 1.0:
-            raise ValueError(f"sparsity must be in [0, 1), got {self.sparsity!r}")
-        if self.distribution not in DISTRIBUTIONS:
-            raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {self.distribution!r}")
-        if not isinstance(self.delta_t, int) or self.delta_t < 1:
-            raise ValueError(f"delta_t must be an int >= 1, got {self.delta_t!r}")
-        if not 0.0 <= self.p0 <= 1.0:
-            raise ValueError(f"p0 must be in [0, 1], got {self.p0!r}")
-        if not 0.0 < self.t_end_frac <= 1.0:
-            raise ValueError(f"t_end_frac must be in (0, 1], got {self.t_end_frac!r}")
-        if self.regrow not in (None, "random", "gradient"):
-            raise ValueError(f"regrow must be None, 'random' or 'gradient', got {self.regrow!r}")
-        if self.soft_bound < 0:
-            raise ValueError(f"soft_bound must be >= 0, got {self.soft_bound!r}")
-        if not 0.0 < self.init_density <= 1.0:
-            raise ValueError(f"init_density must be in (0, 1], got {self.init_density!r}")
-        if not 0.0 <= self.granet_t0_frac < self.granet_tf_frac <= 1.0:
+        check_fields(self)  # the bounds declared above; below: the rule across fields
+        if not self.granet_t0_frac < self.granet_tf_frac:
             raise ValueError(
                 f"need 0 <= granet_t0_frac < granet_tf_frac <= 1, got {self.granet_t0_frac!r}, {self.granet_tf_frac!r}"
             )

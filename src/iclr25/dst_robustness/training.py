@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from iclr25.common.fields import bounded, check_fields
 from iclr25.common.seeding import derive_seed
 
 from .data import random_crop
@@ -24,26 +25,15 @@ from .sparsity import DSTConfig, DynamicSparseTraining
 class ClassifierTrainConfig:
     """SGD recipe (README, "Reproduction"): momentum 0.9, lr 0.05 with per-step cosine decay, wd 5e-4, batch 64, crop pad 2."""
 
-    epochs: int = 30
-    batch_size: int = 64
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    crop_pad: int = 2
+    epochs: int = bounded(30, lo=1)
+    batch_size: int = bounded(64, lo=1)
+    lr: float = bounded(0.05, lo=0, lo_open=True)
+    momentum: float = bounded(0.9, lo=0, hi=1, hi_open=True)
+    weight_decay: float = bounded(5e-4, lo=0)
+    crop_pad: int = bounded(2, lo=0)
 
     def __post_init__(self) -> None:
-        for k in ("epochs", "batch_size"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{k} must be an int >= 1, got {v!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
-        if self.weight_decay < 0 or self.crop_pad < 0:
-            raise ValueError(
-                f"weight_decay and crop_pad must be >= 0, got {self.weight_decay!r}, {self.crop_pad!r}"
-            )
+        check_fields(self)  # the bounds declared above
 
 
 def train_classifier(

@@ -29,6 +29,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
@@ -51,10 +52,10 @@ METHODS = ("law", "memit", "ft_ul", "ft_eos")
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # world
-    subjects: int = 300
+    subjects: int = bounded(300, lo=1)
     first_names: int = 20
-    relations: int = 4
-    objects: int = 40
+    relations: int = bounded(4, lo=1)
+    objects: int = bounded(40, lo=1)
     recall_pairs: int = 2
     recall_keys: int = 8
     generic_states: int = 32
@@ -65,84 +66,59 @@ class Config(ExperimentConfig):
     relation_first: bool = True
     # model and its training (one model per run)
     arch: str = "llama"
-    hidden: int = 64
-    layers: int = 4
-    heads: int = 4
-    train_steps: int = 3000  # at most: training stops early once facts and recall reach train_stop_at
-    train_lr: float = 3e-3
-    fact_rows: int = 48  # per training batch: fact rows, recall rows, generic-text rows
-    recall_rows: int = 32
-    generic_rows: int = 8
-    recall_train_len: int = 16  # recall training rows: the pairs, then queried pairs up to this length
-    eval_every: int = 100
-    train_stop_at: float = 0.99  # early stop (on a separate recall probe set) a little above known_threshold
-    known_threshold: float = 0.98
+    hidden: int = bounded(64, lo=1)
+    layers: int = bounded(4, lo=1)
+    heads: int = bounded(4, lo=1)
+    # at most: training stops early once facts and recall reach train_stop_at
+    train_steps: int = bounded(3000, lo=1)
+    train_lr: float = bounded(3e-3, lo=0)
+    fact_rows: int = bounded(48, lo=1)  # per training batch: fact rows, recall rows, generic-text rows
+    recall_rows: int = bounded(32, lo=1)
+    generic_rows: int = bounded(8, lo=0)
+    # recall training rows: the pairs, then queried pairs up to this length
+    recall_train_len: int = bounded(16, lo=1)
+    eval_every: int = bounded(100, lo=1)
+    # early stop (on a separate recall probe set) a little above known_threshold
+    train_stop_at: float = bounded(0.99, lo=0, hi=1, lo_open=True)
+    known_threshold: float = bounded(0.98, lo=0, hi=1, lo_open=True)
     # editing (LaW / MEMIT→EOS); λ chosen from lam_grid on held-out tuning subjects (the official band search
     # drives λ to 1e4–1e5 on small models)
     edit_layers: tuple[int, ...] = (0, 1)
     lam_grid: tuple[float, ...] = (10.0, 100.0, 1000.0, 10000.0)
-    tune_max_washed: float = (
-        0.2  # tuning rule: the best retained accuracy among grid values washing to ≤ this
-    )
-    z_steps: int = 60  # official 20
-    z_lr: float = 0.5
+    # tuning rule: the best retained accuracy among grid values washing to ≤ this
+    tune_max_washed: float = bounded(0.2, lo=0, hi=1, lo_open=True)
+    z_steps: int = bounded(60, lo=1)  # official 20
+    z_lr: float = bounded(0.5, lo=0)
     z_clamp: float = 3.0  # official 0.75
     z_weight_decay: float = 0.5
-    beta_ratio: float = 1.1
-    ascent_steps: int = 1000
-    ascent_lr: float = 1e-4
+    beta_ratio: float = bounded(1.1, lo=1)
+    ascent_steps: int = bounded(1000, lo=1)
+    ascent_lr: float = bounded(1e-4, lo=0)
     successive_elimination: bool = True
     best_iterate: str = "paper"
     ablations: bool = True  # report only: LaW without successive elimination / from a random Δ⁰ (same β)
-    cov_rows: int = 1800
-    wash_fraction: float = 0.1
+    cov_rows: int = bounded(1800, lo=1)
+    wash_fraction: float = bounded(0.1, lo=0, hi=0.5, lo_open=True)  # ≤ 0.5: tuning subjects are held out
     sweep_fractions: tuple[float, ...] = (0.25, 0.5)
     # fine-tuning baselines: same lr grid (chosen on a held-out tuning subset), same max steps
     ft_lrs: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
-    ft_max_steps: int = 100
+    ft_max_steps: int = bounded(100, lo=1)
     # evaluation
-    n_recall_eval: int = 500
-    n_generic_eval: int = 300
+    n_recall_eval: int = bounded(500, lo=1)
+    n_generic_eval: int = bounded(300, lo=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for n in ("subjects", "relations", "objects", "hidden", "layers", "heads", "train_steps", "recall_train_len", "eval_every",
-                  "z_steps", "ascent_steps", "cov_rows", "ft_max_steps", "n_recall_eval", "n_generic_eval"):  # fmt: skip
-            v = getattr(self, n)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{n} must be a positive int, got {v!r}")
-        for n in ("wash_fraction", "known_threshold", "train_stop_at", "tune_max_washed"):
-            v = getattr(self, n)
-            if not 0 < v <= 1:
-                raise ValueError(f"{n} must be in (0, 1], got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields and tuple fields
         for f in self.sweep_fractions:
             if not 0 < f <= 1 - self.wash_fraction:
                 raise ValueError(
                     f"sweep_fractions must lie in (0, 1 - wash_fraction] (the tuning subjects are held out), "
                     f"got {self.sweep_fractions!r}"
                 )
-        if 2 * self.wash_fraction > 1:
-            raise ValueError(
-                f"wash_fraction must be <= 0.5 (tuning subjects are held out), got {self.wash_fraction}"
-            )
         if not self.lam_grid or any(not (np.isfinite(v) and v > 0) for v in self.lam_grid):
             raise ValueError(f"lam_grid must be a non-empty tuple of positive numbers, got {self.lam_grid!r}")
-        for n in ("fact_rows", "recall_rows", "generic_rows"):
-            v = getattr(self, n)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{n} must be an int >= 0, got {v!r}")
-        if self.fact_rows < 1 or self.recall_rows < 1:
-            raise ValueError(
-                f"fact_rows and recall_rows must be >= 1, got {self.fact_rows}, {self.recall_rows}"
-            )
         if not self.edit_layers or any(not 0 <= i < self.layers for i in self.edit_layers):
             raise ValueError(f"edit_layers must be indices in [0, {self.layers}), got {self.edit_layers!r}")
-        for n in ("train_lr", "z_lr", "ascent_lr"):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
-                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
-        if self.beta_ratio < 1:
-            raise ValueError(f"beta_ratio must be >= 1, got {self.beta_ratio!r}")
         if not self.ft_lrs or any(not lr > 0 for lr in self.ft_lrs):
             raise ValueError(f"ft_lrs must be a non-empty tuple of positive numbers, got {self.ft_lrs!r}")
         if int(round(self.wash_fraction * self.subjects)) < 1:

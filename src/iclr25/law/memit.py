@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from . import checks as check
+from ..common.fields import bounded, check_fields
 from .covariance import check_covariance
 from .facts import Fact, check_facts
 from .memories import (
@@ -87,18 +87,17 @@ def memit_closed_form(R: torch.Tensor, K: torch.Tensor, C: torch.Tensor, lam: fl
 class ZConfig:
     """Target-vector optimisation (MEMIT ``compute_z``), defaults of the official GPT2-XL hyper-parameters."""
 
-    steps: int = 20
-    lr: float = 0.5
-    clamp: float = 0.75  # ‖δ‖ ≤ clamp·‖h₀‖ after every step
-    weight_decay: float = 0.5  # + weight_decay·‖δ‖/‖h₀‖²
-    kl_factor: float = 0.0625  # + kl_factor·KL(p₀ ‖ p) on kl_template (skipped for facts without a subject)
+    steps: int = bounded(20, lo=0)
+    lr: float = bounded(0.5, lo=0)
+    clamp: float = bounded(0.75, lo=0)  # ‖δ‖ ≤ clamp·‖h₀‖ after every step
+    weight_decay: float = bounded(0.5, lo=0)  # + weight_decay·‖δ‖/‖h₀‖²
+    # + kl_factor·KL(p₀ ‖ p) on kl_template (skipped for facts without a subject)
+    kl_factor: float = bounded(0.0625, lo=0)
     kl_template: str | None = "{} is a"
-    early_stop: float = 0.05  # a fact stops once its NLL < early_stop
+    early_stop: float = bounded(0.05, lo=0)  # a fact stops once its NLL < early_stop
 
     def __post_init__(self) -> None:
-        check.int_at_least("steps", self.steps, 0)
-        for n in ("lr", "clamp", "weight_decay", "kl_factor", "early_stop"):
-            check.number(n, getattr(self, n), 0.0)
+        check_fields(self)  # the bounds declared above; below: the template
         if self.kl_template is not None and (
             not isinstance(self.kl_template, str) or self.kl_template.count("{}") != 1
         ):
@@ -216,24 +215,18 @@ class LamSearch:
     """The official λ band search: while ‖Δ‖_F > high·‖W‖_F add ``step`` to λ; while < low·‖W‖_F multiply λ
     by ``decay``. Tuned for GPT2-XL / GPT-J; on small models it can drive λ so high that nothing is washed."""
 
-    low: float = 1 / 3
-    high: float = 3 / 4
-    step: float = 100_000.0
-    decay: float = 0.75
-    max_iter: int = 200
+    low: float = bounded(1 / 3, lo=0, lo_open=True)
+    high: float = bounded(3 / 4, lo=0, lo_open=True)
+    step: float = bounded(100_000.0, lo=0, lo_open=True)
+    decay: float = bounded(0.75, lo=0, hi=1, lo_open=True, hi_open=True)  # λ shrinks by it
+    max_iter: int = bounded(200, lo=1)
 
     def __post_init__(self) -> None:
-        check.number("low", self.low, 0.0, open_lo=True)
-        check.number("high", self.high, 0.0, open_lo=True)
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if not self.low < self.high:
             raise ValueError(
                 f"low must be < high (a band around ||W||_F), got low={self.low!r}, high={self.high!r}"
             )
-        check.number("step", self.step, 0.0, open_lo=True)
-        check.number("decay", self.decay, 0.0, open_lo=True)
-        if not self.decay < 1:
-            raise ValueError(f"decay must be in (0, 1) (λ shrinks by it), got {self.decay!r}")
-        check.int_at_least("max_iter", self.max_iter, 1)
 
 
 @dataclass

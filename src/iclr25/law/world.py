@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from iclr25.common.fields import bounded, check_fields
 from iclr25.common.lm import SPECIAL_TOKENS
 
 from .evaluation import associative_recall_facts
@@ -17,28 +18,22 @@ from .facts import Fact
 
 @dataclass(frozen=True)
 class WorldConfig:
-    subjects: int = 300
-    first_names: int = 20  # subject = first token (shared) + a unique last token
-    relations: int = 4
-    objects: int = 40
-    recall_keys: int = 16
-    recall_values: int = 16
-    recall_pairs: int = 4
-    generic_states: int = 32
-    generic_len: int = 12
+    subjects: int = bounded(300, lo=1)
+    first_names: int = bounded(20, lo=1)  # subject = first token (shared) + a unique last token
+    relations: int = bounded(4, lo=1)
+    objects: int = bounded(40, lo=1)
+    recall_keys: int = bounded(16, lo=1)
+    recall_values: int = bounded(16, lo=1)
+    recall_pairs: int = bounded(4, lo=1)
+    generic_states: int = bounded(32, lo=1)
+    generic_len: int = bounded(12, lo=1)
     # prompt order: "s₁ s₂ r" (subject first) or "r s₁ s₂" (relation first, like "The capital of | France" — the
     # subject's last token is the prompt's last token, where the answer is produced)
-    relation_first: bool = False
-    seed: int = 0
+    relation_first: bool = bounded(False)
+    seed: int = bounded(0, lo=0)
 
     def __post_init__(self) -> None:
-        for n in self.__dataclass_fields__:
-            v = getattr(self, n)
-            if n == "relation_first":
-                if not isinstance(v, bool):
-                    raise ValueError(f"relation_first must be a bool, got {v!r}")
-            elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if n == "seed" else 1):
-                raise ValueError(f"{n} must be an int >= {0 if n == 'seed' else 1}, got {v!r}")
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.recall_pairs > self.recall_keys:
             raise ValueError(
                 f"recall_pairs ({self.recall_pairs}) must be <= recall_keys ({self.recall_keys})"

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
+from iclr25.common.fields import bounded
 from iclr25.common.fmt import fmt_num
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -38,21 +39,24 @@ from .training import FlowTrainConfig, train_mofflow
 # CPU time each method actually spent on each size.
 
 
-MAX_COUNT = 10_000_000  # upper bound on counts of structures, batch sizes and Euler steps
+# upper bound on counts of structures, batch sizes and Euler steps held in memory (a typo such as 1e11 would only
+# die later in a MemoryError)
+MAX_COUNT = 10_000_000
 
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    n_train: int = 400
-    test_per_size: int = 12
+    n_train: int = bounded(400, lo=1, hi=MAX_COUNT)
+    test_per_size: int = bounded(12, lo=1, hi=MAX_COUNT)
     test_sizes: tuple[int, ...] = (4, 8, 16)
     # optimiser steps on M-block cells, M in test_sizes order: ≈ equal CPU time per size and per method
     steps_per_size: tuple[int, ...] = (520, 420, 240)  # MOFFlow-tiny
     atom_steps_per_size: tuple[int, ...] = (360, 140, 23)  # atom-level flow
-    batch_size: int = 32
-    atom_batch_size: int = 16
-    lr: float = 3e-3  # paper 1e-4 (full model, days); 3e-3 trains lower loss than 1e-3 on the tiny model
-    n_euler: int = 50  # paper: 50 at inference
+    batch_size: int = bounded(32, lo=1, hi=MAX_COUNT)
+    atom_batch_size: int = bounded(16, lo=1, hi=MAX_COUNT)
+    # paper 1e-4 (full model, days); 3e-3 trains lower loss than 1e-3 on the tiny model
+    lr: float = bounded(3e-3, lo=0, lo_open=True)
+    n_euler: int = bounded(50, lo=2, hi=MAX_COUNT)  # paper: 50 at inference
     rot_rate: float = 10.0  # exponential rotation schedule
     c_s: int = 64
     c_z: int = 32
@@ -63,13 +67,7 @@ class Config(ExperimentConfig):
     baseline_n: int = 16  # test cells (M = 4) scored for random search / prior only
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for k in ("n_train", "test_per_size", "batch_size", "atom_batch_size", "n_euler"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < (2 if k == "n_euler" else 1):
-                raise ValueError(f"{k} must be a positive int (n_euler >= 2), got {v!r}")
-            if v > MAX_COUNT:  # a typo such as 1e11 would only die later in a MemoryError
-                raise ValueError(f"{k} must be <= {MAX_COUNT:,} (structures/steps held in memory), got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
         if 4 not in self.test_sizes or 16 not in self.test_sizes:
             raise ValueError(
                 f"test_sizes must contain 4 and 16 (for scales_with_size), got {self.test_sizes}"
@@ -85,8 +83,6 @@ class Config(ExperimentConfig):
                     f"{k} must be a tuple of {len(self.test_sizes)} ints >= 1 (one per size in test_sizes="
                     f"{self.test_sizes}), got {v!r}"
                 )
-        if not self.lr > 0:  # NaN included
-            raise ValueError(f"lr must be > 0, got {self.lr}")
 
     def net(self) -> MOFFlowConfig:
         return MOFFlowConfig(c_s=self.c_s, c_z=self.c_z, n_trunk=self.n_trunk)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..common.fields import bounded, check_fields
 from .so3 import quat_to_rotmat
 
 NM = 10.0  # Å per nm
@@ -23,33 +24,28 @@ NM = 10.0  # Å per nm
 class MOFFlowConfig:
     """Widths of the network. Defaults = MOFFlow-tiny; :meth:`paper` gives the official widths."""
 
-    c_s: int = 64
-    c_z: int = 32
-    n_trunk: int = 2
-    ipa_heads: int = 4
-    ipa_hidden: int = 16
-    qk_points: int = 4
-    v_points: int = 4
+    c_s: int = bounded(64, lo=1)
+    c_z: int = bounded(32, lo=1)
+    n_trunk: int = bounded(2, lo=1)
+    ipa_heads: int = bounded(4, lo=1)
+    ipa_hidden: int = bounded(16, lo=1)
+    qk_points: int = bounded(4, lo=1)
+    v_points: int = bounded(4, lo=1)
     tfmr_layers: int = 1
-    tfmr_heads: int = 4
+    tfmr_heads: int = bounded(4, lo=1)
     egnn_layers: int = 2
     egnn_hidden: int = 32
     n_rbf: int = 32
-    radius: float = 5.0
+    radius: float = bounded(5.0, lo=0, lo_open=True)  # Å
     dist_bins: int = 22
     max_atom_type: int = 100
 
     def __post_init__(self) -> None:
-        for k in ("c_s", "c_z", "n_trunk", "ipa_heads", "ipa_hidden", "qk_points", "v_points", "tfmr_heads"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{k} must be a positive int, got {v!r}")
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.c_s % self.tfmr_heads or self.c_s % 2:
             raise ValueError(
                 f"c_s must be even and divisible by tfmr_heads={self.tfmr_heads}, got {self.c_s}"
             )
-        if self.radius <= 0:
-            raise ValueError(f"radius must be > 0 Å, got {self.radius}")
 
     @classmethod
     def paper(cls) -> MOFFlowConfig:

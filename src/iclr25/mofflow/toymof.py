@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pymatgen.core import Lattice
 
+from ..common.fields import bounded, check_fields
 from .building_blocks import MOF, mof_from_blocks
 
 BOND = 1.4  # Å between connection atoms of adjacent blocks
@@ -68,18 +69,19 @@ class ToyMOFConfig:
 
     sizes: tuple[int, ...] = (4, 8, 16)
     size_probs: tuple[float, ...] = (0.5, 0.25, 0.25)
-    angle_low: float = 91.0
-    angle_high: float = 96.0
+    angle_low: float = bounded(91.0, lo=90, hi=120, lo_open=True, hi_open=True)
+    angle_high: float = bounded(96.0, lo=90, hi=120, lo_open=True, hi_open=True)
     twist_deg: float = 10.0
     min_gap: float = 0.04
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the tuple fields and the rule across fields
         for s in self.sizes:
             if s not in SUPERCELLS:
                 raise ValueError(f"sizes must be drawn from {tuple(SUPERCELLS)}, got {s!r}")
         if len(self.size_probs) != len(self.sizes) or abs(sum(self.size_probs) - 1) > 1e-6:
             raise ValueError(f"size_probs must have len(sizes)={len(self.sizes)} entries summing to 1")
-        if not 90.0 < self.angle_low < self.angle_high < 120.0:
+        if not self.angle_low < self.angle_high:
             raise ValueError(
                 f"need 90 < angle_low < angle_high < 120, got {self.angle_low}, {self.angle_high}"
             )

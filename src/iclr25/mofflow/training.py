@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from iclr25.common.fields import bounded, check_fields
 from iclr25.common.io import atomic_torch_save
 from iclr25.common.progress import progress
 from iclr25.common.schedule import warmup_cosine_schedule
@@ -22,23 +23,18 @@ from .network import MOFFlowConfig, MOFFlowNet
 class FlowTrainConfig:
     """Optimiser settings. Paper: AdamW lr 1e-4, betas (0.9, 0.98), wd 0.01, clip 0.5, batch 160."""
 
-    steps: int = 1000
-    batch_size: int = 32
-    lr: float = 1e-3
+    steps: int = bounded(1000, lo=1)
+    batch_size: int = bounded(32, lo=1)
+    lr: float = bounded(1e-3, lo=0, lo_open=True)
     betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 0.01
     grad_clip: float = 0.5
-    self_condition: float = 0.5  # probability of a self-conditioning pass
+    self_condition: float = bounded(0.5, lo=0, hi=1)  # probability of a self-conditioning pass
     warmup: int = 20
     min_lr_ratio: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1:
-            raise ValueError(f"steps and batch_size must be >= 1, got {self.steps}, {self.batch_size}")
-        if not 0.0 <= self.self_condition <= 1.0:
-            raise ValueError(f"self_condition must be a probability, got {self.self_condition}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        check_fields(self)  # the bounds declared above
 
 
 def index_batch(full: MOFBatch, idx: torch.Tensor) -> MOFBatch:

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..common.checks import need_array, need_int, need_real, need_rng, need_type
+from ..common.fields import bounded, check_fields
 
 STATE_IDX = (0, 1, 4, 5)  # obs indices of x = (q1, q2, q̇1, q̇2)
 
@@ -29,20 +30,16 @@ STATE_IDX = (0, 1, 4, 5)  # obs indices of x = (q1, q2, q̇1, q̇2)
 class ArmParams:
     """Physical parameters (uniform rods)."""
 
-    m1: float = 1.0
-    m2: float = 1.0
-    l1: float = 0.25
-    l2: float = 0.25
-    damping: float = 0.1
-    dt: float = 0.02
-    max_torque: float = 1.0
+    m1: float = bounded(1.0, lo=0, lo_open=True)
+    m2: float = bounded(1.0, lo=0, lo_open=True)
+    l1: float = bounded(0.25, lo=0, lo_open=True)
+    l2: float = bounded(0.25, lo=0, lo_open=True)
+    damping: float = bounded(0.1, lo=0)
+    dt: float = bounded(0.02, lo=0, lo_open=True)
+    max_torque: float = bounded(1.0, lo=0, lo_open=True)
 
     def __post_init__(self) -> None:
-        for name in ("m1", "m2", "l1", "l2", "dt", "max_torque"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
-        need_real("damping", self.damping, 0.0)
+        check_fields(self)  # the bounds declared above
 
     def scaled_masses(self, factor: float) -> ArmParams:
         """The same arm with both link masses multiplied by ``factor`` (the reproduction's model error ×1.3)."""

@@ -27,6 +27,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
@@ -49,84 +50,49 @@ from .rollouts import (
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # arm and data (README, "Reproduction")
-    arm_mass: float = 1.0
-    horizon: int = 200
-    n_expert: int = 150
-    n_noisy: int = 50
-    k: int = 5
-    lqr_R: float = 0.1
+    arm_mass: float = bounded(1.0, lo=0, lo_open=True)
+    horizon: int = bounded(200, lo=1)
+    n_expert: int = bounded(150, lo=1)
+    n_noisy: int = bounded(50, lo=0)
+    k: int = bounded(5, lo=1)
+    lqr_R: float = bounded(0.1, lo=0, lo_open=True)
     # HR dataset (hierarchical behaviour policy: sub-goal every k steps, LQR tracks it)
-    hr_noise: float = 0.1  # N(0, σ²) on the behaviour sub-goals
-    hr_velocity_gain: float = 3.0  # z = (q*, g (q* − q)) of the behaviour high level
+    hr_noise: float = bounded(0.1, lo=0)  # N(0, σ²) on the behaviour sub-goals
+    hr_velocity_gain: float = bounded(3.0)  # z = (q*, g (q* − q)) of the behaviour high level
     # inverse
-    threshold: float = 0.2  # official drop threshold on the re-simulation residual
-    solver: str = (
-        "adam"  # numerical inverse: "adam" = the official loop (default), "lm" = Levenberg–Marquardt
-    )
-    prior: float = (
-        0.0  # λ of the optional ridge prior λ‖z − x_k‖² (0 = the paper's objective; not in the paper)
-    )
-    adam_iters: int = 1000  # official: Adam lr 0.01, ≤ 1000 iterations from x_k, official stopping rule
-    adam_lr: float = 0.01
-    lm_iters: int = 60
+    # official drop threshold on the re-simulation residual
+    threshold: float = bounded(0.2, lo=0, lo_open=True)
+    # numerical inverse: "adam" = the official loop (default), "lm" = Levenberg–Marquardt
+    solver: str = bounded("adam", choices=("adam", "lm"))
+    # λ of the optional ridge prior λ‖z − x_k‖² (0 = the paper's objective; not in the paper)
+    prior: float = bounded(0.0, lo=0)
+    # official: Adam lr 0.01, ≤ 1000 iterations from x_k, official stopping rule
+    adam_iters: int = bounded(1000, lo=1)
+    adam_lr: float = bounded(0.01, lo=0, lo_open=True)
+    lm_iters: int = bounded(60, lo=1)
     # learners
-    bc_steps: int = 3000
-    bc_hidden: int = 256
-    bc_lr: float = 1e-3
-    batch_size: int = 256
-    iql_steps: int = 5000  # 0 skips the IQL arm (report only)
+    bc_steps: int = bounded(3000, lo=1)
+    bc_hidden: int = bounded(256, lo=1)
+    bc_lr: float = bounded(1e-3, lo=0, lo_open=True)
+    batch_size: int = bounded(256, lo=1)
+    iql_steps: int = bounded(5000, lo=0)  # 0 skips the IQL arm (report only)
     iql_expectile: float = 0.7
     iql_beta: float = 3.0
-    eval_episodes: int = 20
+    eval_episodes: int = bounded(20, lo=1)
     # model error and low-level change
-    model_error_mass: float = 1.3
-    model_epochs: int = 20
-    changed_R: float = 1.0
+    model_error_mass: float = bounded(1.3, lo=0, lo_open=True)
+    model_epochs: int = bounded(20, lo=1)
+    changed_R: float = bounded(1.0, lo=0, lo_open=True)
     lowlevel_change: bool = True  # the report-only R = 1.0 re-inversion arm
     inverse_ablation: bool = False  # report-only table: numerical arms under every variant of ABLATION
     # network-lite
-    net_episodes: int = 100
-    net_bc_steps: int = 1500
-    net_hidden: int = 128
-    net_eval_episodes: int = 20
+    net_episodes: int = bounded(100, lo=1)
+    net_bc_steps: int = bounded(1500, lo=1)
+    net_hidden: int = bounded(128, lo=1)
+    net_eval_episodes: int = bounded(20, lo=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in (
-            "horizon",
-            "n_expert",
-            "k",
-            "bc_steps",
-            "bc_hidden",
-            "batch_size",
-            "eval_episodes",
-            "model_epochs",
-            "net_episodes",
-            "net_bc_steps",
-            "net_hidden",
-            "net_eval_episodes",
-            "lm_iters",
-            "adam_iters",
-        ):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("n_noisy", "iql_steps"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
-        for name in ("arm_mass", "lqr_R", "threshold", "bc_lr", "model_error_mass", "changed_R"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if not (self.prior >= 0 and np.isfinite(self.prior)):
-            raise ValueError(f"prior must be a finite number >= 0, got {self.prior!r}")
-        if self.solver not in ("adam", "lm"):
-            raise ValueError(f"solver must be 'adam' (official loop) or 'lm', got {self.solver!r}")
-        if not (self.adam_lr > 0 and np.isfinite(self.adam_lr)):
-            raise ValueError(f"adam_lr must be a finite number > 0, got {self.adam_lr!r}")
-        if not (self.hr_noise >= 0 and np.isfinite(self.hr_noise)):
-            raise ValueError(f"hr_noise must be a finite number >= 0, got {self.hr_noise!r}")
-        if not np.isfinite(self.hr_velocity_gain):
-            raise ValueError(f"hr_velocity_gain must be finite, got {self.hr_velocity_gain!r}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields
         if self.horizon % self.k:
             raise ValueError(f"horizon must be a multiple of k={self.k}, got {self.horizon!r}")
 

@@ -29,6 +29,7 @@ from torch import nn
 from torch.distributions import Dirichlet, Normal
 
 from ..common.checks import need_bool, need_int, need_real, need_seed, need_type
+from ..common.fields import bounded, check_fields
 from .relabel import OfflineDataset
 
 
@@ -182,40 +183,20 @@ def train_bc(
 class IQLConfig:
     """IQL hyper-parameters (reacher-lite defaults τ = 0.7, β = 3; official γ 0.99, Polyak 0.995, clip 100)."""
 
-    expectile: float = 0.7
-    beta: float = 3.0
-    gamma: float = 0.99
-    polyak: float = 0.995
-    lr: float = 3e-4
-    batch_size: int = 256
-    steps: int = 5000
-    hidden: int = 256
-    weight_clip: float = 100.0
-    value_target: str = "standard"  # "standard": Q̂(s, a);  "official": the repo's Q̂(s', a)
+    expectile: float = bounded(0.7, lo=0, hi=1, lo_open=True, hi_open=True)
+    beta: float = bounded(3.0, lo=0)
+    gamma: float = bounded(0.99, lo=0, hi=1)
+    polyak: float = bounded(0.995, lo=0, hi=1)
+    lr: float = bounded(3e-4, lo=0, lo_open=True)
+    batch_size: int = bounded(256, lo=1)
+    steps: int = bounded(5000, lo=0)
+    hidden: int = bounded(256, lo=1)
+    weight_clip: float = bounded(100.0, lo=0, lo_open=True)
+    # "standard": Q̂(s, a);  "official": the repo's Q̂(s', a)
+    value_target: str = bounded("standard", choices=("standard", "official"))
 
     def __post_init__(self) -> None:
-        for name in ("expectile", "beta", "gamma", "polyak", "lr", "weight_clip"):
-            need_real(name, getattr(self, name))
-        for name, lo in (("batch_size", 1), ("steps", 0), ("hidden", 1)):
-            need_int(name, getattr(self, name), lo)
-        if self.beta < 0:
-            raise ValueError(f"beta must be >= 0, got {self.beta!r}")
-        if not 0 <= self.polyak <= 1:
-            raise ValueError(f"polyak must be in [0, 1], got {self.polyak!r}")
-        if self.lr <= 0 or self.weight_clip <= 0:
-            raise ValueError(
-                f"lr and weight_clip must be > 0, got lr={self.lr!r}, weight_clip={self.weight_clip!r}"
-            )
-        if not 0 < self.expectile < 1:
-            raise ValueError(f"expectile must be in (0, 1), got {self.expectile!r}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
-        if self.value_target not in ("standard", "official"):
-            raise ValueError(f"value_target must be 'standard' or 'official', got {self.value_target!r}")
-        if self.steps < 0 or self.batch_size < 1:
-            raise ValueError(
-                f"steps must be >= 0 and batch_size >= 1, got {self.steps!r}, {self.batch_size!r}"
-            )
+        check_fields(self)  # the bounds declared above
 
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:

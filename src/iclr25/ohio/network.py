@@ -24,6 +24,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from ..common.checks import need_callable, need_int, need_real, need_seed, need_type
+from ..common.fields import bounded, check_fields
 from .relabel import OfflineDataset
 
 EPS_SIMPLEX = 1e-3
@@ -114,24 +115,19 @@ class NetworkParams:
     unchanged, so a policy that adapts its routing loses nothing.
     """
 
-    n_nodes: int = 6
-    fleet: int = 60
-    horizon: int = 20
-    price: float = 1.0
-    cheap: float = 0.2
-    expensive: float = 1.0
-    within: float = 0.3
-    rate_in: float = 2.0  # residential → each downtown node
-    rate_out: float = 0.5  # downtown → each residential node
-    rate_within: float = 0.3
+    n_nodes: int = bounded(6, choices=(6,))  # the built-in city has 6 nodes
+    fleet: int = bounded(60, lo=1)
+    horizon: int = bounded(20, lo=1)
+    price: float = bounded(1.0, lo=0)
+    cheap: float = bounded(0.2, lo=0)
+    expensive: float = bounded(1.0, lo=0)
+    within: float = bounded(0.3, lo=0)
+    rate_in: float = bounded(2.0, lo=0)  # residential → each downtown node
+    rate_out: float = bounded(0.5, lo=0)  # downtown → each residential node
+    rate_within: float = bounded(0.3, lo=0)
 
     def __post_init__(self) -> None:
-        if self.n_nodes != 6:
-            raise ValueError(f"n_nodes must be 6 for the built-in city, got {self.n_nodes!r}")
-        need_int("fleet", self.fleet, 1)
-        need_int("horizon", self.horizon, 1)
-        for name in ("price", "cheap", "expensive", "within", "rate_in", "rate_out", "rate_within"):
-            need_real(name, getattr(self, name), 0.0)
+        check_fields(self)  # the bounds declared above
 
     def demand_rates(self) -> np.ndarray:
         n, h = self.n_nodes, self.n_nodes // 2

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
+from iclr25.common.fields import bounded
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything
@@ -35,102 +36,62 @@ from .selection import gumbel_top_k_select, random_select
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # corpus (README, "Reproduction")
-    n_symbols: int = 48
-    seq_len: int = 32
-    n_pool: int = 12000
-    n_dev: int = 128
-    n_test: int = 512
+    n_symbols: int = bounded(48, lo=1)
+    seq_len: int = bounded(32, lo=1)
+    n_pool: int = bounded(12000, lo=1)
+    n_dev: int = bounded(128, lo=1)
+    n_test: int = bounded(512, lo=1)
     mix: tuple[float, float, float, float] = (0.3, 0.3, 0.2, 0.2)  # clean, noisy, other chain, repeats
     # proxy LM (HF config, eager attention) and its warm start (the paper's "160M-10k" checkpoint)
     arch: str = "llama"
-    proxy_hidden: int = 32
-    proxy_layers: int = 2
-    proxy_heads: int = 4
-    warm_steps: int = 150
-    warm_lr: float = 3e-3
+    proxy_hidden: int = bounded(32, lo=1)
+    proxy_layers: int = bounded(2, lo=1)
+    proxy_heads: int = bounded(4, lo=1)
+    warm_steps: int = bounded(150, lo=0)
+    warm_lr: float = bounded(3e-3, lo=0, lo_open=True)
     # PMP solver (paper: T = 100, η = 0.008 for a 160M model, c = 10, batch 256 instances)
-    pmp_steps: int = 100
-    pmp_batch: int = 32
-    pmp_lr: float = 0.5
-    score_every: int = 10
-    proxy_size: int = 1500
-    chunk_size: int = 256
+    pmp_steps: int = bounded(100, lo=1)
+    pmp_batch: int = bounded(32, lo=1)
+    pmp_lr: float = bounded(0.5, lo=0, lo_open=True)
+    score_every: int = bounded(10, lo=1)
+    proxy_size: int = bounded(1500, lo=1)
+    chunk_size: int = bounded(256, lo=1)
     # data scorer
-    scorer: str = "ridge"  # "ridge" (n-gram ridge) or "transformer" (the released design)
-    scorer_val: int = 300  # first rows of the proxy set = validation split
+    # "ridge" (n-gram ridge) or "transformer" (the released design)
+    scorer: str = bounded("ridge", choices=("ridge", "transformer"))
+    scorer_val: int = bounded(300, lo=1)  # first rows of the proxy set = validation split
     ridge_alpha: float = 1.0
-    scorer_hidden: int = 64
-    scorer_layers: int = 2
-    scorer_epochs: int = 5
-    scorer_batch: int = 512
-    scorer_lr: float = 1e-4
+    scorer_hidden: int = bounded(64, lo=1)
+    scorer_layers: int = bounded(2, lo=1)
+    scorer_epochs: int = bounded(5, lo=1)
+    scorer_batch: int = bounded(512, lo=1)
+    scorer_lr: float = bounded(1e-4, lo=0, lo_open=True)
     # selection (paper: r = 0.4, τ = 0.1)
-    ratio: float = 0.4
-    tau: float = 0.1
+    ratio: float = bounded(0.4, lo=0, hi=1, lo_open=True)
+    tau: float = bounded(0.1, lo=0)
     # target LM trained from scratch on each selection
-    target_hidden: int = 48
-    target_layers: int = 2
-    target_heads: int = 4
-    train_steps: int = 400
-    train_batch: int = 32
-    train_lr: float = 3e-3
-    train_warmup: int = 20
-    eval_every: int = 20
+    target_hidden: int = bounded(48, lo=1)
+    target_layers: int = bounded(2, lo=1)
+    target_heads: int = bounded(4, lo=1)
+    train_steps: int = bounded(400, lo=1)
+    train_batch: int = bounded(32, lo=1)
+    train_lr: float = bounded(3e-3, lo=0, lo_open=True)
+    train_warmup: int = bounded(20, lo=0)
+    eval_every: int = bounded(20, lo=1)
     # baselines / ablations reported alongside
     run_dsir: bool = True
-    dsir_backend: str = "package"  # "package" (PyPI data-selection) or "numpy" (same estimator, vectorised)
+    # "package" (PyPI data-selection) or "numpy" (same estimator, vectorised)
+    dsir_backend: str = bounded("package", choices=("package", "numpy"))
     run_t1: bool = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        pos = (
-            "n_symbols",
-            "seq_len",
-            "n_pool",
-            "n_dev",
-            "n_test",
-            "proxy_hidden",
-            "proxy_layers",
-            "proxy_heads",
-            "pmp_steps",
-            "pmp_batch",
-            "score_every",
-            "proxy_size",
-            "chunk_size",
-            "scorer_val",
-            "scorer_hidden",
-            "scorer_layers",
-            "scorer_epochs",
-            "scorer_batch",
-            "target_hidden",
-            "target_layers",
-            "target_heads",
-            "train_steps",
-            "train_batch",
-            "eval_every",
-        )
-        for name in pos:
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields
         for hid, heads in (("proxy_hidden", "proxy_heads"), ("target_hidden", "target_heads")):
             if getattr(self, hid) % getattr(self, heads):
                 raise ValueError(
                     f"{hid} ({getattr(self, hid)}) must be divisible by {heads} ({getattr(self, heads)}): "
                     f"each attention head gets {hid} / {heads} dimensions"
                 )
-        if self.warm_steps < 0 or self.train_warmup < 0:
-            raise ValueError(
-                f"warm_steps/train_warmup must be >= 0, got {self.warm_steps}/{self.train_warmup}"
-            )
-        if not 0 < self.ratio <= 1:
-            raise ValueError(f"ratio must be in (0, 1], got {self.ratio!r}")
-        if self.tau < 0:
-            raise ValueError(f"tau must be >= 0, got {self.tau!r}")
-        if self.dsir_backend not in ("package", "numpy"):
-            raise ValueError(f"dsir_backend must be 'package' or 'numpy', got {self.dsir_backend!r}")
-        if self.scorer not in ("ridge", "transformer"):
-            raise ValueError(f"scorer must be 'ridge' or 'transformer', got {self.scorer!r}")
         if self.scorer_val >= self.proxy_size:
             raise ValueError(f"scorer_val must be < proxy_size ({self.proxy_size}), got {self.scorer_val}")
         if self.proxy_size > self.n_pool:
@@ -144,9 +105,6 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"train_steps must be a multiple of eval_every ({self.eval_every}), got {self.train_steps}"
             )
-        for name in ("pmp_lr", "warm_lr", "train_lr", "scorer_lr"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
 
 
 PRESETS = {

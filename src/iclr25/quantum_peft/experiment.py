@@ -28,6 +28,7 @@ from torch import nn
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
@@ -44,80 +45,48 @@ TUNE_SEEDS = (10, 11, 12)  # held-out seeds for the tuning (the reported seeds a
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     widths: tuple[int, ...] = (64, 128)  # ViT hidden sizes d (powers of two → pure Pauli nodes)
-    depth: int = 2  # transformer blocks
-    heads: int = 4
-    mlp_ratio: int = 2  # intermediate = mlp_ratio · d
-    patch: int = 2  # 8×8 digits → 16 patches + CLS
+    depth: int = bounded(2, lo=1)  # transformer blocks
+    heads: int = bounded(4, lo=1)
+    mlp_ratio: int = bounded(2, lo=1)  # intermediate = mlp_ratio · d
+    patch: int = bounded(2, choices=(1, 2, 4, 8))  # divides the 8×8 digits: 16 patches + CLS
     rotation: int = 1  # target domain: torch.rot90(k=rotation)
-    source_frac: float = 0.35
-    target_train_frac: float = 0.35  # the remaining 30 % is the target test set
-    pretrain_epochs: int = 20
-    finetune_epochs: int = 20
-    batch_size: int = 64
-    lr_pretrain: float = 3e-3
+    source_frac: float = bounded(0.35, lo=0, hi=1, lo_open=True, hi_open=True)
+    # the remaining 30 % is the target test set
+    target_train_frac: float = bounded(0.35, lo=0, hi=1, lo_open=True, hi_open=True)
+    pretrain_epochs: int = bounded(20, lo=1)
+    finetune_epochs: int = bounded(20, lo=1)
+    batch_size: int = bounded(64, lo=1)
+    lr_pretrain: float = bounded(3e-3, lo=0, lo_open=True)
     # Fine-tuning: one LR per method for all its trainable parameters (head included), each chosen from the same
     # LR_GRID on the held-out TUNE_SEEDS at d=64 by `sweep_learning_rates` (README, "Learning-rate protocol").
-    lr_head_only: float = 3e-1  # the head alone (best at the grid's upper edge)
-    lr_lora: float = 3e-2  # LoRA A, B and the head
-    lr_angles: float = 1e-1  # Quantum-PEFT angles θ
-    lr_lambda: float = 1e-1  # Quantum-PEFT Λ and the head
-    lr_full: float = 3e-3
+    lr_head_only: float = bounded(3e-1, lo=0, lo_open=True)  # the head alone (best at the grid's upper edge)
+    lr_lora: float = bounded(3e-2, lo=0, lo_open=True)  # LoRA A, B and the head
+    lr_angles: float = bounded(1e-1, lo=0, lo_open=True)  # Quantum-PEFT angles θ
+    lr_lambda: float = bounded(1e-1, lo=0, lo_open=True)  # Quantum-PEFT Λ and the head
+    lr_full: float = bounded(3e-3, lo=0, lo_open=True)
     weight_decay: float = 0.01  # pre-training / full FT; adapters use 0
-    rank: int = 2  # Quantum-PEFT K
-    layers: int = 1  # Quantum-PEFT L
-    alpha: float = 1.0  # Quantum-PEFT scale s
+    rank: int = bounded(2, lo=1)  # Quantum-PEFT K
+    layers: int = bounded(1, lo=0)  # Quantum-PEFT L
+    alpha: float = bounded(1.0, lo=0, lo_open=True)  # Quantum-PEFT scale s
     init_std: float = 0.5  # θ ~ N(0, 0.5²)
-    lora_rank: int = 1
-    lora_alpha: float = 1.0
+    lora_rank: int = bounded(1, lo=1)
+    lora_alpha: float = bounded(1.0, lo=0, lo_open=True)
     target_modules: tuple[str, ...] = ("q_proj", "v_proj")
     param_widths: tuple[int, ...] = (64, 128)  # widths whose adapter sizes are counted (claim param_ratio)
     scaling_qubits: tuple[int, ...] = tuple(range(6, 15))  # N = M = 2^n for the log-scaling table
     min_source_acc: float = 0.8  # precondition: the pre-trained ViT must solve upright digits
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in (
-            "depth",
-            "heads",
-            "mlp_ratio",
-            "patch",
-            "pretrain_epochs",
-            "finetune_epochs",
-            "batch_size",
-            "rank",
-            "lora_rank",
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields
         if not self.widths or any((not isinstance(d, int)) or d < 8 or d % self.heads for d in self.widths):
             raise ValueError(
                 f"widths must be non-empty ints >= 8 divisible by heads={self.heads}, got {self.widths!r}"
             )
-        if 8 % self.patch:
-            raise ValueError(f"patch must divide the 8×8 image size, got {self.patch!r}")
-        if not (
-            0 < self.source_frac
-            and 0 < self.target_train_frac
-            and self.source_frac + self.target_train_frac < 1
-        ):
+        if self.source_frac + self.target_train_frac >= 1:
             raise ValueError(
-                f"source_frac + target_train_frac must lie in (0, 1), got {self.source_frac!r} + {self.target_train_frac!r}"
+                f"source_frac + target_train_frac must be < 1 (the rest is the target test set), "
+                f"got {self.source_frac!r} + {self.target_train_frac!r}"
             )
-        for name in (
-            "lr_pretrain",
-            "lr_head_only",
-            "lr_lora",
-            "lr_angles",
-            "lr_lambda",
-            "lr_full",
-            "alpha",
-            "lora_alpha",
-        ):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.layers < 0:
-            raise ValueError(f"layers must be >= 0, got {self.layers!r}")
         if 64 not in self.param_widths or 128 not in self.param_widths:
             raise ValueError(
                 f"param_widths must contain 64 and 128 (claim param_ratio), got {self.param_widths!r}"

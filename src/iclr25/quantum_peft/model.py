@@ -22,7 +22,6 @@ import copy
 import dataclasses
 import inspect
 import json
-import math
 import re
 import types
 import warnings
@@ -35,6 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..common.fields import bounded, check_fields
 from .layer import QuantumPEFTLinear, _check_adapter_name, is_linear_like, quantize_angles
 from .unitary import NODES, node_columns
 
@@ -63,18 +63,19 @@ class QuantumPEFTConfig:
     """
 
     target_modules: list[str] | str = field(default_factory=lambda: ["q_proj", "v_proj"])
-    rank: int = 2
-    layers: int = 1
-    alpha: float = 1.0
-    dropout: float = 0.0
-    init_std: float = 0.5
-    node: str = "qsd"
-    angle_bits: int | None = None
+    rank: int = bounded(2, lo=1)
+    layers: int = bounded(1, lo=0)
+    alpha: float = bounded(1.0)
+    dropout: float = bounded(0.0, lo=0, hi=1, hi_open=True)
+    init_std: float = bounded(0.5, lo=0)
+    node: str = bounded("qsd", choices=NODES)
+    angle_bits: int | None = bounded(None, kind=int, lo=1, hi=16, optional=True)
     modules_to_save: list[str] | None = None
     exclude_modules: list[str] | str | None = None
-    init_seed: int = 0
+    init_seed: int = bounded(0, lo=0)
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the list fields
         tm = self.target_modules
         if isinstance(tm, tuple):
             object.__setattr__(self, "target_modules", list(tm))
@@ -85,31 +86,12 @@ class QuantumPEFTConfig:
             raise ValueError(
                 f"target_modules must be a non-empty list of names or a regex string, got {tm!r}"
             )
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
-            raise ValueError(f"rank must be an int >= 1, got {self.rank!r}")
-        if isinstance(self.layers, bool) or not isinstance(self.layers, int) or self.layers < 0:
-            raise ValueError(f"layers must be an int >= 0, got {self.layers!r}")
-        if self.node not in NODES:
-            raise ValueError(f"node must be one of {NODES}, got {self.node!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.init_std >= 0 or not math.isfinite(self.init_std):
-            raise ValueError(f"init_std must be a finite float >= 0, got {self.init_std!r}")
-        if (
-            isinstance(self.alpha, bool)
-            or not isinstance(self.alpha, (int, float))
-            or not math.isfinite(self.alpha)
-        ):
-            raise ValueError(f"alpha must be a finite float, got {self.alpha!r}")
         mts = self.modules_to_save
         if isinstance(mts, tuple):
             object.__setattr__(self, "modules_to_save", list(mts))
             mts = self.modules_to_save
         if mts is not None and not (isinstance(mts, list) and all(isinstance(t, str) and t for t in mts)):
             raise ValueError(f"modules_to_save must be None or a list of module names, got {mts!r}")
-        quantize_angles(torch.zeros(1), self.angle_bits)
-        if isinstance(self.init_seed, bool) or not isinstance(self.init_seed, int) or self.init_seed < 0:
-            raise ValueError(f"init_seed must be an int >= 0, got {self.init_seed!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"peft_type": "QUANTUM_PEFT", **dataclasses.asdict(self)}

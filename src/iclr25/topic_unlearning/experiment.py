@@ -20,6 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..common.claims import Claim, all_of, make_claim
+from ..common.fields import bounded
 from ..common.progress import progress
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from ..common.stats import mean_std
@@ -43,32 +44,32 @@ from .unlearning import (
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     seeds: int = 5
-    n_words: int = 200
-    n_topics: int = 8
-    anchor_mass: float = 0.15
-    topic_beta: float = 0.1
-    doc_alpha: float = 0.5
-    doc_len: int = 30
-    m: int = 80_000  # training documents
-    m_small: int = 10_000  # the smaller corpus of the cost comparison
+    n_words: int = bounded(200, lo=1)
+    n_topics: int = bounded(8, lo=1)
+    anchor_mass: float = bounded(0.15, lo=0, hi=1, lo_open=True, hi_open=True)
+    topic_beta: float = bounded(0.1, lo=0, lo_open=True)
+    doc_alpha: float = bounded(0.5, lo=0, lo_open=True)
+    doc_len: int = bounded(30, lo=1)
+    m: int = bounded(80_000, lo=1)  # training documents
+    m_small: int = bounded(10_000, lo=1)  # the smaller corpus of the cost comparison
     min_doc_freq: float = 0.01  # candidate anchors: document frequency ≥ 1 % of m
     newton_grid: tuple[int, ...] = (1, 10, 100, 400)  # m_f ≤ 0.5 % of m
     capacity_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000)
     # up to the corpus size (m − 1000 documents deleted): the head capacity must be able to fall inside the grid
     head_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 20000, 40000, 79000)
-    epsilon: float = 1.0
-    delta: float = 1e-5
+    epsilon: float = bounded(1.0, lo=0, lo_open=True)
+    delta: float = bounded(1e-5, lo=0, hi=1, lo_open=True, hi_open=True)
     utility_threshold: float = 0.10  # max-column-L1(Ã, A*)
     head_tolerance: float = 0.02  # accuracy within 2 points of the noise-free model
-    noise_draws: int = 20
-    sensitivity_trials: int = 5
+    noise_draws: int = bounded(20, lo=1)
+    sensitivity_trials: int = bounded(5, lo=1)
     sensitivity_safety: float = 2.0
-    task_docs: int = 5000
-    timing_reps: int = 5
-    timing_forget: int = 100
+    task_docs: int = bounded(5000, lo=1)
+    timing_reps: int = bounded(5, lo=1)
+    timing_forget: int = bounded(100, lo=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
         if self.m_small >= self.m:
             raise ValueError(f"m_small must be < m, got {self.m_small} >= {self.m}")
         if max(self.newton_grid) > 0.005 * self.m + 1e-9:

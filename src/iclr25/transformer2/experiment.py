@@ -23,6 +23,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -55,81 +56,55 @@ MATCH = {"A": "A", "B": "B", "C": "C", "D": "B"}  # the expert whose skill the (
 class Config(ExperimentConfig):
     # tiny base model (Llama family) and its deliberately short pre-training
     arch: str = "llama"
-    hidden: int = 64
-    layers: int = 2
-    heads: int = 4
-    intermediate: int = 256
-    pretrain_steps: int = 40
-    pretrain_lr: float = 3e-3
-    pretrain_per_task: int = 64
+    hidden: int = bounded(64, lo=1)
+    layers: int = bounded(2, lo=1)
+    heads: int = bounded(4, lo=1)
+    intermediate: int = bounded(256, lo=1)
+    pretrain_steps: int = bounded(40, lo=0)
+    pretrain_lr: float = bounded(3e-3, lo=0, lo_open=True)
+    pretrain_per_task: int = bounded(64, lo=1)
     cls_fraction: float = 0.25
     model_path: str | None = (
         None  # an HF causal LM folder instead of the tiny model (symbols mapped to its tokens)
     )
     # SVF experts (official form) trained with REINFORCE
     targets: tuple[str, ...] = ALL_LINEAR
-    svf_mode: str = "official"
-    rl_steps: int = 200
-    rl_batch: int = 256
-    rl_lr: float = 1e-2  # toy value (official 2e-3 with batch 256 on 8B models)
-    max_grad_norm: float = 1e-3
-    kl_coef: float = 0.1
+    svf_mode: str = bounded("official", choices=("official", "paper"))
+    rl_steps: int = bounded(200, lo=1)
+    rl_batch: int = bounded(256, lo=1)
+    rl_lr: float = bounded(1e-2, lo=0, lo_open=True)  # toy value (official 2e-3 with batch 256 on 8B models)
+    max_grad_norm: float = bounded(1e-3, lo=0, lo_open=True)
+    kl_coef: float = bounded(0.1, lo=0)
     kl_direction: str = "ref_policy"
     greedy_rollouts: bool = False  # sampled one-token rollouts (greedy = the official vLLM setting)
-    eval_every: int = 20
-    n_val: int = 512
-    cls_steps: int = 50
+    eval_every: int = bounded(20, lo=1)
+    n_val: int = bounded(512, lo=1)
+    cls_steps: int = bounded(50, lo=1)
     # LoRA baseline (PEFT) on the same matrices
-    lora_r: int = 4
+    lora_r: int = bounded(4, lo=1)
     lora_alpha: float = 8.0
     lora_dropout: float = 0.05
-    lora_lr: float = 3e-3
-    lora_steps: int = 200
+    lora_lr: float = bounded(3e-3, lo=0, lo_open=True)
+    lora_steps: int = bounded(200, lo=1)
     lora_tasks: tuple[str, ...] = ("A", "B", "C")
     # evaluation, dispatch and few-shot CEM
-    n_test: int = 2000
-    n_route: int = 600
-    shift_lo: int = 3
-    shift_hi: int = 7
+    n_test: int = bounded(2000, lo=1)
+    n_route: int = bounded(600, lo=1)
+    shift_lo: int = bounded(3, lo=0, hi=9)
+    shift_hi: int = bounded(7, lo=0, hi=9)
     shift_tasks: tuple[str, ...] = ("A", "C")
-    shots: int = 32
-    cem_iters: int = 20
-    cem_pop: int = 32
+    shots: int = bounded(32, lo=1)
+    cem_iters: int = bounded(20, lo=1)
+    cem_pop: int = bounded(32, lo=1)
     cem_elite: float = 0.2
     per_matrix: bool = False
     normalise: bool = False
     raw_mixing: bool = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in (
-            "hidden",
-            "layers",
-            "heads",
-            "intermediate",
-            "pretrain_per_task",
-            "rl_steps",
-            "rl_batch",
-            "eval_every",
-            "n_val",
-            "cls_steps",
-            "lora_r",
-            "lora_steps",
-            "n_test",
-            "n_route",
-            "shots",
-            "cem_iters",
-            "cem_pop",
-        ):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if not isinstance(self.pretrain_steps, int) or self.pretrain_steps < 0:
-            raise ValueError(f"pretrain_steps must be an int >= 0, got {self.pretrain_steps!r}")
-        if self.svf_mode not in ("official", "paper"):
-            raise ValueError(f"svf_mode must be 'official' or 'paper', got {self.svf_mode!r}")
-        if not 0 <= self.shift_lo <= self.shift_hi <= 9:
-            raise ValueError(f"need 0 <= shift_lo <= shift_hi <= 9, got {self.shift_lo}, {self.shift_hi}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields
+        if self.shift_lo > self.shift_hi:
+            raise ValueError(f"shift_lo must be <= shift_hi ({self.shift_hi}), got {self.shift_lo}")
         for name in ("lora_tasks", "shift_tasks"):
             bad = [t for t in getattr(self, name) if t not in S.SKILLS]
             if bad:
@@ -138,11 +113,6 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"lora_tasks must include 'A' (the side-by-side comparison), got {self.lora_tasks!r}"
             )
-        for name in ("rl_lr", "lora_lr", "pretrain_lr", "max_grad_norm"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef!r}")
 
 
 _QUICK = Config(rl_steps=150, rl_batch=128, lora_steps=150, lora_tasks=("A",), cls_steps=30)

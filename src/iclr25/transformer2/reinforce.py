@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common.fields import bounded, check_fields
 from iclr25.common.progress import progress
 from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import derive_seed, torch_generator
@@ -33,38 +34,25 @@ RewardFn = Callable[[torch.Tensor, torch.Tensor, object], torch.Tensor]
 
 @dataclass(frozen=True)
 class ReinforceConfig:
-    steps: int = 200  # official script: 200 iterations (config default 2000), best-validation checkpoint kept
-    batch_size: int = 256
-    lr: float = 2e-3
-    max_grad_norm: float = 1e-3
-    kl_coef: float = 0.1  # λ; repo default 0, the maintainers' real runs 0.1–0.3
-    kl_direction: str = "ref_policy"
+    # official script: 200 iterations (config default 2000), best-validation checkpoint kept
+    steps: int = bounded(200, lo=1)
+    batch_size: int = bounded(256, lo=1)
+    lr: float = bounded(2e-3, lo=0, lo_open=True)
+    max_grad_norm: float = bounded(1e-3, lo=0, lo_open=True)
+    kl_coef: float = bounded(0.1, lo=0)  # λ; repo default 0, the maintainers' real runs 0.1–0.3
+    kl_direction: str = bounded("ref_policy", choices=KL_DIRECTIONS)
     greedy: bool = True  # official: vLLM temperature 0
-    temperature: float = 1.0
-    max_new_tokens: int = 1
-    optimizer: str = "adam"  # "adam" (official code, constant lr) | "adamw_cosine" (paper)
-    eval_every: int = 10
+    temperature: float = bounded(1.0, lo=0, lo_open=True)
+    max_new_tokens: int = bounded(1, lo=1)
+    # "adam" (official code, constant lr) | "adamw_cosine" (paper)
+    optimizer: str = bounded("adam", choices=("adam", "adamw_cosine"))
+    eval_every: int = bounded(10, lo=1)
     reward_norm: bool = False  # rw_norm (off by default)
     reward_clip: float | None = None  # rw_clip
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "max_new_tokens", "eval_every"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if not self.max_grad_norm > 0:
-            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm!r}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef!r}")
-        if self.kl_direction not in KL_DIRECTIONS:
-            raise ValueError(f"kl_direction must be one of {KL_DIRECTIONS}, got {self.kl_direction!r}")
-        if self.optimizer not in ("adam", "adamw_cosine"):
-            raise ValueError(f"optimizer must be 'adam' or 'adamw_cosine', got {self.optimizer!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
+        check_fields(self)  # the bounds declared above
 
 
 def _last_logits(

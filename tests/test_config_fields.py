@@ -1,0 +1,95 @@
+"""Experiment configs declare their per-field bounds with ``iclr25.common.fields.bounded`` (issue #39): a bad value
+for a declared field (0, -1, NaN, inf, a bool for an int, a float for an int, an unknown choice) is refused with a
+``ValueError`` that names the field, the value and what was expected, before any rule across fields runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import re
+
+import pytest
+
+from iclr25.common.fields import Check
+
+CASES = {
+    "pds": [("n_pool", 0), ("proxy_heads", True), ("warm_steps", -1), ("ratio", math.nan), ("tau", -0.5),
+            ("train_lr", 0.0), ("scorer", "bert"), ("dsir_backend", "torch")],
+    "topic_unlearning": [("m", 0), ("n_topics", True), ("delta", 1.0), ("epsilon", 0.0), ("anchor_mass", math.nan)],
+    "transformer2": [("rl_steps", 0), ("hidden", True), ("pretrain_steps", -1), ("shift_hi", 10),
+                     ("kl_coef", math.nan), ("max_grad_norm", 0.0), ("svf_mode", "lora")],
+    "quantum_peft": [("depth", 0), ("rank", True), ("layers", -1), ("patch", 3), ("source_frac", 1.0),
+                     ("lr_angles", -1.0), ("alpha", math.inf)],
+    "law": [("subjects", 0), ("heads", True), ("generic_rows", -1), ("fact_rows", 0), ("wash_fraction", 0.6),
+            ("known_threshold", math.nan), ("z_lr", math.inf), ("beta_ratio", 0.5)],
+    "cascading_kv": [("cache_size", 0), ("cascades", True), ("sink_tokens", -1), ("beta", 1.0), ("beta", math.nan),
+                     ("mode", "chat")],
+    "budgeted_cl": [("n_train", -1), ("batch_size", 0), ("extra_bytes", True), ("image_size", 16.0)],
+    "certainty_calibration": [("n_items", 99), ("bins", 0), ("bins", True), ("alt_splits", -1)],
+    "mofflow": [("n_train", 0), ("n_euler", 1), ("batch_size", 10**8), ("atom_batch_size", True), ("lr", math.nan)],
+    "dst_robustness": [("delta_t", 0), ("delta_t", True), ("n_test", 5), ("ra_points", 1), ("ra_max_radius", 0.0),
+                       ("arch", "vgg16")],
+    "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
+             ("hr_velocity_gain", math.inf), ("solver", "sgd")],
+}  # fmt: skip
+PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
+# library configs that call check_fields(self) themselves: (module, class, field, bad value)
+LIB_CASES = [
+    ("quantum_peft.model", "QuantumPEFTConfig", "rank", 0),
+    ("quantum_peft.model", "QuantumPEFTConfig", "dropout", 1.0),
+    ("quantum_peft.model", "QuantumPEFTConfig", "angle_bits", 17),
+    ("dst_robustness.sparsity", "DSTConfig", "sparsity", math.nan),
+    ("dst_robustness.sparsity", "DSTConfig", "regrow", "best"),
+    ("dst_robustness.training", "ClassifierTrainConfig", "momentum", 1.0),
+    ("ohio.learners", "IQLConfig", "steps", -1),
+    ("ohio.learners", "IQLConfig", "expectile", 1.0),
+    ("ohio.arm", "ArmParams", "dt", 0.0),
+    ("ohio.network", "NetworkParams", "n_nodes", 5),
+    ("transformer2.reinforce", "ReinforceConfig", "kl_direction", "forward"),
+    ("transformer2.reinforce", "ReinforceConfig", "max_new_tokens", True),
+    ("law.memit", "ZConfig", "clamp", math.inf),
+    ("law.memit", "LamSearch", "decay", 1.0),
+    ("law.world", "WorldConfig", "relation_first", 1),
+    ("mofflow.network", "MOFFlowConfig", "radius", 0.0),
+    ("mofflow.toymof", "ToyMOFConfig", "angle_low", 80.0),
+    ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
+    ("budgeted_cl.runner", "MethodConfig", "fisher", "exact"),
+    ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
+]
+
+
+def _config_class(slug: str):
+    return importlib.import_module(f"iclr25.{slug}.experiment").Config
+
+
+@pytest.mark.parametrize(("slug", "name", "value"), PARAMS, ids=[f"{s}-{n}-{v!r}" for s, n, v in PARAMS])
+def test_a_bad_value_is_refused_naming_field_value_and_expectation(slug, name, value):
+    cls = _config_class(slug)
+    check = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("check")
+    assert isinstance(check, Check), f"{slug}.Config.{name} is not declared with bounded()"
+    with pytest.raises(ValueError) as e:
+        cls(**{name: value})
+    assert re.fullmatch(rf"{name} must be .+, got {re.escape(repr(value))}", str(e.value)), str(e.value)
+    assert check.expected() in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("module", "cls_name", "name", "value"), LIB_CASES, ids=[f"{c[1]}-{c[2]}" for c in LIB_CASES]
+)
+def test_library_configs_refuse_a_bad_value_the_same_way(module, cls_name, name, value):
+    cls = getattr(importlib.import_module(f"iclr25.{module}"), cls_name)
+    check = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("check")
+    assert isinstance(check, Check), f"{cls_name}.{name} is not declared with bounded()"
+    cls()  # the defaults pass
+    with pytest.raises(ValueError) as e:
+        cls(**{name: value})
+    assert str(e.value) == f"{name} must be {check.expected()}, got {value!r}"
+
+
+@pytest.mark.parametrize("slug", sorted(CASES))
+def test_defaults_and_presets_pass_their_declared_bounds(slug):
+    mod = importlib.import_module(f"iclr25.{slug}.experiment")
+    mod.Config()
+    for cfg in mod.PRESETS.values():
+        dataclasses.replace(cfg)  # re-runs __post_init__: every declared bound and cross-field rule
