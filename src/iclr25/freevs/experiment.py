@@ -107,10 +107,11 @@ PRESETS = {
         azimuths=360,
         beams=16,
     ),
-    # quick: 4 seeds run in two waves of two on 2 cores (`--jobs auto`). Measured on 2 idle cores: 400 steps per
-    # variant ≈ 470 s (24 s data + 2 waves × 217 s per seed), 360 steps 489 s (229 s per seed: the machine's
-    # run-to-run spread is ≈ ±7 %), both at or over the 8-minute budget; 300 steps (README, "Measured").
-    "quick": Config(seeds=4, train_steps=300),
+    # quick: 4 seeds run in two waves of two on 2 cores (`--jobs auto`). Measured on 2 idle cores: an Intel Xeon
+    # (AVX512) took 489 s at 360 steps per variant; an AMD EPYC (AVX2) 489 s at 300 steps (24 s data + 2 waves ×
+    # ≈ 234 CPU-s per seed, 170 of them training) — over the 8-minute budget on the slower machine; 270 steps
+    # (README, "Measured").
+    "quick": Config(seeds=4, train_steps=270),
     "full": Config(
         device="cuda",
         width=192,
