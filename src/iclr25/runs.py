@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from . import registry
+from .common.fields import apply_overrides
 from .common.results import PRESET_NAMES, RunResult, config_hash, write_run
 from .errors import UsageError
 
@@ -183,15 +184,60 @@ def _is_secret(field: str) -> bool:
     return f.endswith(("api_key", "apikey", "_token", "_secret", "password")) or f in ("token", "secret")
 
 
+def _nested_class(t: Any) -> type | None:
+    """The dataclass type of a field that nests a library config (``Optional`` unwrapped), else ``None``."""
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        t = args[0] if len(args) == 1 else None
+    return t if isinstance(t, type) and dataclasses.is_dataclass(t) else None
+
+
+def _field_listing(cfg_cls: type, prefix: str = "") -> list[str]:
+    out = []
+    for k, t in config_fields(cfg_cls).items():
+        sub = _nested_class(t)
+        if sub is not None:
+            out += _field_listing(sub, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k} ({_type_name(t)})")
+    return out
+
+
+def _parse_one(cfg_cls: type, key: str, raw: Any, full: str) -> Any:
+    """The typed value of ``key`` (``field`` or ``field.sub.…``) of ``cfg_cls``; ``full`` names it in errors."""
+    head, _, rest = key.partition(".")
+    prefix = full[: len(full) - len(key)]
+    fields = config_fields(cfg_cls)
+    if head not in fields:
+        listing = _field_listing(cfg_cls, prefix)
+        near = [x.split(" ")[0] for x in listing if x.split(" ")[0].rsplit(".", 1)[-1] == head]
+        hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+        raise UsageError(
+            f"unknown config field {full!r}{hint}; fields of {cfg_cls.__name__}: {', '.join(listing)}"
+        )
+    sub = _nested_class(fields[head])
+    if sub is not None:
+        if not rest:
+            raise UsageError(
+                f"--set {full}: {full} is a nested {sub.__name__}; set its fields one by one, as "
+                f"{full}.<field>=value (fields: {', '.join(_field_listing(sub, full + '.'))})"
+            )
+        return _parse_one(sub, rest, raw, full)
+    if rest:
+        raise UsageError(f"--set {full}: {prefix}{head} is not a nested config")
+    default = next(f.default for f in dataclasses.fields(cfg_cls) if f.name == head)
+    return _coerce(full, raw, fields[head], None if default is dataclasses.MISSING else default)
+
+
 def parse_overrides(cfg_cls: type, items: list[str] | dict[str, Any] | None) -> dict[str, Any]:
     """``["field=value", ...]`` (or a dict) → ``{field: typed value}``, checked against the config dataclass.
 
-    Unknown fields and values of the wrong type raise :class:`UsageError` listing the valid fields.
+    A field that nests a library config (a dataclass-typed field, e.g. fosp's ``agent: FOSPConfig``) is set
+    field by field with a dotted name: ``agent.hidden=128`` (keys stay dotted in the result). Unknown fields and
+    values of the wrong type raise :class:`UsageError` listing the valid fields.
     """
     if not items:
         return {}
-    fields = config_fields(cfg_cls)
-    defaults = {f.name: f.default for f in dataclasses.fields(cfg_cls)}
     pairs: list[tuple[str, Any]] = []
     if isinstance(items, dict):
         pairs = list(items.items())
@@ -201,19 +247,17 @@ def parse_overrides(cfg_cls: type, items: list[str] | dict[str, Any] | None) -> 
                 raise UsageError(f"--set takes field=value, got {it!r}")
             k, v = it.split("=", 1)
             pairs.append((k.strip(), v))
-    listing = ", ".join(f"{k} ({_type_name(t)})" for k, t in fields.items())
     out: dict[str, Any] = {}
     for k, v in pairs:
-        if _is_secret(k):
+        if not isinstance(k, str) or not k or any(not part for part in k.split(".")):
+            raise UsageError(f"--set takes field=value (or nested.field=value), got field {k!r}")
+        if _is_secret(k.rsplit(".", 1)[-1]):
             raise UsageError(
                 f"--set {k}=... is refused: API keys are never passed on the command line (they would be written "
                 "to config.json, the provenance and the config hash); set them in the environment instead "
                 "(OPENAI_API_KEY for an OpenAI-compatible server)"
             )
-        if k not in fields:
-            raise UsageError(f"unknown config field {k!r}; fields of {cfg_cls.__name__}: {listing}")
-        d = defaults.get(k)
-        out[k] = _coerce(k, v, fields[k], None if d is dataclasses.MISSING else d)
+        out[k] = _parse_one(cfg_cls, k, v, k)
     return out
 
 
@@ -249,7 +293,7 @@ def effective_config(
     dev_field = changes.get("device", device)
     changes["device"] = resolve_device(dev_field, base.device, check=check_device)
     try:
-        cfg = dataclasses.replace(base, **changes)
+        cfg = apply_overrides(base, changes)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     return cfg, user

@@ -69,3 +69,42 @@ def test_plain_dataclasses_can_use_check_fields():
 
     with pytest.raises(ValueError, match="k must be a positive int, got -3"):
         Lib(k=-3)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seqs:
+    widths: tuple[int, ...] = bounded((16, 32), lo=1, each=True)
+    mix: tuple[float, float] = bounded((0.5, 0.5), kind=float, lo=0, hi=1, each=True, length=2)
+    names: tuple[str, ...] = bounded(("a",), choices=("a", "b"), each=True, length=(1, 3))
+    opt: tuple[float, ...] | None = bounded(None, kind=float, lo=0, lo_open=True, each=True, optional=True)
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [
+        ({"widths": ()}, "widths must be a tuple of one or more, each a positive int, got ()"),
+        ({"widths": (16, 0)}, "widths must be a tuple of one or more, each a positive int, got (16, 0)"),
+        ({"widths": (True,)}, "widths must be a tuple of one or more, each a positive int, got (True,)"),
+        ({"widths": 16}, "widths must be a tuple of one or more, each a positive int, got 16"),
+        ({"mix": (0.5,)}, "mix must be a tuple of 2, each a number in [0, 1] (finite), got (0.5,)"),
+        ({"mix": (0.5, math.nan)}, "mix must be a tuple of 2, each a number in [0, 1] (finite), got (0.5, nan)"),
+        ({"names": ("a", "c")}, "names must be a tuple of 1 to 3, each one of 'a', 'b', got ('a', 'c')"),
+        ({"names": ("a",) * 4}, "names must be a tuple of 1 to 3, each one of 'a', 'b', got ('a', 'a', 'a', 'a')"),
+        ({"opt": (1.0, -1.0)}, "opt must be None or a tuple of one or more, each a positive number (finite), got (1.0, -1.0)"),
+    ],
+)  # fmt: skip
+def test_tuple_fields_check_every_element_and_the_length(kw, msg):
+    _Seqs(widths=[8, 8], mix=(0, 1), names=("b", "a", "b"), opt=(0.1,))  # lists and edge values pass
+    with pytest.raises(ValueError) as e:
+        _Seqs(**kw)
+    assert str(e.value) == msg
+
+
+def test_length_needs_each():
+    with pytest.raises(ValueError, match="pass each=True"):
+        bounded((1, 2), length=2)
+    with pytest.raises(ValueError, match=r"length must be an int or a \(min, max\) pair"):
+        bounded((1, 2), each=True, length="2")

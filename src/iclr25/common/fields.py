@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Check", "bounded", "check_fields", "check_value"]
+__all__ = ["Check", "apply_overrides", "bounded", "check_fields", "check_value"]
 
 _MISSING = dataclasses.MISSING
 
@@ -47,8 +47,21 @@ class Check:
     choices: tuple | None = None
     optional: bool = False  # None allowed
     finite: bool = True
+    each: bool = False  # the value is a tuple/list and the rule applies to every element
+    min_len: int = 1  # with ``each``: the fewest elements
+    max_len: int | None = None  # with ``each``: the most elements (None: no limit)
 
     def expected(self) -> str:
+        if self.each:
+            one = dataclasses.replace(self, each=False, optional=False).expected()
+            if self.max_len == self.min_len:
+                size = f"{self.min_len}"
+            elif self.max_len is None:
+                size = f"{self.min_len} or more" if self.min_len > 1 else "one or more"
+            else:
+                size = f"{self.min_len} to {self.max_len}"
+            text = f"a tuple of {size}, each {one}"
+            return f"None or {text}" if self.optional else text
         if self.choices is not None:
             text = "one of " + ", ".join(repr(c) for c in self.choices)
         elif self.kind is bool:
@@ -80,6 +93,13 @@ class Check:
     def ok(self, v: Any) -> bool:
         if v is None:
             return self.optional
+        if self.each:
+            if not isinstance(v, (tuple, list)) or len(v) < self.min_len:
+                return False
+            if self.max_len is not None and len(v) > self.max_len:
+                return False
+            one = dataclasses.replace(self, each=False, optional=False)
+            return all(one.ok(x) for x in v)
         if self.choices is not None:
             return not isinstance(v, (bool, np.bool_)) and any(
                 v == c and type(v) is type(c) for c in self.choices
@@ -115,14 +135,36 @@ def bounded(
     choices: Sequence | None = None,
     optional: bool = False,
     finite: bool = True,
+    each: bool = False,
+    length: int | tuple[int, int | None] | None = None,
     default_factory: Any = _MISSING,
     **field_kwargs: Any,
 ) -> Any:
     """A ``dataclasses.field`` whose value :func:`check_fields` checks. ``kind`` defaults to the default's type
     (``int``, ``float``, ``str`` or ``bool``); ``lo``/``hi`` are inclusive unless ``lo_open``/``hi_open``;
-    ``choices`` lists the allowed values; ``optional`` also allows ``None``."""
+    ``choices`` lists the allowed values; ``optional`` also allows ``None``. ``each=True``: the value is a tuple
+    (or list) and the rule applies to every element; ``length`` is its exact length or a ``(min, max)`` pair
+    (``max`` None: no limit; default: at least one element)::
+
+        widths: tuple[int, ...] = bounded((16, 32), lo=1, each=True)            # "a tuple of one or more, each
+        mix: tuple[float, ...] = bounded((0.5, 0.5), kind=float, lo=0, each=True, length=2)   # a positive int"
+    """
+    if each and length is None:
+        min_len, max_len = 1, None
+    elif each and isinstance(length, int) and not isinstance(length, bool):
+        min_len, max_len = length, length
+    elif each and isinstance(length, tuple) and len(length) == 2:
+        min_len, max_len = length
+    elif each:
+        raise ValueError(f"length must be an int or a (min, max) pair, got {length!r}")
+    elif length is not None:
+        raise ValueError("length is a rule on tuples: pass each=True with it")
+    else:
+        min_len, max_len = 1, None
     if kind is None:
         sample = default if default is not _MISSING else None
+        if each and isinstance(sample, (tuple, list)) and sample:
+            sample = sample[0]
         kind = type(sample) if isinstance(sample, (bool, int, float, str)) else int
         if choices is not None:
             kind = type(choices[0])
@@ -137,6 +179,9 @@ def bounded(
         choices=tuple(choices) if choices is not None else None,
         optional=optional,
         finite=finite,
+        each=each,
+        min_len=min_len,
+        max_len=max_len,
     )
     meta = dict(field_kwargs.pop("metadata", None) or {})
     meta["check"] = check
@@ -159,3 +204,21 @@ def check_fields(obj: Any) -> None:
         check = f.metadata.get("check")
         if check is not None:
             check_value(f.name, getattr(obj, f.name), check)
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """``cfg`` with ``{field or dotted.field: value}`` applied (nested configs rebuilt, so each re-validates).
+
+    A nested config's own ``ValueError`` is re-raised naming the nested field (``agent: hidden must be …``)."""
+    flat = {k: v for k, v in overrides.items() if "." not in k}
+    nested: dict[str, dict[str, Any]] = {}
+    for k, v in overrides.items():
+        if "." in k:
+            head, rest = k.split(".", 1)
+            nested.setdefault(head, {})[rest] = v
+    for head, sub in nested.items():
+        try:
+            flat[head] = apply_overrides(getattr(cfg, head), sub)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{head}: {e}") from None
+    return dataclasses.replace(cfg, **flat)
