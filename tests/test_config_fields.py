@@ -32,6 +32,8 @@ CASES = {
                        ("arch", "vgg16")],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
+    "freevs": [("train_steps", 0), ("batch", True), ("curve_points", -1), ("mismatch_ratio", math.nan),
+               ("lr", 0.0), ("hfov_deg", math.inf), ("width", 1), ("occupancy", "square")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -56,6 +58,10 @@ LIB_CASES = [
     ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
     ("budgeted_cl.runner", "MethodConfig", "fisher", "exact"),
     ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
+    ("freevs.model", "EDMConfig", "sigma_min", 0.0),
+    ("freevs.model", "EDMConfig", "drop_prob", 1.0),
+    ("freevs.world", "Camera", "width", True),
+    ("freevs.world", "Camera", "hfov_deg", math.nan),
 ]
 
 
