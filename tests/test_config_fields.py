@@ -34,6 +34,8 @@ CASES = {
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
     "freevs": [("train_steps", 0), ("batch", True), ("curve_points", -1), ("mismatch_ratio", math.nan),
                ("lr", 0.0), ("hfov_deg", math.inf), ("width", 1), ("occupancy", "square")],
+    "hgm": [("steps", 0), ("batch_size", True), ("body_refine_steps", -1), ("budget_s", math.inf),
+            ("body_refine_threshold", math.nan), ("sup_views", 13), ("lr", 0.0), ("image_size", 32.0)],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -62,6 +64,9 @@ LIB_CASES = [
     ("freevs.model", "EDMConfig", "drop_prob", 1.0),
     ("freevs.world", "Camera", "width", True),
     ("freevs.world", "Camera", "hfov_deg", math.nan),
+    ("hgm.model", "HGMConfig", "heads", 0),
+    ("hgm.model", "HGMConfig", "use_body", 1),
+    ("hgm.model", "HGMConfig", "max_offset", math.inf),
 ]
 
 
