@@ -32,6 +32,10 @@ CASES = {
                        ("arch", "vgg16")],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
+    "freevs": [("train_steps", 0), ("batch", True), ("curve_points", -1), ("mismatch_ratio", math.nan),
+               ("lr", 0.0), ("hfov_deg", math.inf), ("width", 1), ("occupancy", "square")],
+    "hgm": [("steps", 0), ("batch_size", True), ("body_refine_steps", -1), ("budget_s", math.inf),
+            ("body_refine_threshold", math.nan), ("sup_views", 13), ("lr", 0.0), ("image_size", 32.0)],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -56,6 +60,13 @@ LIB_CASES = [
     ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
     ("budgeted_cl.runner", "MethodConfig", "fisher", "exact"),
     ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
+    ("freevs.model", "EDMConfig", "sigma_min", 0.0),
+    ("freevs.model", "EDMConfig", "drop_prob", 1.0),
+    ("freevs.world", "Camera", "width", True),
+    ("freevs.world", "Camera", "hfov_deg", math.nan),
+    ("hgm.model", "HGMConfig", "heads", 0),
+    ("hgm.model", "HGMConfig", "use_body", 1),
+    ("hgm.model", "HGMConfig", "max_offset", math.inf),
 ]
 
 

@@ -25,6 +25,7 @@ import torch
 
 from ..common.claims import Claim, all_of, make_claim
 from ..common.device import get_device
+from ..common.fields import bounded
 from ..common.io import atomic_write_with
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from ..common.stats import mean_std, paired_note
@@ -39,52 +40,38 @@ from .world import Camera, ToyDriveScene, camera_pose
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     seeds: int = 3
-    width: int = 80
-    height: int = 32
-    hfov_deg: float = 90.0
-    n_frames: int = 24
-    n_train_scenes: int = 12
-    n_test_scenes: int = 4
+    width: int = bounded(80, lo=2)
+    height: int = bounded(32, lo=2)
+    hfov_deg: float = bounded(90.0, lo=1, hi=179, lo_open=True, hi_open=True)
+    n_frames: int = bounded(24, lo=1)
+    n_train_scenes: int = bounded(12, lo=1)
+    n_test_scenes: int = bounded(4, lo=1)
     test_starts: tuple[int, ...] = (4, 10, 16)  # test clips start at these frames
-    clip_len: int = 2
-    beams: int = 32
-    azimuths: int = 720
-    window_n: int = 2  # point window t − n … t + n
-    occupancy_radius: int = 2
-    occupancy: str = "projected"  # dilate every projected object pixel (released); "written": drawn only
-    shift_k: int = 3  # viewpoint simulation: window centred at t ± k
-    mismatch_ratio: float = 0.5  # the paper's; the ablation uses 0
+    clip_len: int = bounded(2, lo=1)
+    beams: int = bounded(32, lo=1)
+    azimuths: int = bounded(720, lo=1)
+    window_n: int = bounded(2, lo=0)  # point window t − n … t + n
+    occupancy_radius: int = bounded(2, lo=0)
+    # dilate every projected object pixel (released); "written": drawn only
+    occupancy: str = bounded("projected", choices=OCCUPANCY_RULES)
+    shift_k: int = bounded(3, lo=0)  # viewpoint simulation: window centred at t ± k
+    mismatch_ratio: float = bounded(0.5, lo=0, hi=1)  # the paper's; the ablation uses 0
     offsets: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
     channels: tuple[int, ...] = (8, 16, 32)
-    cond_channels: int = 8
-    train_steps: int = 250
-    batch: int = 8
-    lr: float = 2e-3
-    sample_steps: int = 10
-    guidance: float = 2.0
-    drop_prob: float = 0.2
-    probe_steps: int = 200
-    curve_points: int = 6  # training curve: held-out PSNR measured at this many evenly spaced steps (0 = off)
-    curve_clips: int = 2  # held-out clips per monitored offset (Δy = 0 and 2 m) for the curve
+    cond_channels: int = bounded(8, lo=1)
+    train_steps: int = bounded(250, lo=1)
+    batch: int = bounded(8, lo=1)
+    lr: float = bounded(2e-3, lo=0, lo_open=True)
+    sample_steps: int = bounded(10, lo=1)
+    guidance: float = bounded(2.0)
+    drop_prob: float = bounded(0.2, lo=0, hi=1, hi_open=True)
+    probe_steps: int = bounded(200, lo=0)
+    # training curve: held-out PSNR measured at this many evenly spaced steps (0 = off)
+    curve_points: int = bounded(6, lo=0)
+    curve_clips: int = bounded(2, lo=0)  # held-out clips per monitored offset (Δy = 0 and 2 m) for the curve
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("n_train_scenes", "n_test_scenes", "train_steps", "batch", "sample_steps", "clip_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("curve_points", "curve_clips"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        if self.occupancy not in OCCUPANCY_RULES:
-            raise ValueError(f"occupancy must be one of {OCCUPANCY_RULES}, got {self.occupancy!r}")
-        if isinstance(self.occupancy_radius, bool) or not isinstance(self.occupancy_radius, int):
-            raise ValueError(f"occupancy_radius must be an int >= 0, got {self.occupancy_radius!r}")
-        if self.occupancy_radius < 0:
-            raise ValueError(f"occupancy_radius must be an int >= 0, got {self.occupancy_radius!r}")
-        if not 0.0 <= self.mismatch_ratio <= 1.0:
-            raise ValueError(f"mismatch_ratio must be in [0, 1], got {self.mismatch_ratio}")
+        super().__post_init__()  # the bounds declared above; below: rules across fields and the tuple fields
         if any(s < 0 or s + self.clip_len > self.n_frames for s in self.test_starts):
             raise ValueError(
                 f"test_starts must leave a clip of {self.clip_len} frames inside {self.n_frames} frames"

@@ -19,6 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..common.fields import bounded, check_fields
+
 
 @dataclass(frozen=True)
 class EDMConfig:
@@ -26,33 +28,21 @@ class EDMConfig:
     training noise ln σ ~ N(p_mean, p_std²) uses EDM's pixel-space defaults (−1.2, 1.2) instead of SVD's latent-
     space (0.7, 1.6)."""
 
-    sigma_data: float = 1.0
-    p_mean: float = -1.2
-    p_std: float = 1.2
-    sigma_min: float = 0.002
-    sigma_max: float = 80.0
-    pseudo_noise_mean: float = -3.0  # σ_aug = exp(N(−3, 0.5²)) in training
-    pseudo_noise_std: float = 0.5
-    pseudo_noise_infer: float = 0.02
-    drop_prob: float = 0.2  # condition dropout, pseudo and reference independently
+    sigma_data: float = bounded(1.0, lo=0, lo_open=True)
+    p_mean: float = bounded(-1.2)
+    p_std: float = bounded(1.2, lo=0, lo_open=True)
+    sigma_min: float = bounded(0.002, lo=0, lo_open=True)
+    sigma_max: float = bounded(80.0, lo=0, lo_open=True)
+    pseudo_noise_mean: float = bounded(-3.0)  # σ_aug = exp(N(−3, 0.5²)) in training
+    pseudo_noise_std: float = bounded(0.5, lo=0, lo_open=True)
+    pseudo_noise_infer: float = bounded(0.02, lo=0)
+    # condition dropout, pseudo and reference independently
+    drop_prob: float = bounded(0.2, lo=0, hi=1, hi_open=True)
 
     def __post_init__(self) -> None:
-        for name in (
-            "sigma_data", "p_mean", "p_std", "sigma_min", "sigma_max", "pseudo_noise_mean", "pseudo_noise_std",
-            "pseudo_noise_infer", "drop_prob",
-        ):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
-        for name in ("sigma_data", "sigma_min", "sigma_max", "p_std", "pseudo_noise_std"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.sigma_min >= self.sigma_max:
             raise ValueError(f"sigma_min must be < sigma_max = {self.sigma_max}, got {self.sigma_min}")
-        if self.pseudo_noise_infer < 0:
-            raise ValueError(f"pseudo_noise_infer must be >= 0, got {self.pseudo_noise_infer}")
-        if not 0.0 <= self.drop_prob < 1.0:
-            raise ValueError(f"drop_prob must be in [0, 1), got {self.drop_prob}")
 
     def scheduler(self):
         from diffusers import EDMEulerScheduler

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common.fields import bounded, check_fields
+
 SUN = np.array([0.35, 0.45, 0.82]) / np.linalg.norm([0.35, 0.45, 0.82])
 CAMERA_HEIGHT = 1.6
 LIDAR_HEIGHT = 1.8
@@ -25,22 +27,12 @@ KIND_GROUND, KIND_BUILDING, KIND_CAR, KIND_POLE, KIND_SKY = 0, 1, 2, 3, -1
 class Camera:
     """Pinhole intrinsics of an image of ``width`` × ``height`` pixels with horizontal field of view ``hfov_deg``."""
 
-    width: int = 80
-    height: int = 32
-    hfov_deg: float = 90.0
+    width: int = bounded(80, lo=2)  # pixels
+    height: int = bounded(32, lo=2)
+    hfov_deg: float = bounded(90.0, lo=1, hi=179, lo_open=True, hi_open=True)
 
     def __post_init__(self) -> None:
-        for name in ("width", "height"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise ValueError(f"camera {name} must be an int (pixels), got {v!r}")
-        h = self.hfov_deg
-        if isinstance(h, bool) or not isinstance(h, (int, float)):
-            raise ValueError(f"hfov_deg must be a number in (1, 179), got {h!r}")
-        if self.width < 2 or self.height < 2:
-            raise ValueError(f"camera width/height must be >= 2 pixels, got {self.width}x{self.height}")
-        if not 1.0 < self.hfov_deg < 179.0:
-            raise ValueError(f"hfov_deg must be in (1, 179), got {self.hfov_deg}")
+        check_fields(self)  # the bounds declared above
 
     @property
     def K(self) -> np.ndarray:

@@ -41,6 +41,7 @@ from torch import Tensor
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import seed_everything
 from iclr25.common.stats import interval_note, paired_note
@@ -73,52 +74,35 @@ REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    n_train: int = 300
-    n_test: int = 50
-    image_size: int = 32
-    splat_size: int = 16
-    num_points: int = 16000
-    pose_noise_deg: float = 7.0
-    steps: int = 400  # step cap per trained model (identical for every arm)
-    budget_s: float | None = (
-        None  # CPU seconds of training per arm (identical for every arm); None = steps only
-    )
-    refiner_steps: int = 200
-    refiner_budget_s: float | None = None
-    batch_size: int = 4
-    sup_views: int = (
-        3  # supervision views per sample: inputs, back, random others (≥ 1 non-input view always)
-    )
-    aux_downscale: int = 1  # render the auxiliary sets G_I, G_S at 1/aux_downscale resolution in training
-    lr: float = 1e-3
+    n_train: int = bounded(300, lo=1)
+    n_test: int = bounded(50, lo=1)
+    image_size: int = bounded(32, lo=8)
+    splat_size: int = bounded(16, lo=1)
+    num_points: int = bounded(16000, lo=1)
+    pose_noise_deg: float = bounded(7.0, lo=0)
+    steps: int = bounded(400, lo=1)  # step cap per trained model (identical for every arm)
+    # CPU seconds of training per arm (identical for every arm); None = steps only
+    budget_s: float | None = bounded(None, kind=float, lo=0, lo_open=True, optional=True)
+    refiner_steps: int = bounded(200, lo=1)
+    refiner_budget_s: float | None = bounded(None, kind=float, lo=0, lo_open=True, optional=True)
+    batch_size: int = bounded(4, lo=1)
+    # supervision views per sample: inputs, back, random others (≥ 1 non-input view always)
+    sup_views: int = bounded(3, lo=2, hi=12)
+    # render the auxiliary sets G_I, G_S at 1/aux_downscale resolution in training
+    aux_downscale: int = bounded(1, lo=1)
+    lr: float = bounded(1e-3, lo=0, lo_open=True)
     channels: tuple[int, int, int] = (16, 32, 64)
-    chamfer_frac: float = 0.25  # Chamfer uses the chamfer_frac most opaque merged Gaussians of each subject
-    body_refine_steps: int = 20  # E3 (report-only; the released code's 20 Adam steps); 0 disables it
-    body_refine_lr: float = 0.01
-    body_refine_threshold: float = 0.5  # E3 target silhouette = coarse alpha render > threshold
-    data_seed: int = 1234
+    # Chamfer uses the chamfer_frac most opaque merged Gaussians of each subject
+    chamfer_frac: float = bounded(0.25, lo=0, hi=1, lo_open=True)
+    # E3 (report-only; the released code's 20 Adam steps); 0 disables it
+    body_refine_steps: int = bounded(20, lo=0)
+    body_refine_lr: float = bounded(0.01, lo=0, lo_open=True)
+    # E3 target silhouette = coarse alpha render > threshold
+    body_refine_threshold: float = bounded(0.5, lo=0, hi=1, lo_open=True, hi_open=True)
+    data_seed: int = bounded(1234)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("n_train", "n_test", "steps", "refiner_steps", "batch_size", "aux_downscale"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive; got {getattr(self, name)}")
-        for name in ("budget_s", "refiner_budget_s"):
-            v = getattr(self, name)
-            if v is not None and not (v > 0):  # NaN fails too
-                raise ValueError(f"{name} must be None or a positive number of CPU seconds; got {v}")
-        if not 2 <= self.sup_views <= 12:
-            raise ValueError(f"sup_views must be in [2, 12]; got {self.sup_views}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive; got {self.lr}")
-        if not 0 < self.chamfer_frac <= 1:
-            raise ValueError(f"chamfer_frac must be in (0, 1]; got {self.chamfer_frac}")
-        if self.body_refine_steps < 0 or not self.body_refine_lr > 0:
-            raise ValueError(
-                f"body_refine_steps must be ≥ 0 and body_refine_lr > 0; got {self.body_refine_steps}, {self.body_refine_lr}"
-            )
-        if not 0 < self.body_refine_threshold < 1:  # NaN fails too
-            raise ValueError(f"body_refine_threshold must be in (0, 1); got {self.body_refine_threshold}")
+        super().__post_init__()  # the bounds declared above; below: the rule across fields
         if self.image_size % (2 * self.aux_downscale):
             raise ValueError(
                 f"aux_downscale must divide image_size/2; got {self.aux_downscale} for {self.image_size}"

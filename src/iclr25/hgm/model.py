@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..common.fields import bounded, check_fields
 from .cameras import Camera, plucker_rays, project_points
 from .gaussians import GAUSSIAN_DIM, GaussianSet, activate_gaussians, sample_image_features, sample_volume
 from .renderer import render_gaussians
@@ -38,22 +39,19 @@ class HGMConfig:
     """HGM-tiny hyper-parameters (the paper's 'big' model: 512² input, 256² splat map, 32-d vertex codes,
     8 attention heads, 32-channel sparse CNN)."""
 
-    image_size: int = 32
-    splat_size: int = 16
+    image_size: int = bounded(32, lo=1)
+    splat_size: int = bounded(16, lo=1)
     channels: tuple[int, int, int] = (16, 32, 64)
-    feat_dim: int = 32
-    code_dim: int = 16
-    heads: int = 4
-    num_vertices: int = 288
-    grid: int = 16
-    use_body: bool = True
-    max_offset: float = 0.1
+    feat_dim: int = bounded(32, lo=1)
+    code_dim: int = bounded(16, lo=1)
+    heads: int = bounded(4, lo=1)
+    num_vertices: int = bounded(288, lo=1)
+    grid: int = bounded(16, lo=1)
+    use_body: bool = bounded(True)
+    max_offset: float = bounded(0.1, lo=0)
 
     def __post_init__(self) -> None:
-        for name in ("image_size", "splat_size", "feat_dim", "code_dim", "heads", "num_vertices", "grid"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int; got {v!r}")
+        check_fields(self)  # the bounds declared above; below: the tuple field and rules across fields
         ch = self.channels
         if (
             not isinstance(ch, (tuple, list))
@@ -61,11 +59,6 @@ class HGMConfig:
             or any(isinstance(c, bool) or not isinstance(c, int) or c < 4 or c % 4 for c in ch)
         ):
             raise ValueError(f"channels must be three positive multiples of 4 (GroupNorm(4, c)); got {ch!r}")
-        if not isinstance(self.use_body, bool):
-            raise ValueError(f"use_body must be a bool; got {self.use_body!r}")
-        mo = self.max_offset
-        if isinstance(mo, bool) or not isinstance(mo, (int, float)) or not 0 <= mo < float("inf"):
-            raise ValueError(f"max_offset must be a finite number >= 0; got {mo!r}")
         if self.image_size % 4 or self.image_size < 8:
             raise ValueError(f"image_size must be a multiple of 4 and ≥ 8; got {self.image_size}")
         if self.splat_size not in (self.image_size, self.image_size // 2, self.image_size // 4):
@@ -76,8 +69,6 @@ class HGMConfig:
             raise ValueError(f"feat_dim ({self.feat_dim}) must be divisible by heads ({self.heads})")
         if self.grid < 4 or self.grid % 2:
             raise ValueError(f"grid must be an even number ≥ 4; got {self.grid}")
-        if self.num_vertices <= 0:
-            raise ValueError(f"num_vertices must be positive; got {self.num_vertices}")
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
