@@ -32,6 +32,8 @@ CASES = {
                        ("arch", "vgg16")],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
+    "scope_faithfulness": [("n_data", 3), ("hidden", 0), ("layers", True), ("n_untouched", -1), ("alpha", math.nan),
+                           ("top_p", 1.5), ("tune_lr", math.inf), ("arch", "bert")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -56,6 +58,8 @@ LIB_CASES = [
     ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
     ("budgeted_cl.runner", "MethodConfig", "fisher", "exact"),
     ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
+    ("scope_faithfulness.biographies", "World", "n_jobs", 1),
+    ("scope_faithfulness.biographies", "World", "prior_seed", True),
 ]
 
 
