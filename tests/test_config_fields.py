@@ -34,6 +34,8 @@ CASES = {
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
     "scope_faithfulness": [("n_data", 3), ("hidden", 0), ("layers", True), ("n_untouched", -1), ("alpha", math.nan),
                            ("top_p", 1.5), ("tune_lr", math.inf), ("arch", "bert")],
+    "tool_planner": [("n_tasks", 0), ("max_api_calls", True), ("n_bfcl_tasks", -1), ("llm_timeout", 0.0),
+                     ("llm_timeout", math.inf), ("min_steps", 0), ("policy", "gpt"), ("goal_bank", "docs")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -60,6 +62,8 @@ LIB_CASES = [
     ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
     ("scope_faithfulness.biographies", "World", "n_jobs", 1),
     ("scope_faithfulness.biographies", "World", "prior_seed", True),
+    ("tool_planner.planner", "Budget", "max_reasks", -1),
+    ("tool_planner.planner", "Budget", "max_llm_calls", 0),
 ]
 
 
