@@ -36,6 +36,10 @@ CASES = {
                ("lr", 0.0), ("hfov_deg", math.inf), ("width", 1), ("occupancy", "square")],
     "hgm": [("steps", 0), ("batch_size", True), ("body_refine_steps", -1), ("budget_s", math.inf),
             ("body_refine_threshold", math.nan), ("sup_views", 13), ("lr", 0.0), ("image_size", 32.0)],
+    "scope_faithfulness": [("n_data", 3), ("hidden", 0), ("layers", True), ("n_untouched", -1), ("alpha", math.nan),
+                           ("top_p", 1.5), ("tune_lr", math.inf), ("arch", "bert")],
+    "tool_planner": [("n_tasks", 0), ("max_api_calls", True), ("n_bfcl_tasks", -1), ("llm_timeout", 0.0),
+                     ("llm_timeout", math.inf), ("min_steps", 0), ("policy", "gpt"), ("goal_bank", "docs")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -67,6 +71,10 @@ LIB_CASES = [
     ("hgm.model", "HGMConfig", "heads", 0),
     ("hgm.model", "HGMConfig", "use_body", 1),
     ("hgm.model", "HGMConfig", "max_offset", math.inf),
+    ("scope_faithfulness.biographies", "World", "n_jobs", 1),
+    ("scope_faithfulness.biographies", "World", "prior_seed", True),
+    ("tool_planner.planner", "Budget", "max_reasks", -1),
+    ("tool_planner.planner", "Budget", "max_llm_calls", 0),
 ]
 
 

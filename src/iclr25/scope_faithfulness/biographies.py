@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
+from iclr25.common.fields import bounded, check_fields
+
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 TEMPLATE_WORDS = ("name", "job", "city", "year", "::", "is", "a", "from", "born", "in", ".")
 FIELDS = ("job", "city", "year")  # the fields whose wrong/extra mention is a hallucination
@@ -27,19 +29,14 @@ FIELDS = ("job", "city", "year")  # the fields whose wrong/extra mention is a ha
 class World:
     """The vocabulary and the occupation → (city, year) priors that p_LM's corpus follows."""
 
-    n_names: int = 40
-    n_jobs: int = 8
-    n_cities: int = 8
-    n_years: int = 8
-    prior_seed: int = 1234
+    n_names: int = bounded(40, lo=2)
+    n_jobs: int = bounded(8, lo=2)
+    n_cities: int = bounded(8, lo=2)
+    n_years: int = bounded(8, lo=2)
+    prior_seed: int = bounded(1234, lo=0)
 
     def __post_init__(self) -> None:
-        for k in ("n_names", "n_jobs", "n_cities", "n_years"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise ValueError(f"{k} must be an int >= 2, got {v!r}")
-        if isinstance(self.prior_seed, bool) or not isinstance(self.prior_seed, int) or self.prior_seed < 0:
-            raise ValueError(f"prior_seed must be an int >= 0, got {self.prior_seed!r}")
+        check_fields(self)  # the bounds declared above
 
     @property
     def names(self) -> list[str]:

@@ -22,6 +22,7 @@ import torch
 
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.io import atomic_write_json, read_json
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
@@ -42,61 +43,47 @@ ARCHS = ("gpt2", "llama")
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # synthetic world and data
-    n_pretrain: int = 6000  # p_LM corpus: city/year follow the occupation prior with prob. prior_strength
-    prior_strength: float = 0.9
-    n_data: int = 3000  # D, split in halves D₁ (SFT) / D₂ (SCOPE)
-    n_test: int = 300  # faithful test records
-    year_absent: float = 0.4
-    divergent: float = 0.5  # P(reference states the prior year | year absent)
+    # p_LM corpus: city/year follow the occupation prior with prob. prior_strength
+    n_pretrain: int = bounded(6000, lo=1)
+    prior_strength: float = bounded(0.9, lo=0, hi=1)
+    n_data: int = bounded(3000, lo=4)  # D, split in halves D₁ (SFT) / D₂ (SCOPE)
+    n_test: int = bounded(300, lo=1)  # faithful test records
+    year_absent: float = bounded(0.4, lo=0, hi=1)
+    divergent: float = bounded(0.5, lo=0, hi=1)  # P(reference states the prior year | year absent)
     # model: a random-init tiny model over the 79-word vocabulary, or a local HF causal LM (+ its tokenizer),
     # further pre-trained on the prior-driven corpus to become p_LM (the paper's 1–3B/7B setting on a GPU)
     base_model_path: str = ""
-    arch: str = "gpt2"
-    hidden: int = 96
-    layers: int = 2
-    heads: int = 4
+    arch: str = bounded("gpt2", choices=ARCHS)
+    hidden: int = bounded(96, lo=1)
+    layers: int = bounded(2, lo=1)
+    heads: int = bounded(4, lo=1)
     # p_LM pre-training and SFT (stage 1)
-    pretrain_steps: int = 600
-    pretrain_batch: int = 64
-    pretrain_lr: float = 3e-3
-    sft_steps: int = 700
-    sft_batch: int = 64
-    sft_lr: float = 1e-3
+    pretrain_steps: int = bounded(600, lo=1)
+    pretrain_batch: int = bounded(64, lo=1)
+    pretrain_lr: float = bounded(3e-3, lo=0, lo_open=True)
+    sft_steps: int = bounded(700, lo=1)
+    sft_batch: int = bounded(64, lo=1)
+    sft_lr: float = bounded(1e-3, lo=0, lo_open=True)
     # noisy generation (paper: α = 0.5, T = 0.6, top-p 0.9, first 2 tokens from p_θ₀)
-    alpha: float = 0.5
+    alpha: float = bounded(0.5, lo=0, hi=1)
     alphas: tuple[float, ...] = (0.1, 0.5, 0.9)
-    temperature: float = 0.6
-    top_p: float = 0.9
-    n_untouched: int = 2
-    max_new_tokens: int = 16  # paper: 90 (ToTTo); every biography here fits in 12 tokens
-    gen_batch: int = 512
+    temperature: float = bounded(0.6, lo=0, lo_open=True)
+    top_p: float = bounded(0.9, lo=0, hi=1, lo_open=True)
+    n_untouched: int = bounded(2, lo=0)
+    max_new_tokens: int = bounded(16, lo=1)  # paper: 90 (ToTTo); every biography here fits in 12 tokens
+    gen_batch: int = bounded(512, lo=1)
     # preference stage (paper: β = 0.1, sigmoid loss, lr 1e-6, 1 epoch for 7B models)
-    beta: float = 0.1
-    tune_lr: float = 1e-4  # same for DPO and continued SFT
-    tune_epochs: int = 2
-    tune_batch: int = 32
-    warmup_ratio: float = 0.1
-    cad_alpha: float = 0.5
+    beta: float = bounded(0.1, lo=0, lo_open=True)
+    tune_lr: float = bounded(1e-4, lo=0, lo_open=True)  # same for DPO and continued SFT
+    tune_epochs: int = bounded(2, lo=1)
+    tune_batch: int = bounded(32, lo=1)
+    warmup_ratio: float = bounded(0.1, lo=0, hi=1)
+    cad_alpha: float = bounded(0.5, lo=0, lo_open=True)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in (
-            "n_pretrain", "n_data", "n_test", "hidden", "layers", "heads", "pretrain_steps", "pretrain_batch",
-            "sft_steps", "sft_batch", "max_new_tokens", "gen_batch", "tune_epochs", "tune_batch",
-        ):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if self.n_untouched < 0:
-            raise ValueError(f"n_untouched must be >= 0, got {self.n_untouched!r}")
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
+        super().__post_init__()  # the bounds declared above; below: the tuple, the path and the cross-field rules
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        for name in ("prior_strength", "year_absent", "divergent", "alpha", "warmup_ratio"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
         if not self.alphas or any(not (0.0 < a <= 1.0) for a in self.alphas):
             raise ValueError(f"alphas must be a non-empty tuple of values in (0, 1], got {self.alphas!r}")
         for a in (0.1, self.alpha):
@@ -104,16 +91,8 @@ class Config(ExperimentConfig):
                 raise ValueError(
                     f"alphas must contain 0.1 and alpha={self.alpha} (claims use them), got {self.alphas}"
                 )
-        for name in ("pretrain_lr", "sft_lr", "tune_lr", "beta", "temperature", "top_p", "cad_alpha"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite float > 0, got {v!r}")
         if self.base_model_path and not Path(self.base_model_path).is_dir():
             raise ValueError(f"base_model_path must be a local model folder, got {self.base_model_path!r}")
-        if self.top_p > 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if self.n_data < 4 or self.n_test < 1:
-            raise ValueError(f"n_data must be >= 4, got {self.n_data!r}")
 
 
 PRESETS = {

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
+from ..common.fields import bounded
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from ..common.stats import paired_note
 from . import report
@@ -43,10 +44,10 @@ K_ALL = 0  # in k grids: k = N (one API per toolkit)
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     seeds: int = 5
-    n_tasks: int = 200  # test tasks per seed
+    n_tasks: int = bounded(200, lo=1)  # test tasks per seed
     n_capabilities: int = 30
     variants: tuple[int, int] = (2, 6)
-    n_distractors: int = 40
+    n_distractors: int = bounded(40, lo=0)
     failure_mix: tuple[float, float, float, float] = (
         0.65,
         0.12,
@@ -55,13 +56,12 @@ class Config(ExperimentConfig):
     )  # ok, flaky, dead, schema mismatch
     p_flaky: float = 0.5
     p_distractor_error: float = 0.7
-    goal_bank: str = (
-        "user"  # goals worded from a paraphrase bank separate from the API descriptions ("api": same)
-    )
-    min_steps: int = 2
-    max_steps: int = 4
-    max_api_calls: int = 15
-    max_replans: int = 3
+    # goals worded from a paraphrase bank separate from the API descriptions ("api": same)
+    goal_bank: str = bounded("user", choices=("user", "api"))
+    min_steps: int = bounded(2, lo=1)
+    max_steps: int = bounded(4, lo=1)
+    max_api_calls: int = bounded(15, lo=1)
+    max_replans: int = bounded(3, lo=0)
     k_grid: tuple[int, ...] = (1, 5, 30, 100, 300, K_ALL)  # 0 = N; k > N is clipped to N
     react_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # APIs tried per step (paper-style ReAct: 2 = one retry)
     dfsdt_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # children per node (ToolLLM's DFSDT: 3)
@@ -72,53 +72,31 @@ class Config(ExperimentConfig):
         3,
         5,
     )  # Tool-Planner's effort knob (replans per task), tuned at k*
-    n_val_worlds: int = 2
-    n_val_tasks: int = 100
-    n_bfcl_tasks: int = 60
-    n_bfcl_val_tasks: int = 40
+    n_val_worlds: int = bounded(2, lo=1)
+    n_val_tasks: int = bounded(100, lo=1)
+    n_bfcl_tasks: int = bounded(60, lo=0)
+    n_bfcl_val_tasks: int = bounded(40, lo=0)
     # or "openai" (then llm_base_url / llm_model; the key is read from OPENAI_API_KEY, never from the config,
     # so it is not written to config.json, the provenance or the config hash)
-    policy: str = "heuristic"
+    policy: str = bounded("heuristic", choices=("heuristic", "openai"))
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_model: str = "Qwen/Qwen2.5-7B-Instruct"
-    llm_timeout: float = 60.0  # seconds per request; then the openai SDK retries llm_max_retries times
-    llm_max_retries: int = 2  # with backoff; a request still failing fails its task (error in the trace)
+    # seconds per request; then the openai SDK retries llm_max_retries times with backoff; a request still
+    # failing fails its task (error in the trace)
+    llm_timeout: float = bounded(60.0, lo=0, lo_open=True)
+    llm_max_retries: int = bounded(2, lo=0)
     write_traces: bool = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("n_tasks", "n_val_worlds", "n_val_tasks", "max_api_calls"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("n_bfcl_tasks", "n_bfcl_val_tasks", "max_replans", "n_distractors"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: the grids and the rules across fields
         for name in ("k_grid", "react_grid", "dfsdt_grid", "replan_grid"):
             g = getattr(self, name)
             if not g or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in g):
                 raise ValueError(f"{name} must be a non-empty tuple of ints >= 0, got {g!r}")
         if 1 not in self.k_grid or K_ALL not in self.k_grid:
             raise ValueError(f"k_grid must contain 1 and 0 (= N) for the k-curve claim, got {self.k_grid!r}")
-        if not (
-            isinstance(self.llm_timeout, (int, float))
-            and not isinstance(self.llm_timeout, bool)
-            and self.llm_timeout > 0
-        ):
-            raise ValueError(f"llm_timeout must be a positive number of seconds, got {self.llm_timeout!r}")
-        if (
-            isinstance(self.llm_max_retries, bool)
-            or not isinstance(self.llm_max_retries, int)
-            or self.llm_max_retries < 0
-        ):
-            raise ValueError(f"llm_max_retries must be an int >= 0, got {self.llm_max_retries!r}")
-        if self.goal_bank not in ("user", "api"):
-            raise ValueError(f"goal_bank must be 'user' or 'api', got {self.goal_bank!r}")
-        if self.policy not in ("heuristic", "openai"):
-            raise ValueError(f"policy must be 'heuristic' or 'openai', got {self.policy!r}")
-        if not 1 <= self.min_steps <= self.max_steps:
-            raise ValueError(f"need 1 <= min_steps <= max_steps, got {self.min_steps}, {self.max_steps}")
+        if self.min_steps > self.max_steps:
+            raise ValueError(f"min_steps must be <= max_steps, got {self.min_steps} > {self.max_steps}")
 
 
 PRESETS = {

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..common.fields import bounded, check_fields
 from .schemas import Tool, parse_arguments
 from .tasks import Ref, Task
 from .toolkits import ToolIndex, ToolkitSet
@@ -255,33 +256,21 @@ class OpenAICompatibleLLM:
     api_key: str | None = field(
         default=None, repr=False
     )  # None: $OPENAI_API_KEY, else "EMPTY" (local servers)
-    temperature: float = 0.0
+    temperature: float = bounded(0.0, lo=0, hi=2)
     max_tokens: int = 512
-    timeout: float = 60.0
-    max_retries: int = 2  # the openai SDK's own retries with backoff (5xx, 429, timeouts, connection errors)
+    timeout: float = bounded(60.0, lo=0, lo_open=True)
+    # the openai SDK's own retries with backoff (5xx, 429, timeouts, connection errors)
+    max_retries: int = bounded(2, lo=0)
     use_tools: bool = True
     retriever: ToolIndex | None = None
     client: Any = None
-    toolkit_format: str = "default"
+    toolkit_format: str = bounded("default", choices=TOOLKIT_FORMATS)
     label: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the model name and the client
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"model must be a non-empty model name, got {self.model!r}")
-        if not (isinstance(self.temperature, (int, float)) and 0.0 <= self.temperature <= 2.0):
-            raise ValueError(f"temperature must be in [0, 2], got {self.temperature!r}")
-        if not (
-            isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool) and self.timeout > 0
-        ):
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
-        if (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        if self.toolkit_format not in TOOLKIT_FORMATS:
-            raise ValueError(f"toolkit_format must be one of {TOOLKIT_FORMATS}, got {self.toolkit_format!r}")
         if self.client is None:
             try:
                 from openai import OpenAI

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..common.fields import bounded, check_fields
 from ..common.io import atomic_write_text
 from .backends import ToolBackend, ToolResult
 from .llm import InvalidDecision, LLMServerError, PlanStep, Policy, StepRecord
@@ -39,20 +40,13 @@ class Budget:
     """Per-task limits: API calls (failed ones count), cross-toolkit replans, LLM decisions (None: unlimited),
     and re-asks after one failed decision (an invented API name, a replan that repeats a failed toolkit)."""
 
-    max_api_calls: int = 15
-    max_replans: int = 3
-    max_llm_calls: int | None = None
-    max_reasks: int = 2
+    max_api_calls: int = bounded(15, lo=0)
+    max_replans: int = bounded(3, lo=0)
+    max_llm_calls: int | None = bounded(None, kind=int, lo=1, optional=True)
+    max_reasks: int = bounded(2, lo=0)
 
     def __post_init__(self) -> None:
-        for name in ("max_api_calls", "max_replans", "max_reasks"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        if self.max_llm_calls is not None and (
-            not isinstance(self.max_llm_calls, int) or self.max_llm_calls < 1
-        ):
-            raise ValueError(f"max_llm_calls must be None or an int >= 1, got {self.max_llm_calls!r}")
+        check_fields(self)  # the bounds declared above
 
 
 class OutOfBudget(Exception):
