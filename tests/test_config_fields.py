@@ -32,6 +32,8 @@ CASES = {
                        ("arch", "vgg16")],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
+    "pfes_gim": [("n_frames", 249), ("epochs", 0), ("channels", True), ("b_seeds", -1), ("a_itr", 4),
+                 ("lambda_iac", math.inf), ("dropout", 1.0), ("dataset", "CASME3")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -56,6 +58,10 @@ LIB_CASES = [
     ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
     ("budgeted_cl.runner", "MethodConfig", "fisher", "exact"),
     ("budgeted_cl.runner", "MethodConfig", "grad_subsample", 0.0),
+    ("pfes_gim.training", "SpottingTrainConfig", "gamma", 0.0),
+    ("pfes_gim.training", "SpottingTrainConfig", "frame_rate", math.nan),
+    ("pfes_gim.losses", "LossConfig", "smooth", "signed_abs"),
+    ("pfes_gim.pseudo_labels", "GIMConfig", "gim_start", 0),
 ]
 
 
