@@ -34,6 +34,8 @@ CASES = {
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
     "pfes_gim": [("n_frames", 249), ("epochs", 0), ("channels", True), ("b_seeds", -1), ("a_itr", 4),
                  ("lambda_iac", math.inf), ("dropout", 1.0), ("dataset", "CASME3")],
+    "birdset": [("n_species", 1), ("steps", 0), ("batch_size", True), ("max_phrases", -1), ("lr", math.nan),
+                ("valid_frac", 1.0), ("soundscape_s", math.inf), ("model", "resnet")],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -62,6 +64,10 @@ LIB_CASES = [
     ("pfes_gim.training", "SpottingTrainConfig", "frame_rate", math.nan),
     ("pfes_gim.losses", "LossConfig", "smooth", "signed_abs"),
     ("pfes_gim.pseudo_labels", "GIMConfig", "gim_start", 0),
+    ("birdset.train", "BirdTrainConfig", "warmup_frac", 1.0),
+    ("birdset.train", "BirdTrainConfig", "decoding", "middle"),
+    ("birdset.augment", "AugmentConfig", "p_mix", 1.5),
+    ("birdset.features", "MelConfig", "top_db", math.inf),
 ]
 
 
