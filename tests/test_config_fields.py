@@ -36,6 +36,8 @@ CASES = {
                  ("lambda_iac", math.inf), ("dropout", 1.0), ("dataset", "CASME3")],
     "birdset": [("n_species", 1), ("steps", 0), ("batch_size", True), ("max_phrases", -1), ("lr", math.nan),
                 ("valid_frac", 1.0), ("soundscape_s", math.inf), ("model", "resnet")],
+    "improver": [("n", 0), ("m", True), ("prev_k", -1), ("p_have", math.nan), ("lm_lr", 0.0),
+                 ("temperature", math.inf), ("backend", "coq"), ("lean_file", None)],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -68,6 +70,9 @@ LIB_CASES = [
     ("birdset.train", "BirdTrainConfig", "decoding", "middle"),
     ("birdset.augment", "AugmentConfig", "p_mix", 1.5),
     ("birdset.features", "MelConfig", "top_db", math.inf),
+    ("improver.agent", "ImProverConfig", "examples", -1),
+    ("improver.agent", "ImProverConfig", "keep_best", 1),
+    ("improver.agent", "ImProverConfig", "on_none", "best"),
 ]
 
 
