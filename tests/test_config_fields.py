@@ -40,6 +40,12 @@ CASES = {
                            ("top_p", 1.5), ("tune_lr", math.inf), ("arch", "bert")],
     "tool_planner": [("n_tasks", 0), ("max_api_calls", True), ("n_bfcl_tasks", -1), ("llm_timeout", 0.0),
                      ("llm_timeout", math.inf), ("min_steps", 0), ("policy", "gpt"), ("goal_bank", "docs")],
+    "pfes_gim": [("n_frames", 249), ("epochs", 0), ("channels", True), ("b_seeds", -1), ("a_itr", 4),
+                 ("lambda_iac", math.inf), ("dropout", 1.0), ("dataset", "CASME3")],
+    "birdset": [("n_species", 1), ("steps", 0), ("batch_size", True), ("max_phrases", -1), ("lr", math.nan),
+                ("valid_frac", 1.0), ("soundscape_s", math.inf), ("model", "resnet")],
+    "improver": [("n", 0), ("m", True), ("prev_k", -1), ("p_have", math.nan), ("lm_lr", 0.0),
+                 ("temperature", math.inf), ("backend", "coq"), ("lean_file", None)],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
@@ -75,6 +81,17 @@ LIB_CASES = [
     ("scope_faithfulness.biographies", "World", "prior_seed", True),
     ("tool_planner.planner", "Budget", "max_reasks", -1),
     ("tool_planner.planner", "Budget", "max_llm_calls", 0),
+    ("pfes_gim.training", "SpottingTrainConfig", "gamma", 0.0),
+    ("pfes_gim.training", "SpottingTrainConfig", "frame_rate", math.nan),
+    ("pfes_gim.losses", "LossConfig", "smooth", "signed_abs"),
+    ("pfes_gim.pseudo_labels", "GIMConfig", "gim_start", 0),
+    ("birdset.train", "BirdTrainConfig", "warmup_frac", 1.0),
+    ("birdset.train", "BirdTrainConfig", "decoding", "middle"),
+    ("birdset.augment", "AugmentConfig", "p_mix", 1.5),
+    ("birdset.features", "MelConfig", "top_db", math.inf),
+    ("improver.agent", "ImProverConfig", "examples", -1),
+    ("improver.agent", "ImProverConfig", "keep_best", 1),
+    ("improver.agent", "ImProverConfig", "on_none", "best"),
 ]
 
 

@@ -132,7 +132,7 @@ def test_broken_candidates_never_replace_a_correct_proof_and_bad_generators_fail
         ImProver(C, object())
     with pytest.raises(ValueError, match="metric must be one of"):
         ImProver(C, Short(), metric="beauty")
-    with pytest.raises(ValueError, match="n must be an int"):
+    with pytest.raises(ValueError, match="n must be a positive int, got 0"):
         ImProverConfig(n=0)
 
 

@@ -41,6 +41,7 @@ import torch
 
 from ..common.checks import need_range as _check_range_pair
 from ..common.checks import need_real as _check_num
+from ..common.fields import bounded, check_fields
 
 __all__ = [
     "AugmentConfig",
@@ -275,30 +276,19 @@ class AugmentConfig:
     audiomentations' colour filter needs.
     """
 
-    p_mix: float = 0.7
-    p_background: float = 0.5
-    p_colored: float = 0.2
-    p_gain: float = 0.5
-    p_no_call: float = 0.075
+    p_mix: float = bounded(0.7, lo=0, hi=1)
+    p_background: float = bounded(0.5, lo=0, hi=1)
+    p_colored: float = bounded(0.2, lo=0, hi=1)
+    p_gain: float = bounded(0.5, lo=0, hi=1)
+    p_no_call: float = bounded(0.075, lo=0, hi=1)
     snr_db: tuple[float, float] = (3.0, 30.0)
     f_decay: tuple[float, float] = (-2.0, 2.0)
     gain_db: tuple[float, float] = (-18.0, 6.0)
-    library: str = "audiomentations"
-    sample_rate: int = 32_000
+    library: str = bounded("audiomentations", choices=LIBRARIES)
+    sample_rate: int = bounded(32_000, lo=1)  # Hz
 
     def __post_init__(self) -> None:
-        if self.library not in LIBRARIES:
-            raise ValueError(f"library must be one of {LIBRARIES}, got {self.library!r}")
-        if (
-            isinstance(self.sample_rate, bool)
-            or not isinstance(self.sample_rate, int)
-            or self.sample_rate < 1
-        ):
-            raise ValueError(f"sample_rate must be an int >= 1 (Hz), got {self.sample_rate!r}")
-        for name in ("p_mix", "p_background", "p_colored", "p_gain", "p_no_call"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name} must be a probability in [0, 1], got {v!r}")
+        check_fields(self)  # the bounds declared above; below: the (low, high) pairs
         for name in ("snr_db", "f_decay", "gain_db"):
             _check_range_pair(name, getattr(self, name))
 

@@ -28,6 +28,7 @@ import torch
 
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note
@@ -67,93 +68,56 @@ REQUIRED = (
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # synthetic benchmark
-    n_species: int = 10
-    focal_per_species: int = 30
+    n_species: int = bounded(10, lo=2)  # >= 2: a multi-label benchmark
+    focal_per_species: int = bounded(30, lo=1)
     # focal recording lengths: "xeno_canto" = log-normal with Xeno-canto's mean length (46.3 s: BirdSet's XCL,
     # 528,434 recordings, > 6,800 h), log-sd focal_log_sd, clipped to focal_bounds; "uniform" = focal_duration
-    focal_lengths: str = "xeno_canto"
+    focal_lengths: str = bounded("xeno_canto", choices=("xeno_canto", "uniform"))
     focal_duration: tuple[float, float] = (8.0, 20.0)
-    focal_log_sd: float = XC_LOG_SD
+    focal_log_sd: float = bounded(XC_LOG_SD, lo=0, hi=5, hi_open=True)
     focal_bounds: tuple[float, float] = XC_BOUNDS
-    max_phrases: int = 0  # primary phrases per recording ∝ length (coverage 20 %); 0 = no cap (was 4)
-    n_soundscapes: int = 20
-    soundscape_s: float = 60.0
+    # primary phrases per recording ∝ length (coverage 20 %); 0 = no cap (was 4)
+    max_phrases: int = bounded(0, lo=0)
+    n_soundscapes: int = bounded(20, lo=1)
+    soundscape_s: float = bounded(60.0, lo=5.0)  # >= 5 s: one window
     calls_per_minute: float = 15.0
     scape_snr_db: tuple[float, float] = (-5.0, 10.0)
-    sample_rate: int = 16_000
-    n_background: int = 40
+    sample_rate: int = bounded(16_000, lo=1)
+    n_background: int = bounded(40, lo=1)
     background_s: float = 10.0
-    valid_frac: float = 0.2  # focal validation split (by recording)
+    # focal validation split (by recording)
+    valid_frac: float = bounded(0.2, lo=0, hi=1, lo_open=True, hi_open=True)
     # DT data pipeline (benchmark defaults)
-    class_limit: int = 600
-    event_limit: int = 5
+    class_limit: int = bounded(600, lo=1)
+    event_limit: int = bounded(5, lo=1)
     extension_time: float = 8.0
     # front end
-    n_fft: int = 512
-    hop_length: int = 256
-    n_mels: int = 64
+    n_fft: int = bounded(512, lo=1)
+    hop_length: int = bounded(256, lo=1)
+    n_mels: int = bounded(64, lo=1)
     freq_mask: int = 50  # the benchmark masks 100 of 513 bins / 100 of 501 frames; same fractions here
     time_mask: int = 62
     # model and optimisation (equal for every arm)
-    model: str = "cnn"  # cnn | efficientnet | convnext | ast
-    model_size: str = "toy"  # for the transformers families: toy | paper
+    model: str = bounded("cnn", choices=("cnn", "efficientnet", "convnext", "ast"))
+    model_size: str = bounded("toy", choices=("toy", "paper"))  # for the transformers families
     channels: tuple[int, ...] = (16, 32, 64, 64)
-    steps: int = 600
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 5e-4
+    steps: int = bounded(600, lo=1)
+    batch_size: int = bounded(32, lo=1)
+    lr: float = bounded(1e-3, lo=0, lo_open=True)
+    weight_decay: float = bounded(5e-4, lo=0)
     arms: tuple[str, ...] = ("A", "B", "C")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in (
-            "n_species",
-            "focal_per_species",
-            "n_soundscapes",
-            "sample_rate",
-            "n_background",
-            "class_limit",
-            "event_limit",
-            "n_fft",
-            "hop_length",
-            "n_mels",
-            "steps",
-            "batch_size",
-        ):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        if self.n_species < 2:
-            raise ValueError(f"n_species must be >= 2 (multi-label benchmark), got {self.n_species}")
-        if not 0.0 < self.valid_frac < 1.0:
-            raise ValueError(f"valid_frac must lie in (0, 1), got {self.valid_frac!r}")
+        super().__post_init__()  # the bounds declared above; below: the (low, high) pairs and the arms
         if self.focal_duration[0] < 5.0 or self.focal_duration[1] < self.focal_duration[0]:
             raise ValueError(f"focal_duration must be (low >= 5 s, high >= low), got {self.focal_duration!r}")
-        if self.focal_lengths not in ("xeno_canto", "uniform"):
-            raise ValueError(f"focal_lengths must be 'xeno_canto' or 'uniform', got {self.focal_lengths!r}")
         if self.focal_bounds[0] < 5.0 or self.focal_bounds[1] < self.focal_bounds[0]:
             raise ValueError(f"focal_bounds must be (low >= 5 s, high >= low), got {self.focal_bounds!r}")
-        if not (isinstance(self.focal_log_sd, (int, float)) and 0 <= self.focal_log_sd < 5):
-            raise ValueError(f"focal_log_sd must be a number in [0, 5), got {self.focal_log_sd!r}")
-        if (
-            isinstance(self.max_phrases, bool)
-            or not isinstance(self.max_phrases, int)
-            or self.max_phrases < 0
-        ):
-            raise ValueError(f"max_phrases must be an int >= 0 (0 = no cap), got {self.max_phrases!r}")
-        if self.soundscape_s < 5.0:
-            raise ValueError(f"soundscape_s must be >= 5 s (one window), got {self.soundscape_s!r}")
-        if self.model not in ("cnn", "efficientnet", "convnext", "ast"):
-            raise ValueError(f"model must be 'cnn', 'efficientnet', 'convnext' or 'ast', got {self.model!r}")
-        if self.model_size not in ("toy", "paper"):
-            raise ValueError(f"model_size must be 'toy' or 'paper', got {self.model_size!r}")
         bad = [a for a in self.arms if a not in ARMS]
         if bad or not {"A", "B", "C"} <= set(self.arms):
             raise ValueError(
                 f"arms must include 'A', 'B' and 'C' (the claims compare them), got {self.arms!r}"
             )
-        if not (self.lr > 0 and self.weight_decay >= 0):
-            raise ValueError(f"lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
 
     @property
     def mel(self) -> MelConfig:

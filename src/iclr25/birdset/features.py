@@ -24,6 +24,7 @@ from torch import nn
 
 from ..common.checks import need_count as _check_int
 from ..common.checks import need_real as _check_num
+from ..common.fields import bounded, check_fields
 
 __all__ = ["mel_filterbank", "MelConfig", "MelFrontend", "power_to_db", "spec_augment"]
 
@@ -148,43 +149,29 @@ def spec_augment(
 class MelConfig:
     """Front-end hyper-parameters; defaults = the benchmark's ConvNeXt / AST preprocessing at 32 kHz."""
 
-    sample_rate: int = 32_000
-    n_fft: int = 1024
-    hop_length: int = 320
-    n_mels: int = 128
-    f_min: float = 0.0
-    f_max: float | None = None
-    freq_mask: int = 100  # FrequencyMasking(freq_mask_param=100) on the linear power spectrogram
-    time_mask: int = 100
-    p_freq_mask: float = 0.5
-    p_time_mask: float = 0.3
-    top_db: float | None = 80.0
-    top_db_scope: str = "batch"
-    mean: float = -4.268  # AudioSet statistics
-    std: float = 4.569
+    sample_rate: int = bounded(32_000, lo=1)
+    n_fft: int = bounded(1024, lo=1)
+    hop_length: int = bounded(320, lo=1)
+    n_mels: int = bounded(128, lo=1)
+    f_min: float = bounded(0.0, lo=0)
+    f_max: float | None = bounded(None, kind=float, lo=0, optional=True)
+    # FrequencyMasking(freq_mask_param=100) on the linear power spectrogram
+    freq_mask: int = bounded(100, lo=0)
+    time_mask: int = bounded(100, lo=0)
+    p_freq_mask: float = bounded(0.5, lo=0, hi=1)
+    p_time_mask: float = bounded(0.3, lo=0, hi=1)
+    top_db: float | None = bounded(80.0, kind=float, lo=0, optional=True)
+    top_db_scope: str = bounded("batch", choices=("batch", "example"))
+    mean: float = bounded(-4.268)  # AudioSet statistics
+    std: float = bounded(4.569, lo=0, lo_open=True)
 
     def __post_init__(self) -> None:
-        for name in ("sample_rate", "n_fft", "hop_length", "n_mels"):
-            _check_int(name, getattr(self, name))
-        for name in ("freq_mask", "time_mask"):
-            _check_int(name, getattr(self, name), 0)
-        for name in ("p_freq_mask", "p_time_mask"):
-            _check_num(name, getattr(self, name), 0.0, 1.0)
-        for name in ("mean", "std"):
-            _check_num(name, getattr(self, name))
-        _check_num("f_min", self.f_min, 0.0)
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.f_max is not None:
-            _check_num("f_max", self.f_max, 0.0)
             if not self.f_min < self.f_max <= self.sample_rate / 2:
                 raise ValueError(
                     f"f_max must satisfy f_min < f_max <= sample_rate/2 = {self.sample_rate / 2}, got {self.f_max}"
                 )
-        if self.top_db is not None:
-            _check_num("top_db", self.top_db, 0.0)
-        if self.std <= 0:
-            raise ValueError(f"std must be > 0, got {self.std}")
-        if self.top_db_scope not in ("batch", "example"):
-            raise ValueError(f"top_db_scope must be 'batch' or 'example', got {self.top_db_scope!r}")
 
     def n_frames(self, seconds: float) -> int:
         _check_num("seconds", seconds, 0.0)

@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..common.fields import bounded, check_fields
 from .audio import AudioCache
 from .augment import AugmentConfig, augment_batch
 from .events import event_windows
@@ -36,39 +37,23 @@ class BirdTrainConfig:
     windows (``event`` / ``first`` / ``random``) with its event ``extension_time``, and the waveform
     augmentations (:class:`~iclr25.birdset.augment.AugmentConfig`)."""
 
-    steps: int = 1000
-    batch_size: int = 32
-    lr: float = 5e-4  # AdamW, the benchmark's CNN DT configs
-    weight_decay: float = 5e-4
-    warmup_frac: float = 0.05
-    grad_clip: float = 0.5
-    decoding: str = "event"
-    extension_time: float = 8.0  # EventDecoding extension in the DT experiment configs (6 s class default)
-    clip_seconds: float = 5.0
+    steps: int = bounded(1000, lo=1)
+    batch_size: int = bounded(32, lo=1)
+    lr: float = bounded(5e-4, lo=0, lo_open=True)  # AdamW, the benchmark's CNN DT configs
+    weight_decay: float = bounded(5e-4, lo=0)
+    warmup_frac: float = bounded(0.05, lo=0, hi=1, hi_open=True)
+    grad_clip: float = bounded(0.5, lo=0, lo_open=True)
+    decoding: str = bounded("event", choices=DECODINGS)
+    # EventDecoding extension in the DT experiment configs (6 s class default)
+    extension_time: float = bounded(8.0, lo=0)
+    clip_seconds: float = bounded(5.0, lo=0, lo_open=True)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
-    seed: int = 0
+    seed: int = bounded(0, lo=0)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "seed" else 1):
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("lr", "clip_seconds"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        for name in ("weight_decay", "warmup_frac", "grad_clip", "extension_time"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        check_fields(self)  # the bounds declared above; below: the nested config
         if not isinstance(self.augment, AugmentConfig):
             raise ValueError(f"augment must be an AugmentConfig, got {type(self.augment).__name__}")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ValueError(f"warmup_frac must lie in [0, 1), got {self.warmup_frac!r}")
-        if self.decoding not in DECODINGS:
-            raise ValueError(f"decoding must be one of {DECODINGS}, got {self.decoding!r}")
-        if self.weight_decay < 0 or self.grad_clip <= 0 or self.extension_time < 0:
-            raise ValueError("weight_decay must be >= 0, grad_clip > 0 and extension_time >= 0")
 
 
 def cosine_with_warmup(warmup: int, total: int):

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
-from ..common.checks import need_bool, need_int, need_str, need_type
+from ..common.checks import need_bool, need_str, need_type
+from ..common.fields import bounded, check_fields
 from .chain_of_states import render_chain_of_states, strip_chain_of_states
 from .checker import CheckResult, ProofChecker, check_many
 from .metrics import Metric, get_metric
@@ -57,15 +58,13 @@ class ProofGenerator(Protocol):
 class Theorem:
     """A theorem to optimise: file context, the declaration (statement) and its current proof (tactics)."""
 
-    decl: str
-    proof: str
-    context: str = ""
-    name: str = ""
+    decl: str = bounded(kind=str)
+    proof: str = bounded(kind=str)
+    context: str = bounded("")
+    name: str = bounded("")
 
     def __post_init__(self) -> None:
-        for f in ("decl", "proof", "context", "name"):
-            if not isinstance(getattr(self, f), str):
-                raise ValueError(f"{f} must be a str, got {type(getattr(self, f)).__name__}")
+        check_fields(self)  # the types declared above; below: a non-empty declaration
         if not self.decl.strip():
             raise ValueError("decl must be a non-empty declaration, got ''")
 
@@ -74,25 +73,18 @@ class Theorem:
 class ImProverConfig:
     """Agent settings; defaults are the paper's ImProver (``benchmark/tools.py::improver``)."""
 
-    n: int = 3  # best-of-n samples per round
-    m: int = 5  # refinement rounds
-    prev_k: int = 1  # attempt records shown to the model
-    keep_best: bool = True
-    chain_of_states: bool = True
-    error_history: bool = True
-    examples: int = 10  # retrieved in-context examples (0 = none)
-    lock_refinement_state: bool = False  # always refine the original proof
-    on_none: str = "first"  # best-of-n with no correct sample
+    n: int = bounded(3, lo=1)  # best-of-n samples per round
+    m: int = bounded(5, lo=1)  # refinement rounds
+    prev_k: int = bounded(1, lo=0)  # attempt records shown to the model
+    keep_best: bool = bounded(True)
+    chain_of_states: bool = bounded(True)
+    error_history: bool = bounded(True)
+    examples: int = bounded(10, lo=0)  # retrieved in-context examples (0 = none)
+    lock_refinement_state: bool = bounded(False)  # always refine the original proof
+    on_none: str = bounded("first", choices=ON_NONE)  # best-of-n with no correct sample
 
     def __post_init__(self) -> None:
-        for name in ("n", "m"):
-            need_int(name, getattr(self, name), 1)
-        for name in ("prev_k", "examples"):
-            need_int(name, getattr(self, name), 0)
-        for name in ("keep_best", "chain_of_states", "error_history", "lock_refinement_state"):
-            need_bool(name, getattr(self, name))
-        if self.on_none not in ON_NONE:
-            raise ValueError(f"on_none must be one of {ON_NONE}, got {self.on_none!r}")
+        check_fields(self)  # the bounds declared above
 
     @classmethod
     def baseline(cls) -> ImProverConfig:

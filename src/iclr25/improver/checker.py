@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from ..common.checks import need_str
+from ..common.fields import bounded, check_fields
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -37,14 +38,13 @@ class Step:
     columns; ``goals_after`` holds one string per open goal (empty when every goal is closed).
     """
 
-    text: str
+    text: str = bounded(kind=str)
     goals_after: tuple[str, ...]
     start: tuple[int, int]
     end: tuple[int, int]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str):
-            raise ValueError(f"text must be a str, got {type(self.text).__name__}")
+        check_fields(self)  # the type declared above; below: the tuples
         if not (isinstance(self.goals_after, tuple) and all(isinstance(g, str) for g in self.goals_after)):
             raise ValueError(f"goals_after must be a tuple of str, got {self.goals_after!r:.80}")
         for name in ("start", "end"):
@@ -57,17 +57,12 @@ class Step:
 class Message:
     """A checker message; ``line`` is 1-based inside the proof text (0 = the declaration itself)."""
 
-    severity: str
-    line: int
-    text: str
+    severity: str = bounded(choices=SEVERITIES)
+    line: int = bounded(kind=int, lo=0)  # 0 = the declaration
+    text: str = bounded(kind=str)
 
     def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
-        if isinstance(self.line, bool) or not isinstance(self.line, int) or self.line < 0:
-            raise ValueError(f"line must be an int >= 0 (0 = the declaration), got {self.line!r}")
-        if not isinstance(self.text, str):
-            raise ValueError(f"text must be a str, got {type(self.text).__name__}")
+        check_fields(self)  # the bounds declared above
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note, sign_note, t_interval95
@@ -47,73 +48,37 @@ BACKENDS = ("toy", "lean")
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    backend: str = "toy"  # "toy": generated theorems + TinyLM; "lean": a Lean project + an LLM server
-    n_theorems: int = 120
-    p_have: float = 0.5  # verbosity of the seed proofs
+    # "toy": generated theorems + TinyLM; "lean": a Lean project + an LLM server
+    backend: str = bounded("toy", choices=BACKENDS)
+    n_theorems: int = bounded(120, lo=1)
+    p_have: float = bounded(0.5, lo=0, hi=1)  # verbosity of the seed proofs
     # ImProver (benchmark/tools.py::improver): refinement(best_of_n(3), m=5, prev_k=1, keep_best)
-    n: int = 3
-    m: int = 5
-    prev_k: int = 1
-    examples: int = 10
+    n: int = bounded(3, lo=1)
+    m: int = bounded(5, lo=1)
+    prev_k: int = bounded(1, lo=0)
+    examples: int = bounded(10, lo=0)
     # the tiny LM trained in the run
-    train_theorems: int = 600
-    train_variants: int = 3
-    lm_steps: int = 300
-    lm_batch: int = 16
-    lm_lr: float = 3e-3
-    lm_hidden: int = 128
-    lm_layers: int = 2
-    temperature: float = 0.8
-    max_new_tokens: int = 64
-    min_single_shot_correct: float = (
-        0.2  # below this the run is invalid (the model did not learn the language)
-    )
+    train_theorems: int = bounded(600, lo=1)
+    train_variants: int = bounded(3, lo=1)
+    lm_steps: int = bounded(300, lo=1)
+    lm_batch: int = bounded(16, lo=1)
+    lm_lr: float = bounded(3e-3, lo=0, lo_open=True)
+    lm_hidden: int = bounded(128, lo=1)
+    lm_layers: int = bounded(2, lo=1)
+    temperature: float = bounded(0.8, lo=0, lo_open=True)
+    max_new_tokens: int = bounded(64, lo=1)
+    # below this the run is invalid (the model did not learn the language)
+    min_single_shot_correct: float = bounded(0.2, lo=0, hi=1)
     ablate_history: bool = True
     scripted_grid: bool = True
     # full preset (Lean)
-    lean_project: str = ""
-    lean_file: str = ""  # relative to lean_project unless absolute
-    llm_model: str = ""
-    lean_timeout_s: float = 300.0  # per REPL answer
+    lean_project: str = bounded("")
+    lean_file: str = bounded("")  # relative to lean_project unless absolute
+    llm_model: str = bounded("")
+    lean_timeout_s: float = bounded(300.0, lo=0, lo_open=True)  # per REPL answer
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
-        for name in (
-            "n_theorems",
-            "n",
-            "m",
-            "train_theorems",
-            "train_variants",
-            "lm_steps",
-            "lm_batch",
-            "lm_hidden",
-            "lm_layers",
-            "max_new_tokens",
-        ):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("prev_k", "examples"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        for name, lo, hi in (("p_have", 0, 1), ("min_single_shot_correct", 0, 1)):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and lo <= v <= hi):
-                raise ValueError(f"{name} must be in [{lo}, {hi}], got {v!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"temperature must be > 0, got {self.temperature!r}")
-        if isinstance(self.lean_timeout_s, bool) or not (
-            isinstance(self.lean_timeout_s, (int, float)) and self.lean_timeout_s > 0
-        ):
-            raise ValueError(f"lean_timeout_s must be > 0, got {self.lean_timeout_s!r}")
-        for name in ("lean_project", "lean_file", "llm_model"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a str, got {getattr(self, name)!r}")
-        if not (isinstance(self.lm_lr, float) and self.lm_lr > 0):
-            raise ValueError(f"lm_lr must be a float > 0, got {self.lm_lr!r}")
+        super().__post_init__()  # the bounds declared above (no rule across fields)
 
     @property
     def result_key(self) -> str:

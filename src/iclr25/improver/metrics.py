@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..common.checks import need_pairs, need_real, need_str, need_type
+from ..common.fields import bounded, check_fields
 from .checker import CheckResult
 
 DIRECTIONS = ("min", "max")
@@ -54,16 +55,15 @@ class Metric:
 
     name: str
     score_fn: Callable[[CheckResult], float]
-    direction: str = "min"
+    direction: str = bounded("min", choices=DIRECTIONS)
     system_prompt: str = ""
     user_prompt: str = ""
     examples: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the choice declared above; below: the name, the pairs and the callable
         need_str("name", self.name)
         need_pairs("examples", self.examples)
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if not callable(self.score_fn):
             raise ValueError(f"score_fn must be callable, got {self.score_fn!r}")
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..common.fields import bounded, check_fields
+
 MAE, ME = 0, 1
 CLASS_NAMES = ("MaE", "ME")
 
@@ -160,8 +162,8 @@ class SyntheticSpec:
     """Generator parameters. ``hard()`` gives the harder variant (points uniform in the instance, ME near noise)."""
 
     n_frames: int = 600
-    n_channels: int = 12
-    noise: float = 0.25
+    n_channels: int = bounded(12, lo=12)  # 4 MaE, 4 ME, 4 distractor channels
+    noise: float = bounded(0.25, lo=0)
     gap: tuple[int, int] = (25, 90)
     mae_len: tuple[int, int] = (15, 120)
     me_len: tuple[int, int] = (6, 15)
@@ -172,23 +174,15 @@ class SyntheticSpec:
     distractors: tuple[int, int] = (2, 5)
     distractor_len: tuple[int, int] = (3, 8)
     distractor_amp: tuple[float, float] = (1.5, 3.0)
-    point_mode: str = (
-        "gaussian"  # "gaussian": N(centre, (len/6)^2) clipped inside; "uniform": anywhere inside
-    )
+    # "gaussian": N(centre, (len/6)^2) clipped inside; "uniform": anywhere inside
+    point_mode: str = bounded("gaussian", choices=("gaussian", "uniform"))
 
     def __post_init__(self) -> None:
-        if self.n_channels < 12:
-            raise ValueError(
-                f"n_channels must be >= 12 (4 MaE, 4 ME, 4 distractor channels), got {self.n_channels}"
-            )
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.n_frames < self.gap[1] + self.mae_len[1] + 10:
             raise ValueError(
                 f"n_frames={self.n_frames} is too short for gap={self.gap} and mae_len={self.mae_len}"
             )
-        if self.point_mode not in ("gaussian", "uniform"):
-            raise ValueError(f"point_mode must be 'gaussian' or 'uniform', got {self.point_mode!r}")
-        if not self.noise >= 0:
-            raise ValueError(f"noise must be >= 0, got {self.noise}")
 
     @classmethod
     def hard(cls, **kw) -> SyntheticSpec:

@@ -30,6 +30,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import interval_note, sign_note, t_interval95
@@ -46,73 +47,43 @@ from .training import SpottingTrainConfig, counts, evaluate_loso, fit, predict
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # data (synthetic videos)
-    n_frames: int = 600
-    n_train: int = 30
-    n_val: int = 10
-    n_test: int = 20
+    n_frames: int = bounded(600, lo=250)  # >= 250 to fit the synthetic instances
+    n_train: int = bounded(30, lo=1)
+    n_val: int = bounded(10, lo=1)
+    n_test: int = bounded(20, lo=1)
     # model
-    channels: int = 64
-    dropout: float = 0.7  # the paper's head dropout
+    channels: int = bounded(64, lo=1)
+    dropout: float = bounded(0.7, lo=0, hi=1, hi_open=True)  # the paper's head dropout
     # training (paper: Adam lr 2e-5, wd 0.1, StepLR(30, 0.5), 100 epochs, batch 1 — lr raised for the small scale)
-    epochs: int = 30
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    step_size: int = 30
-    lambda_iac: float = 1.4e-5  # CAS(ME)^2 value of the released code
-    lambda_sparsity: float = 2.5
-    smooth: str = "abs"
+    epochs: int = bounded(30, lo=1)
+    lr: float = bounded(1e-3, lo=0, lo_open=True)
+    weight_decay: float = bounded(0.1, lo=0)
+    step_size: int = bounded(30, lo=1)
+    lambda_iac: float = bounded(1.4e-5, lo=0)  # CAS(ME)^2 value of the released code
+    lambda_sparsity: float = bounded(2.5, lo=0)
+    smooth: str = bounded("abs", choices=("abs", "signed"))
     # experiment A
-    a_epochs: int = 8
-    a_itr: int = 10
-    a_margin: int = 20
+    a_epochs: int = bounded(8, lo=1)
+    a_itr: int = bounded(10, lo=5)  # GIM epochs
+    a_margin: int = bounded(20, lo=0)
     # experiment B / hard variant / ablation
     thr_grid: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)
-    b_seeds: int = 5
-    hard_seeds: int = 5
-    ablation_seeds: int = 3
+    b_seeds: int = bounded(5, lo=0)
+    hard_seeds: int = bounded(5, lo=0)
+    ablation_seeds: int = bounded(3, lo=0)
     iac_grid: tuple[float, ...] = (0.0, 1.4e-5, 0.1)
     # LOSO (report only)
-    loso_subjects: int = 4
-    loso_videos_per_subject: int = 3
-    loso_epochs: int = 10
+    loso_subjects: int = bounded(4, lo=0)  # 0 skips; 1 is refused below
+    loso_videos_per_subject: int = bounded(3, lo=1)
+    loso_epochs: int = bounded(10, lo=0)
     data_root: str = ""  # authors' feature/annotation folder; "" → env PFES_GIM_DATA → synthetic subjects
-    dataset: str = "CASME2"
+    dataset: str = bounded("CASME2", choices=("CASME2", "SAMM"))
     loso_track_epochs: bool = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("n_frames", "n_train", "n_val", "n_test", "channels", "epochs", "a_epochs", "step_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("b_seeds", "hard_seeds", "ablation_seeds", "loso_subjects", "loso_epochs"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        super().__post_init__()  # the bounds declared above; below: a rule bounded cannot express, the grids
         if self.loso_subjects == 1:
             raise ValueError("loso_subjects must be 0 (skip) or >= 2")
-        if self.n_frames < 250:
-            raise ValueError(f"n_frames must be >= 250 to fit the synthetic instances, got {self.n_frames}")
-        for name, lo, strict in (
-            ("lr", 0.0, True),
-            ("weight_decay", 0.0, False),
-            ("lambda_iac", 0.0, False),
-            ("lambda_sparsity", 0.0, False),
-        ):
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            if not ok or (v <= lo if strict else v < lo):
-                raise ValueError(
-                    f"{name} must be a finite number {'>' if strict else '>='} {lo:g}, got {v!r}"
-                )
-        for name in ("a_margin", "loso_videos_per_subject"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "a_margin" else 1):
-                raise ValueError(f"{name} must be an int >= {0 if name == 'a_margin' else 1}, got {v!r}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.a_itr < 5:
-            raise ValueError(f"a_itr must be >= 5 (GIM epochs), got {self.a_itr}")
         if not self.thr_grid or not self.iac_grid:
             raise ValueError("thr_grid and iac_grid must be non-empty")
         for name in ("thr_grid", "iac_grid"):
@@ -123,10 +94,6 @@ class Config(ExperimentConfig):
             ]
             if bad:
                 raise ValueError(f"{name} must hold finite numbers >= 0, got {bad}")
-        if self.dataset not in ("CASME2", "SAMM"):
-            raise ValueError(f"dataset must be 'CASME2' or 'SAMM', got {self.dataset!r}")
-        if self.smooth not in ("abs", "signed"):
-            raise ValueError(f"smooth must be 'abs' or 'signed', got {self.smooth!r}")
 
 
 PRESETS = {

@@ -22,12 +22,12 @@ Per video (batch size 1 as in the paper's training):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from ..common.fields import bounded, check_fields
 from .pseudo_labels import PseudoLabels
 
 
@@ -103,31 +103,23 @@ def focal_apex_loss(
 class LossConfig:
     """Loss weights. λ_IAC = 1.4e-5 and λ_s = 2.5 are the CAS(ME)² values (SAMM: 2e-6 and 0.3)."""
 
-    lambda_iac: float = 1.4e-5
-    lambda_sparsity: float = 2.5
-    smooth_weight: float = 0.1
-    smooth: str = (
-        "abs"  # "abs": mean |Δa| (a smoothness term); "signed": the released code's signed mean of Δa
-    )
+    lambda_iac: float = bounded(1.4e-5, lo=0)
+    lambda_sparsity: float = bounded(2.5, lo=0)
+    smooth_weight: float = bounded(0.1, lo=0)
+    # "abs": mean |Δa| (a smoothness term); "signed": the released code's signed mean of Δa
+    smooth: str = bounded("abs", choices=("abs", "signed"))
     reward: tuple[float, float] = (0.4, 0.6)
     apex_alpha: tuple[float, float] = (0.90, 0.93)
     apex_weight: tuple[float, float] = (1.0, 1.8)
-    apex_gamma: float = 1.0
-    apex_smooth: float = 0.25
-    apex_margin: int = 6
+    apex_gamma: float = bounded(1.0, lo=0)
+    apex_smooth: float = bounded(0.25, lo=0)
+    apex_margin: int = bounded(6, lo=0)
     apex_start: int = 5  # apex loss from this epoch on
     iac_temperature: float = 0.5
     iac_base_temperature: float = 0.07
 
     def __post_init__(self) -> None:
-        for name in ("lambda_iac", "lambda_sparsity", "smooth_weight", "apex_gamma", "apex_smooth"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-        if self.smooth not in ("abs", "signed"):
-            raise ValueError(f"smooth must be 'abs' or 'signed', got {self.smooth!r}")
-        if self.apex_margin < 0:
-            raise ValueError(f"apex_margin must be >= 0, got {self.apex_margin}")
+        check_fields(self)  # the bounds declared above
 
     @classmethod
     def samm(cls, **kw) -> LossConfig:

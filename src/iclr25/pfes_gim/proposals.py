@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.fields import bounded, check_fields
+
 
 @dataclass(frozen=True)
 class DatasetProfile:
@@ -42,10 +44,11 @@ class DatasetProfile:
     outer_ratio: float = 0.2
     apex_thr: float = 0.5
     apex_bonus: float = 0.2
-    soft_nms_sigma: float = 0.3
-    nms_iou: float = 0.5
+    soft_nms_sigma: float = bounded(0.3, lo=0, lo_open=True)
+    nms_iou: float = bounded(0.5, lo=0, hi=1, lo_open=True)
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the pairs and the theta list
         for nm in ("mae_len", "me_len"):
             lo, hi = getattr(self, nm)
             if not 1 <= lo <= hi:
@@ -54,10 +57,6 @@ class DatasetProfile:
             raise ValueError(f"cap must be >= 0 per class, got {self.cap}")
         if not self.thetas or any(not 0 <= t < 1 for t in self.thetas):
             raise ValueError(f"thetas must be non-empty values in [0, 1), got {self.thetas}")
-        if not self.soft_nms_sigma > 0:
-            raise ValueError(f"soft_nms_sigma must be > 0, got {self.soft_nms_sigma}")
-        if not 0 < self.nms_iou <= 1:
-            raise ValueError(f"nms_iou must be in (0, 1], got {self.nms_iou}")
 
     def at_frame_rate(self, fps: float, reference_fps: float | None = None) -> DatasetProfile:
         """This profile for videos at ``fps`` frames per second; its length limits are frame counts at

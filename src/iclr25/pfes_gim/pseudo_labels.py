@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..common.fields import bounded, check_fields
 from .data import MAE, ME, check_points
 
 REFERENCE_FPS = 30.0
@@ -66,15 +67,18 @@ class GIMConfig:
 
     k: tuple[int, int] = (32, 16)  # k_c: expected instance length (search radius k/4, count radius k/2)
     cap: tuple[int, int] = (36, 16)  # upper bound of the duration d
-    tau_start: float = 0.8
-    tau_end: float = 0.5
-    tau_decay: float = 80.0  # τ = tau_start − (itr − gim_start)/tau_decay until it reaches tau_end
-    duration_factor: float = 1.2
+    tau_start: float = bounded(0.8, lo=0, hi=1)
+    tau_end: float = bounded(0.5, lo=0, hi=1)  # <= tau_start
+    # τ = tau_start − (itr − gim_start)/tau_decay until it reaches tau_end
+    tau_decay: float = bounded(80.0, lo=0, lo_open=True)
+    duration_factor: float = bounded(1.2, lo=0, lo_open=True)
     apex_half: tuple[int, int] = (2, 1)  # apex-branch positives â ± apex_half
     hard_half: tuple[int, int] = (5, 3)  # hard stage window [p − h, p + h)
-    gim_start: int = 5  # first epoch that uses GIM (epochs 1..gim_start−1 use the medium stage)
+    # first epoch that uses GIM (epochs 1..gim_start−1 use the medium stage)
+    gim_start: int = bounded(5, lo=1)
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the (MaE, ME) pairs, rules across fields
         for name in ("k", "cap", "apex_half", "hard_half"):
             v = getattr(self, name)
             if len(v) != 2 or any(int(x) != x or x < 0 for x in v):
@@ -83,12 +87,8 @@ class GIMConfig:
             raise ValueError(f"k must be >= 4 for both classes, got {self.k!r}")
         if any(c < k // 2 for c, k in zip(self.cap, self.k, strict=True)):
             raise ValueError(f"cap must be >= k/2 per class, got cap={self.cap!r}, k={self.k!r}")
-        if not 0.0 <= self.tau_end <= self.tau_start <= 1.0:
+        if not self.tau_end <= self.tau_start:
             raise ValueError(f"need 0 <= tau_end <= tau_start <= 1, got {self.tau_end}, {self.tau_start}")
-        if not self.tau_decay > 0 or not self.duration_factor > 0:
-            raise ValueError("tau_decay and duration_factor must be > 0")
-        if self.gim_start < 1:
-            raise ValueError(f"gim_start must be >= 1, got {self.gim_start}")
 
     def at_frame_rate(self, fps: float, reference_fps: float = REFERENCE_FPS) -> GIMConfig:
         """This config for videos at ``fps`` frames per second, its frame constants being at ``reference_fps``.

@@ -11,7 +11,6 @@ subject*; that optimistic number is available as ``best_epoch`` and is labelled 
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,12 +18,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..common.fields import bounded, check_fields
 from .data import Video
 from .evaluation import SpottingCounts, loso_splits, video_counts
 from .losses import LossConfig, spotting_loss
 from .model import SpottingModel
 from .proposals import DatasetProfile, generate_proposals, get_profile
-from .pseudo_labels import GIMConfig, frame_scale, pseudo_labels_for_epoch
+from .pseudo_labels import GIMConfig, pseudo_labels_for_epoch
 
 
 @dataclass(frozen=True)
@@ -32,36 +32,24 @@ class SpottingTrainConfig:
     """Optimisation and supervision settings of :func:`fit` (defaults: the paper's training recipe — Adam lr 2e-5,
     weight decay 0.1, StepLR(30, 0.5), 100 epochs, batch 1; pseudo-labels hard → medium → GIM)."""
 
-    epochs: int = 100
-    lr: float = 2e-5
-    weight_decay: float = 0.1
-    step_size: int = 30
-    gamma: float = 0.5
-    pseudo_labels: str = "gim"  # "gim" (hard → medium → GIM schedule) or "hard" (hard windows throughout)
+    epochs: int = bounded(100, lo=1)
+    lr: float = bounded(2e-5, lo=0, lo_open=True)
+    weight_decay: float = bounded(0.1, lo=0)
+    step_size: int = bounded(30, lo=1)
+    gamma: float = bounded(0.5, lo=0, hi=1, lo_open=True)
+    # "gim" (hard → medium → GIM schedule) or "hard" (hard windows throughout)
+    pseudo_labels: str = bounded("gim", choices=("gim", "hard"))
     loss: LossConfig = field(default_factory=LossConfig)
     gim: GIMConfig = field(default_factory=GIMConfig)
     device: str = "cpu"
     # frames per second of the videos; None = the rate the GIM constants are given at (CAS(ME)², 30 fps).
     # When set, ``gim`` is rescaled with GIMConfig.at_frame_rate (and evaluate_loso's profile likewise).
-    frame_rate: float | None = None
+    frame_rate: float | None = bounded(None, kind=float, lo=0, lo_open=True, optional=True)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.epochs, int) or self.epochs < 1:
-            raise ValueError(f"epochs must be an int >= 1, got {self.epochs!r}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay)):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
-        if not isinstance(self.step_size, int) or self.step_size < 1 or not 0 < self.gamma <= 1:
-            raise ValueError(f"need step_size >= 1 and 0 < gamma <= 1, got {self.step_size}, {self.gamma}")
-        if self.pseudo_labels not in ("gim", "hard"):
-            raise ValueError(f"pseudo_labels must be 'gim' or 'hard', got {self.pseudo_labels!r}")
+        check_fields(self)  # the bounds declared above; below: the nested config
         if not isinstance(self.gim, GIMConfig):
             raise ValueError(f"gim must be a GIMConfig, got {type(self.gim).__name__}")
-        if self.frame_rate is not None:
-            frame_scale(self.frame_rate)  # a finite rate > 0
 
     @property
     def gim_at_rate(self) -> GIMConfig:
