@@ -13,6 +13,11 @@ sampling warpers (temperature, top-p) act after the switch, on the chosen branch
 
 The LM branch is Hugging Face's :class:`~transformers.UnbatchedClassifierFreeGuidanceLogitsProcessor` machinery:
 the noise model keeps its own KV cache and is advanced with the token actually chosen at each step.
+
+Where the math comes from: Duong et al., ICLR 2025 (arXiv 2502.13674), Fig. 1 (the mixture of p_LM and p_θ₀ that
+generates the synthetic preference dataset). The per-step switch with a binary α_t is written out as
+``y_t ~ p_θ(·|y<t, x) + α_t p_LM(·|y<t)``, α_t ∈ {0, 1}, in the authors' ``flbbb/scope-decoding`` README. The
+paper's own section/equation number for this step is not cited: it was not confirmed from the paper's text.
 """
 
 from __future__ import annotations
@@ -155,7 +160,8 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
 class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
     r"""Per-token switch between the grounded model's scores and a context-free noise LM (SCOPE's noisy generation).
 
-    The paper's mixture of p_θ₀ and p_LM (Fig. 1): at each step a coin z_t ~ Bernoulli(α) picks
+    The paper's mixture of p_θ₀ and p_LM (arXiv 2502.13674, Fig. 1; the formula as in the authors'
+    ``scope-decoding`` README, see the module docstring): at each step a coin z_t ~ Bernoulli(α) picks
     p_LM(·|y⁻<t) (z_t = 1) or p_θ₀(·|x, y⁻<t) (z_t = 0), so sampling follows (1 − α)·p_θ₀ + α·p_LM per token.
 
     Use one instance per ``generate`` call (it keeps the LM branch's KV cache). Greedy or sampling decoding with

@@ -10,6 +10,11 @@
 
 with sequence log-probabilities summed over the response tokens (prompt masked, EOS appended to both responses).
 ``sequence_logps`` / ``dpo_sigmoid_loss`` are a plain re-statement of that formula, used to check the trainer.
+
+Where the math comes from: Duong et al., ICLR 2025 (arXiv 2502.13674), Fig. 1 — the split of D into D₁ (SFT of
+p_LM into p_θ₀) and D₂ (noisy samples and preference fine-tuning). The loss above is the DPO objective of Rafailov
+et al., NeurIPS 2023 (arXiv 2305.18290), with π_ref = p_θ₀. The SCOPE paper's own section/equation numbers for
+the split and the loss are not cited: they were not confirmed from the paper's text.
 """
 
 from __future__ import annotations
@@ -266,6 +271,8 @@ def make_dpo_trainer(model, pairs, tokenizer, *, ref_model=None, args=None, **co
 def scope_dpo(model, pairs, tokenizer, *, ref_model=None, **config_overrides):
     """Preference-tune the SFT model on SCOPE pairs with TRL's DPO; returns ``(model, log_history)``.
 
+    The preference fine-tuning stage of the paper's Fig. 1 (loss: DPO, Rafailov et al. 2023; see the module docstring).
+
     Keyword overrides go to :func:`dpo_config` (e.g. ``learning_rate=1e-4, num_train_epochs=2`` at toy scale).
     """
     from transformers.trainer_callback import PrinterCallback
@@ -308,7 +315,9 @@ def dpo_sigmoid_loss(
     beta: float = 0.1,
 ) -> torch.Tensor:
     """Per-pair DPO loss −log σ(β[(log π_θ(y) − log π_ref(y)) − (log π_θ(y⁻) − log π_ref(y⁻))]): the objective of
-    SCOPE's preference fine-tuning (paper Fig. 1) with π_ref = p_θ₀, preferred y, dispreferred y⁻."""
+    SCOPE's preference fine-tuning (paper Fig. 1) with π_ref = p_θ₀, preferred y, dispreferred y⁻.
+
+    The formula is DPO's (Rafailov et al. 2023, arXiv 2305.18290); see the module docstring for what is cited."""
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
         raise ValueError(
             f"beta must be a finite number > 0 (DPO's KL strength; the paper uses 0.1), got {beta!r}"
