@@ -46,10 +46,16 @@ CASES = {
                 ("valid_frac", 1.0), ("soundscape_s", math.inf), ("model", "resnet")],
     "improver": [("n", 0), ("m", True), ("prev_k", -1), ("p_have", math.nan), ("lm_lr", 0.0),
                  ("temperature", math.inf), ("backend", "coq"), ("lean_file", None)],
+    "fosp": [("wm_updates", 0), ("eval_episodes", True), ("max_steps", -1), ("noref_adv_temperature", math.nan),
+             ("noref_qc_tolerance", math.inf), ("official_arm", 1)],
 }  # fmt: skip
 PARAMS = [(slug, name, value) for slug, cases in CASES.items() for name, value in cases]
 # library configs that call check_fields(self) themselves: (module, class, field, bad value)
 LIB_CASES = [
+    ("fosp.agent", "FOSPConfig", "seq_len", 1),
+    ("fosp.agent", "FOSPConfig", "tau_r", 1.0),
+    ("fosp.agent", "FOSPConfig", "actor_update", "sgd"),
+    ("fosp.agent", "FOSPConfig", "online_frac", math.nan),
     ("quantum_peft.model", "QuantumPEFTConfig", "rank", 0),
     ("quantum_peft.model", "QuantumPEFTConfig", "dropout", 1.0),
     ("quantum_peft.model", "QuantumPEFTConfig", "angle_bits", 17),

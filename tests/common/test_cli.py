@@ -104,7 +104,7 @@ def test_run_header_is_printed_before_the_experiment_is_imported(tmp_path):
         ("certainty_calibration", "solver=bogus", "solver must be one of"),
         ("certainty_calibration", "tau=0", "tau must be a number > 0"),
         ("pds", "proxy_heads=4000000", "must be divisible by proxy_heads"),
-        ("fosp", "latent=100000000000", "latent must be <= 65536"),
+        ("fosp", "agent.latent=100000000000", "agent.latent must be <= 65536"),
         ("mofflow", "test_per_size=100000000000", "test_per_size must be an int in [1, 10000000]"),
         ("dst_robustness", "ra_points=100000000000", "ra_points must be an int in [2, 10000]"),
         ("tool_planner", "llm_api_key=sk-secret", "environment"),

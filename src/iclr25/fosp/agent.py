@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from iclr25.common.fields import bounded, check_fields
 
 from .data import OfflineDataset, SequenceStore
 from .env import SafeNav2DVec, as_vector_env
@@ -56,120 +57,61 @@ class FOSPConfig:
     """Every FOSP hyper-parameter. Defaults: the paper's algorithm at laptop scale (sizes/lrs noted)."""
 
     # sizes (paper: deter 512, heads 2×512, batch 16×64, H = 15)
-    hidden: int = 64
-    deter: int = 64
-    latent: int = 32
-    encoder: str = "mlp"  # "cnn" for (H, W, 3) images
-    batch: int = 16
-    seq_len: int = 16
-    horizon: int = 10
-    gamma: float = 0.99  # paper 1 − 1/333
-    lam: float = 0.95
+    hidden: int = bounded(64, lo=1)
+    deter: int = bounded(64, lo=1)
+    latent: int = bounded(32, lo=1)
+    encoder: str = bounded("mlp", choices=("mlp", "cnn"))  # "cnn" for (H, W, 3) images
+    batch: int = bounded(16, lo=1)
+    seq_len: int = bounded(16, lo=2)
+    horizon: int = bounded(10, lo=1)
+    gamma: float = bounded(0.99, kind=float, lo=0, hi=1)  # paper 1 − 1/333
+    lam: float = bounded(0.95, kind=float, lo=0, hi=1)
     # optimisation (paper: wm 1e-4, critics/actor 3e-5)
-    wm_lr: float = 1e-3
-    critic_lr: float = 3e-4
-    actor_lr: float = 3e-4
-    wm_clip: float = 1000.0
-    critic_clip: float = 100.0
-    actor_clip: float = 100.0
-    cost_weight: float = 10.0
+    wm_lr: float = bounded(1e-3, kind=float, lo=0, lo_open=True)
+    critic_lr: float = bounded(3e-4, kind=float, lo=0, lo_open=True)
+    actor_lr: float = bounded(3e-4, kind=float, lo=0, lo_open=True)
+    wm_clip: float = bounded(1000.0, kind=float, lo=0, lo_open=True)
+    critic_clip: float = bounded(100.0, kind=float, lo=0, lo_open=True)
+    actor_clip: float = bounded(100.0, kind=float, lo=0, lo_open=True)
+    cost_weight: float = bounded(10.0, kind=float, lo=0, lo_open=True)
     # algorithm switches
-    use_cost: bool = True  # False = DreamerV3 (no cost critic, no constraint)
-    in_sample: bool = True  # offline in-sample Q term at dataset actions
-    ref: bool = True  # reachability guidance (False: u ≡ 1)
-    ref_target: str = "respo"  # "self" = official code (self-referential violation indicator)
-    ref_mu: float = 0.99
-    actor_update: str = "awr"  # "backprop" = official code / SafeDreamer
-    tau_r: float = 0.8  # expectile of V_r (u = Q − V convention); official code 0.2
-    tau_c: float = 0.2  # expectile of V_c: lower = minimum achievable cost
-    slow_mix: float = 0.02
-    slow_reg: float = 1.0
-    actor_entropy: float = 3e-4
-    w_max: float = 100.0
-    adv_temperature: float = 1.0  # w uses exp(β·Â); the paper's weights have β = 1 on normalised advantages
-    cost_limit: float = 0.0  # d
-    qc_tolerance: float = 0.05  # feasible action: Q_c ≤ d + tolerance (a regression head is never exactly 0)
-    pessimistic: bool = True  # J̃_c summed over the horizon (else averaged)
-    multiplier_init: float = 1e-6
-    penalty_init: float = 5e-9
-    penalty_growth: float = 1e-5
-    norm_decay: float = 0.99
+    use_cost: bool = bounded(True)  # False = DreamerV3 (no cost critic, no constraint)
+    in_sample: bool = bounded(True)  # offline in-sample Q term at dataset actions
+    ref: bool = bounded(True)  # reachability guidance (False: u ≡ 1)
+    # "self" = official code (self-referential violation indicator)
+    ref_target: str = bounded("respo", choices=("respo", "self"))
+    ref_mu: float = bounded(0.99, kind=float, lo=0, hi=1)
+    actor_update: str = bounded(
+        "awr", choices=("awr", "backprop")
+    )  # "backprop" = official code / SafeDreamer
+    # expectile of V_r (u = Q − V convention); official code 0.2
+    tau_r: float = bounded(0.8, kind=float, lo=0, hi=1, lo_open=True, hi_open=True)
+    # expectile of V_c: lower = minimum achievable cost
+    tau_c: float = bounded(0.2, kind=float, lo=0, hi=1, lo_open=True, hi_open=True)
+    slow_mix: float = bounded(0.02, kind=float, lo=0, hi=1)
+    slow_reg: float = bounded(1.0, kind=float, lo=0)
+    actor_entropy: float = bounded(3e-4, kind=float, lo=0)
+    w_max: float = bounded(100.0, kind=float, lo=0, lo_open=True)
+    # w uses exp(β·Â); the paper's weights have β = 1 on normalised advantages
+    adv_temperature: float = bounded(1.0, kind=float, lo=0)
+    cost_limit: float = bounded(0.0, kind=float, lo=0)  # d (costs are non-negative)
+    # feasible action: Q_c ≤ d + tolerance (a regression head is never exactly 0)
+    qc_tolerance: float = bounded(0.05, kind=float, lo=0)
+    pessimistic: bool = bounded(True)  # J̃_c summed over the horizon (else averaged)
+    multiplier_init: float = bounded(1e-6, kind=float, lo=0)
+    penalty_init: float = bounded(5e-9, kind=float, lo=0, lo_open=True)
+    penalty_growth: float = bounded(1e-5, kind=float, lo=0)
+    norm_decay: float = bounded(0.99, kind=float, lo=0, hi=1)
     # online (PEX)
-    pex_beta: float = 5.0
-    pex_kappa: float = 0.1
-    pex_shared_actor: bool = False  # True = official code (π_off shares π_on's parameters)
-    online_frac: float | None = None  # None: replay = D ∪ online sampled uniformly
+    pex_beta: float = bounded(5.0, kind=float, lo=0)
+    pex_kappa: float = bounded(0.1, kind=float, lo=0)
+    pex_shared_actor: bool = bounded(False)  # True = official code (π_off shares π_on's parameters)
+    # None: replay = D ∪ online sampled uniformly
+    online_frac: float | None = bounded(None, kind=float, lo=0, hi=1, optional=True)
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for n in ("hidden", "deter", "latent", "batch", "horizon", "seq_len"):
-            v = getattr(self, n)
-            if isinstance(v, bool):
-                raise ValueError(f"{n} must be an int, got {v!r}")
-        for n in (
-            "wm_lr", "critic_lr", "actor_lr", "wm_clip", "critic_clip", "actor_clip", "w_max", "cost_weight",
-            "gamma", "lam", "ref_mu", "slow_mix", "norm_decay", "tau_r", "tau_c", "cost_limit",
-        ):  # fmt: skip
-            if isinstance(getattr(self, n), bool):
-                raise ValueError(f"{n} must be a number, got {getattr(self, n)!r}")
-        for n in ("hidden", "deter", "latent", "batch", "horizon"):
-            v = getattr(self, n)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{n} must be an int >= 1, got {v!r}")
-        if not isinstance(self.seq_len, int) or self.seq_len < 2:
-            raise ValueError(f"seq_len must be an int >= 2, got {self.seq_len!r}")
-        for n in (
-            "wm_lr",
-            "critic_lr",
-            "actor_lr",
-            "wm_clip",
-            "critic_clip",
-            "actor_clip",
-            "w_max",
-            "cost_weight",
-        ):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{n} must be a finite number > 0, got {v!r}")
-        for n in ("gamma", "lam", "ref_mu", "slow_mix", "norm_decay"):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):  # NaN fails both comparisons
-                raise ValueError(f"{n} must be in [0, 1], got {v!r}")
-        for n in ("tau_r", "tau_c"):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and 0.0 < v < 1.0):
-                raise ValueError(f"{n} must be in (0, 1), got {v!r}")
-        if not (
-            isinstance(self.cost_limit, (int, float))
-            and math.isfinite(self.cost_limit)
-            and self.cost_limit >= 0
-        ):
-            raise ValueError(
-                f"cost_limit must be a finite number >= 0 (costs are non-negative), got {self.cost_limit!r}"
-            )
-        for n in (
-            "actor_entropy",
-            "slow_reg",
-            "qc_tolerance",
-            "adv_temperature",
-            "pex_beta",
-            "pex_kappa",
-            "multiplier_init",
-            "penalty_growth",
-        ):
-            v = getattr(self, n)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{n} must be a finite number >= 0, got {v!r}")
-        if not (self.penalty_init > 0 and math.isfinite(self.penalty_init)):
-            raise ValueError(f"penalty_init must be > 0, got {self.penalty_init!r}")
-        if self.ref_target not in ("respo", "self"):
-            raise ValueError(f"ref_target must be 'respo' or 'self', got {self.ref_target!r}")
-        if self.actor_update not in ("awr", "backprop"):
-            raise ValueError(f"actor_update must be 'awr' or 'backprop', got {self.actor_update!r}")
-        if self.encoder not in ("mlp", "cnn"):
-            raise ValueError(f"encoder must be 'mlp' or 'cnn', got {self.encoder!r}")
-        if self.online_frac is not None and not 0.0 <= self.online_frac <= 1.0:
-            raise ValueError(f"online_frac must be None or in [0, 1], got {self.online_frac!r}")
+        check_fields(self)  # every bound above: field, value and what was expected
 
     @classmethod
     def official_code(cls, **kw: Any) -> FOSPConfig:

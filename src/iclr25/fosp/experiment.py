@@ -25,6 +25,7 @@ import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
+from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
@@ -38,75 +39,93 @@ ONLINE_ARMS = ("pex", "direct", "scratch")
 
 
 MAX_WIDTH = 65_536  # upper bound on the world model's and heads' widths
+# the agent fields every arm shares (sizes, rates, constraint handling, replay mix); the algorithm switches are
+# each arm's own (FOSPConfig.safedreamer / .dreamerv3 / .official_code)
+SHARED_AGENT_FIELDS = (
+    "hidden",
+    "deter",
+    "latent",
+    "batch",
+    "seq_len",
+    "horizon",
+    "gamma",
+    "wm_lr",
+    "critic_lr",
+    "actor_lr",
+    "multiplier_init",
+    "penalty_init",
+    "penalty_growth",
+    "pessimistic",
+    "online_frac",
+)
 
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # data
-    episodes_per_policy: int = 60
-    max_steps: int = 200
-    # model sizes and optimisation (paper: deter/hidden 512, batch 16×64, H 15, γ 0.997, lr 1e-4 / 3e-5)
-    hidden: int = 64
-    deter: int = 64
-    latent: int = 32
-    batch: int = 8
-    seq_len: int = 8
-    horizon: int = 10
-    gamma: float = 0.99
-    wm_lr: float = 1e-3
-    critic_lr: float = 1e-3
-    actor_lr: float = 1e-3
-    # constraint handling (shared by every constrained arm)
-    multiplier_init: float = 0.0
-    penalty_init: float = 1e-3
-    penalty_growth: float = 1e-5
-    pessimistic: bool = False
-    # advantage temperature β (w uses exp(β·Â)) and cost-gate tolerance (1[Q_c ≤ d + tol]) of the two AWR arms,
-    # chosen on held-out seeds from one grid (``tuning.py``; the backprop arms have no such knob)
-    adv_temperature: float = 1.0
-    qc_tolerance: float = 0.05
-    noref_adv_temperature: float = 1.0
-    noref_qc_tolerance: float = 0.05
+    episodes_per_policy: int = bounded(60, lo=1)
+    max_steps: int = bounded(200, lo=1)
+    # the FOSP arm's agent (world model, critics, actor, constraint handling): every FOSPConfig field, set with
+    # dotted overrides (``--set agent.hidden=128``). The baselines (SafeDreamer-, DreamerV3-offline, the official
+    # arm) take its SHARED_AGENT_FIELDS — sizes, rates, constraint settings, replay mix — with their own algorithm
+    # switches; FOSP without REF is this agent with u ≡ 1 and its own (tuned) β and gate tolerance.
+    # Experiment defaults (paper: deter/hidden 512, batch 16×64, H 15, γ 0.997, lr 1e-4 / 3e-5): laptop scale.
+    agent: FOSPConfig = FOSPConfig(
+        hidden=64,
+        deter=64,
+        latent=32,
+        batch=8,
+        seq_len=8,
+        horizon=10,
+        gamma=0.99,
+        wm_lr=1e-3,
+        critic_lr=1e-3,
+        actor_lr=1e-3,
+        multiplier_init=0.0,
+        penalty_init=1e-3,
+        penalty_growth=1e-5,
+        pessimistic=False,
+        online_frac=0.5,
+        adv_temperature=1.0,
+        qc_tolerance=0.05,
+    )
+    # advantage temperature β (w uses exp(β·Â)) and cost-gate tolerance (1[Q_c ≤ d + tol]) of FOSP without REF (the
+    # FOSP arm's are agent.adv_temperature / agent.qc_tolerance), chosen on held-out seeds from one grid
+    # (``tuning.py``; the backprop arms have no such knob)
+    noref_adv_temperature: float = bounded(1.0, kind=float, lo=0)
+    noref_qc_tolerance: float = bounded(0.05, kind=float, lo=0)
     # how the two knobs above were chosen (grid, held-out seeds, choice), shown in the report
-    tuning_record: str = ""
+    tuning_record: str = bounded("", kind=str)
     # environment: "SafeNav2D" (numpy, this package) or a Safety-Gymnasium id (needs the optional extra)
     env_id: str = "SafeNav2D"
     # budgets
-    wm_updates: int = 1000
-    offline_updates: int = 1000
-    online_env_steps: int = 2000
-    online_envs: int = 8
-    updates_per_step: int = 1
-    online_frac: float | None = 0.5
-    eval_episodes: int = 10
-    official_arm: bool = False  # report-only arm with the official code's four behaviours
+    wm_updates: int = bounded(1000, lo=1)
+    offline_updates: int = bounded(1000, lo=1)
+    online_env_steps: int = bounded(2000, lo=1)
+    online_envs: int = bounded(8, lo=1)
+    updates_per_step: int = bounded(1, lo=1)
+    eval_episodes: int = bounded(10, lo=1)
+    official_arm: bool = bounded(False)  # report-only arm with the official code's four behaviours
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for n in (
-            "episodes_per_policy",
-            "max_steps",
-            "wm_updates",
-            "offline_updates",
-            "online_envs",
-            "updates_per_step",
-            "eval_episodes",
-        ):
-            v = getattr(self, n)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{n} must be an int >= 1, got {v!r}")
-        if (
-            not isinstance(self.online_env_steps, int)
-            or self.online_env_steps < self.online_envs * self.seq_len
-        ):
+        super().__post_init__()  # every bounded field
+        if not isinstance(self.agent, FOSPConfig):
+            raise ValueError(f"agent must be a FOSPConfig, got {type(self.agent).__name__}")
+        if self.agent.device != "cpu":
             raise ValueError(
-                f"online_env_steps must be an int >= online_envs·seq_len = {self.online_envs * self.seq_len}, "
+                f"agent.device must stay 'cpu' (the run's device is the config's device / --device), got "
+                f"{self.agent.device!r}"
+            )
+        min_steps = self.online_envs * self.agent.seq_len
+        if not isinstance(self.online_env_steps, int) or self.online_env_steps < min_steps:
+            raise ValueError(
+                f"online_env_steps must be an int >= online_envs·agent.seq_len = {min_steps}, "
                 f"got {self.online_env_steps!r}"
             )
         for n in ("hidden", "deter", "latent"):
-            v = getattr(self, n)
+            v = getattr(self.agent, n)
             if isinstance(v, int) and v > MAX_WIDTH:  # a typo such as 1e11 would only die in the allocator
-                raise ValueError(f"{n} must be <= {MAX_WIDTH} (a network width), got {v!r}")
+                raise ValueError(f"agent.{n} must be <= {MAX_WIDTH} (a network width), got {v!r}")
         if not isinstance(self.env_id, str) or not (
             self.env_id == "SafeNav2D" or self.env_id.startswith("Safety")
         ):
@@ -114,46 +133,30 @@ class Config(ExperimentConfig):
                 f"env_id must be 'SafeNav2D' or a Safety-Gymnasium id such as 'SafetyPointGoal1-v0', got "
                 f"{self.env_id!r}"
             )
-        if not isinstance(self.tuning_record, str):
-            raise ValueError(f"tuning_record must be a str, got {type(self.tuning_record).__name__}")
         for kind in ("fosp", "fosp_noref"):
             self.agent_config(kind)  # validates the shared agent fields and both arms' knobs
 
     def agent_config(self, kind: str = "fosp") -> FOSPConfig:
-        """The FOSPConfig of one arm: shared sizes/rates; the AWR arms get their (tuned) temperature and gate."""
-        common = dict(
-            hidden=self.hidden,
-            deter=self.deter,
-            latent=self.latent,
-            batch=self.batch,
-            seq_len=self.seq_len,
-            horizon=self.horizon,
-            gamma=self.gamma,
-            wm_lr=self.wm_lr,
-            critic_lr=self.critic_lr,
-            actor_lr=self.actor_lr,
-            multiplier_init=self.multiplier_init,
-            penalty_init=self.penalty_init,
-            penalty_growth=self.penalty_growth,
-            pessimistic=self.pessimistic,
-            online_frac=self.online_frac,
-            device="cpu" if self.device == "auto" else self.device,
-        )
+        """The FOSPConfig of one arm: ``agent`` for FOSP; FOSP without REF = ``agent`` with u ≡ 1 and its own β and
+        gate; the baselines = their factory with the agent's SHARED_AGENT_FIELDS."""
+        device = "cpu" if self.device == "auto" else self.device
         if kind == "fosp":
-            return FOSPConfig(**common, adv_temperature=self.adv_temperature, qc_tolerance=self.qc_tolerance)
+            return dataclasses.replace(self.agent, device=device)
         if kind == "fosp_noref":
-            return FOSPConfig(
-                **common,
+            return dataclasses.replace(
+                self.agent,
+                device=device,
                 ref=False,
                 adv_temperature=self.noref_adv_temperature,
                 qc_tolerance=self.noref_qc_tolerance,
             )
+        shared = {n: getattr(self.agent, n) for n in SHARED_AGENT_FIELDS}
         if kind == "safedreamer":
-            return FOSPConfig.safedreamer(**common)
+            return FOSPConfig.safedreamer(**shared, device=device)
         if kind == "dreamerv3":
-            return FOSPConfig.dreamerv3(**common)
+            return FOSPConfig.dreamerv3(**shared, device=device)
         if kind == "official":
-            return FOSPConfig.official_code(**common)
+            return FOSPConfig.official_code(**shared, device=device)
         raise ValueError(
             f"kind must be one of fosp, fosp_noref, safedreamer, dreamerv3, official; got {kind!r}"
         )
@@ -169,47 +172,46 @@ PRESETS = {
         online_env_steps=96,
         online_envs=4,
         eval_episodes=3,
-        hidden=32,
-        deter=32,
-        latent=16,
-        horizon=5,
+        agent=dataclasses.replace(Config.agent, hidden=32, deter=32, latent=16, horizon=5),
     ),
     # 2 idle cores, 8 minutes: the budget measured in CPU-seconds per update (README, "Budget"); the AWR arms'
     # temperature / gate chosen on held-out seeds 100 and 101 from tuning.GRID (results/quick/fosp/tuning.json)
     "quick": Config(
-        wm_updates=1200,
-        offline_updates=700,
-        online_env_steps=3500,
+        wm_updates=1000,
+        offline_updates=560,
+        online_env_steps=2800,
         online_envs=16,
-        adv_temperature=10.0,
-        qc_tolerance=0.5,
-        noref_adv_temperature=1.0,
-        noref_qc_tolerance=0.05,
-        tuning_record="grid (β, gate tol) = [(1.0, 0.05), (10.0, 0.05), (10.0, 0.5)] on held-out seeds [100, 101] at this preset's budget, score = base-layout return − cost; mean scores FOSP [3.8, -6.8, 16.9] → (10, 0.5), FOSP w/o REF [19.4, 4.1, 5.1] → (1, 0.05) (tuning.json)",
+        agent=dataclasses.replace(Config.agent, adv_temperature=1.0, qc_tolerance=0.05),
+        noref_adv_temperature=10.0,
+        noref_qc_tolerance=0.5,
+        tuning_record="grid (β, gate tol) = [(1.0, 0.05), (10.0, 0.05), (10.0, 0.5)] on held-out seeds [100, 101] at this preset's budget, score = base-layout return − cost; mean scores FOSP [29.9, 24.9, 25.7] → (1, 0.05), FOSP w/o REF [14.8, 21.6, 41.1] → (10, 0.5) (tuning.json)",
     ),
     # the paper's sizes and rates on the state-based SafetyPointGoal1 (optional safety-gymnasium extra)
     "full": Config(
         env_id="SafetyPointGoal1-v0",
         episodes_per_policy=1000,
-        hidden=512,
-        deter=512,
-        latent=64,
-        batch=16,
-        seq_len=64,
-        horizon=15,
-        gamma=1 - 1 / 333,
-        wm_lr=1e-4,
-        critic_lr=3e-5,
-        actor_lr=3e-5,
-        multiplier_init=1e-6,
-        penalty_init=5e-9,
-        pessimistic=True,
+        agent=dataclasses.replace(
+            Config.agent,
+            hidden=512,
+            deter=512,
+            latent=64,
+            batch=16,
+            seq_len=64,
+            horizon=15,
+            gamma=1 - 1 / 333,
+            wm_lr=1e-4,
+            critic_lr=3e-5,
+            actor_lr=3e-5,
+            multiplier_init=1e-6,
+            penalty_init=5e-9,
+            pessimistic=True,
+            online_frac=None,
+        ),
         wm_updates=20000,
         offline_updates=20000,
         online_env_steps=200_000,
         online_envs=16,
         updates_per_step=8,
-        online_frac=None,
         eval_episodes=50,
         official_arm=True,
         device="auto",
