@@ -529,7 +529,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         all_of(
             "gain_grows_with_shift",
             "The simulation's PSNR gain grows with the lateral shift "
-            "(Δy = 1, 2, 3 m, 3-seed means) and detection AP at Δy = 2 m is at least as high with it",
+            "(Δy = 1, 2, 3 m, means over seeds) and detection AP at Δy = 2 m is at least as high with it",
             parts,
         )
     )
