@@ -3,6 +3,8 @@
 The paper's protocol (ICLR 2025; arXiv 2511.16952): F1 at IoU ≥ 0.5 for macro-expressions, micro-expressions and
 overall, under leave-one-subject-out on SAMM-LV and CAS(ME)²; the counting is the released code's
 (``eval/eval_detection.py::compute_average_precision_detection``, which despite its name counts TP/FP).
+Paper location: the abstracts name the datasets (SAMM-LV, CAS(ME)², and CAS(ME)³ in arXiv 2511.16952); the
+section giving the metric and protocol is not confirmed.
 
 Per class, predictions are taken in decreasing score; a prediction is a true positive when the
 highest-IoU *unmatched* ground-truth interval of the same class in the same video has IoU ≥ 0.5, otherwise a

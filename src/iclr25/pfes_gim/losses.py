@@ -4,8 +4,14 @@ Paper (ICLR 2025; arXiv 2511.16952): the intensity branch regresses the GIM soft
 apex classification branch is trained on the pseudo-apex frames, and the **Intensity-Aware Contrastive (IAC)
 loss** contrasts neutral frames with expression frames of various intensities (:func:`iac_loss`). The terms and
 weights below are the released code's (``model.py::CO2.soft_frame_loss`` and ``CO2.criterion``; IAC:
-``SupConLossWithWeight``; apex: ``_focal_loss``); the paper's equation numbers are not cited (method card,
-"Released code vs paper").
+``SupConLossWithWeight``; apex: ``_focal_loss``; KinopioIsAllIn/GIM at 92f5e28).
+
+Paper location: the IAC loss, the intensity branch's GIM supervision and the apex branch are named in the
+abstracts of arXiv 2511.16952 (https://arxiv.org/html/2511.16952) and the ICLR 2025 paper; their section and
+equation numbers, and the paper's form of the total loss, could not be read (issue #39: only the abstract is in
+the stored pages), so none is cited. The MSE / smoothness / reward terms, γ, α, the temperatures and every
+weight below are from the released code, not from a paper equation I could check (method card, "Paper
+locations cited in the code").
 
 Per video (batch size 1 as in the paper's training):
 
@@ -39,7 +45,9 @@ def iac_loss(
     base_temperature: float = 0.07,
     unit_weights: bool = False,
 ) -> torch.Tensor:
-    """Intensity-Aware Contrastive loss (paper: the IAC loss; released code: ``SupConLossWithWeight``):
+    """Intensity-Aware Contrastive loss (paper: the IAC loss, named in the abstracts of the ICLR 2025 paper and
+    arXiv 2511.16952 — neutral frames contrasted with expression frames of various intensities; § / Eq. not
+    confirmed; released code: ``model.py::SupConLossWithWeight``):
     supervised contrastive learning with intensity pair weights.
 
     ``features``: ``(N, C)`` (not normalised, as in the paper's code); ``labels``: ``(N,)`` 0 = neutral,
@@ -88,7 +96,9 @@ def iac_loss(
 def focal_apex_loss(
     q: torch.Tensor, target: torch.Tensor, alpha: float, gamma: float = 1.0, smooth: float = 0.25
 ):
-    """Loss of the paper's class-aware apex classification branch (released code: ``_focal_loss``):
+    """Loss of the paper's class-aware apex classification branch (arXiv 2511.16952, abstract: the branch tells
+    MaE from ME from the pseudo-apex frames; § / Eq. and the paper's form of this loss not confirmed; released
+    code: ``model.py::_focal_loss``):
     ``−mean_t[α|1−q|^γ·1[y=1]·log q + (1−α)|0.25 − q|^γ·1[y=0]·log(1 − q)]``; frames with y = −1 ignored."""
     pos = (target > 0).float()
     neg = (target == 0).float()
@@ -101,7 +111,10 @@ def focal_apex_loss(
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Loss weights. λ_IAC = 1.4e-5 and λ_s = 2.5 are the CAS(ME)² values (SAMM: 2e-6 and 0.3)."""
+    """Loss weights. λ_IAC = 1.4e-5 and λ_s = 2.5 are the CAS(ME)² values (SAMM: 2e-6 and 0.3).
+
+    Paper location: not confirmed — the values are the released code's (``CO2.criterion``: ``ha`` 2.5 / 0.3;
+    ``CO2.soft_frame_loss``: the IAC coefficient), not read from the paper."""
 
     lambda_iac: float = bounded(1.4e-5, lo=0)
     lambda_sparsity: float = bounded(2.5, lo=0)
@@ -150,7 +163,10 @@ def spotting_loss(
     cfg: LossConfig = LossConfig(),
 ) -> dict[str, torch.Tensor]:
     """All loss terms for one video (released code: ``CO2.soft_frame_loss`` + the sparsity term of
-    ``CO2.criterion``). ``intensity`` ``(T,)``, ``apex`` ``(T, 2)``, ``features`` ``(T, C)``."""
+    ``CO2.criterion``). ``intensity`` ``(T,)``, ``apex`` ``(T, 2)``, ``features`` ``(T, C)``.
+
+    Paper location: the total training objective's section / equation in arXiv 2511.16952 is not confirmed;
+    the terms and weights here are the released code's."""
     a = intensity.reshape(-1)
     T = a.shape[0]
     y = pl.soft.to(a.device).detach()

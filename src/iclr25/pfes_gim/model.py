@@ -5,6 +5,10 @@ Paper (ICLR 2025; arXiv 2511.16952): the **two-branch framework** — a class-ag
 micro-expressions from their pseudo-apex frames; at inference the two work independently. Layer shapes, dropout
 and initialisation follow the released code (``model.py::CO2``).
 
+Paper location: the two-branch framework and both branches are named in the abstract of arXiv 2511.16952
+(https://arxiv.org/html/2511.16952) and of the ICLR 2025 paper; the section describing the heads is not
+confirmed (its text could not be read here, issue #39), so no § / Eq. is cited.
+
 * Class-agnostic intensity branch: ``G = Dropout(LeakyReLU_0.2(Conv1x1(F)))`` (attention features),
   ``a_t = σ(Dropout(Conv1x1_{C→1}(G)))``.
 * Class-aware apex branch: ``q_t = σ(Dropout(Conv1x1_{C→2}(F)))`` — "is a MaE apex", "is a ME apex".

@@ -6,6 +6,11 @@ as macro- or micro-expressions. The procedure and the dataset settings are the r
 (``proposal_methods.py::multiple_threshold_hamnet`` and ``nms``; the scoring follows ``utils/wsad_utils.py``'s
 ``get_proposal_oic_2``, the closest surviving relative of the ``get_proposal_oic_3`` the release lacks).
 
+Paper location: the independent use of the two branches at inference is stated in the abstract of arXiv
+2511.16952 (https://arxiv.org/html/2511.16952); the inference section's number and any equation for the
+proposal score are not confirmed. The thresholds θ, the outer-inner score, soft-NMS σ, caps and length limits
+are the released code's only.
+
 Detections are ``(n, 4)`` float arrays with columns ``[start, end, class, score]``; ``start``/``end`` are
 inclusive frame indices, class 0 = MaE, 1 = ME.
 
@@ -219,7 +224,10 @@ def nms(dets: np.ndarray, iou_thr: float = 0.5, cap: int | None = None) -> np.nd
 
 
 def generate_proposals(intensity, apex, profile: str | DatasetProfile = "CASME2") -> np.ndarray:
-    """Final detections of one video: ``(n, 4)`` ``[start, end, class, score]`` sorted by score per class."""
+    """Final detections of one video: ``(n, 4)`` ``[start, end, class, score]`` sorted by score per class.
+
+    Paper location: inference with the two branches used independently (arXiv 2511.16952, abstract); § not
+    confirmed. Procedure: released code, ``proposal_methods.py::multiple_threshold_hamnet``."""
     prof = get_profile(profile)
     cand = candidates(intensity, apex, prof)
     out = []

@@ -4,11 +4,14 @@ Paper (Deng, Hayashi, Nagahara, ICLR 2025; extended version arXiv 2511.16952): t
 two-branch framework, which supervises the class-agnostic intensity branch — "detect the pseudo-apex frame
 around each point label, estimate the duration, and construct a Gaussian distribution for each expression
 instance", then assign the Gaussian's values as soft pseudo-labels to the pseudo-expression frames — in place of
-the hard pseudo-labelling it is compared with. The steps below cite the paper by these step names; its section
-and equation numbers are not cited because the PDF was not available when this was written (method card,
-"Released code vs paper"). The constants and the epoch schedule are the released code's
-(``model.py::CO2.criterion`` calling ``soft_pseudo_label_attention_individual_init3`` / ``_medium`` /
-``_adaptive``).
+the hard pseudo-labelling it is compared with. The steps below cite the paper by these step names.
+
+Paper location: the three GIM steps are named in the abstract of arXiv 2511.16952 (read at
+https://arxiv.org/html/2511.16952) and of the ICLR 2025 paper (proceedings abstract page); the section and
+equation numbers of the method text could not be read (issue #39: only the abstract of the arXiv HTML is in
+the stored pages), so none is cited — see the method card's "Paper locations cited in the code". The constants
+and the epoch schedule are the released code's (KinopioIsAllIn/GIM at 92f5e28, ``model.py::CO2.criterion``
+calling ``soft_pseudo_label_attention_individual_init3`` / ``_medium`` / ``_adaptive``).
 
 GIM (Gaussian-based instance-adaptive intensity modelling) turns one labelled frame p of an expression
 instance into a soft per-frame intensity target, per instance and per epoch (``itr`` = epoch index):
@@ -129,7 +132,10 @@ class PseudoLabels:
 
 def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
     """τ(itr) = 0.8 − (itr − 5)/80, floored at 0.5 (reached at itr = 29): the threshold of the paper's GIM
-    duration estimation (values: the released code's ``_adaptive``)."""
+    duration estimation (values: the released code's ``_adaptive``).
+
+    Paper location: GIM "estimating the duration" (arXiv 2511.16952, abstract); § / Eq. not confirmed. The
+    schedule's values are not in the abstract; they are read from the released code only."""
     if not isinstance(itr, (int, np.integer)) or isinstance(itr, bool):
         raise ValueError(f"itr must be an int epoch index, got {itr!r}")
     if itr < cfg.gim_start:
@@ -139,7 +145,10 @@ def reliability_threshold(itr: int, cfg: GIMConfig = GIMConfig()) -> float:
 
 def gim_duration(n_reliable: int, cls: int, cfg: GIMConfig = GIMConfig()) -> int:
     """GIM duration estimation (paper): ``d = min(cap, max(k/2, round(1.2 n)))`` (Python's round, as in the
-    released code); ``n_reliable`` is a frame count (int >= 0), ``cls`` 0 (MaE) or 1 (ME)."""
+    released code); ``n_reliable`` is a frame count (int >= 0), ``cls`` 0 (MaE) or 1 (ME).
+
+    Paper location: GIM duration estimation (arXiv 2511.16952, abstract); § / Eq. not confirmed. The factor
+    1.2, k and cap are the released code's (``soft_pseudo_label_attention_individual_adaptive``)."""
     if not isinstance(n_reliable, (int, np.integer)) or isinstance(n_reliable, bool) or n_reliable < 0:
         raise ValueError(f"n_reliable must be a frame count (int >= 0), got {n_reliable!r}")
     if isinstance(cls, bool) or cls not in (MAE, ME):
@@ -182,6 +191,9 @@ def hard_pseudo_labels(
 
     With ``apex=True`` the apex-branch positives are ``p ± apex_half`` (the hard-label baseline's stand-in for
     the pseudo-apex; the released code has no apex targets in this stage).
+
+    Paper location: "hard pseudo-labeling", the baseline GIM replaces, is named in the abstracts of the ICLR 2025
+    paper and arXiv 2511.16952; § / Eq. not confirmed. Window sizes: released code (``..._init3``).
     """
     p, c, order = _prepare(points, classes, n_frames)
     soft = torch.zeros(n_frames, 2)
@@ -201,7 +213,10 @@ def hard_pseudo_labels(
 @torch.no_grad()
 def medium_pseudo_labels(features, points, classes, itr: int) -> PseudoLabels:
     """Epochs 1–4: Gaussian of attention features around p on ``[p − 2h, p + 2h]`` (MaE) / ``[p − h, p + h]`` (ME),
-    h = 1 for itr < 3 else 2 (the released code's warm-up stage ``_medium``, before GIM starts)."""
+    h = 1 for itr < 3 else 2 (the released code's warm-up stage ``_medium``, before GIM starts).
+
+    Paper location: none found — this warm-up stage is known from the released code only (the abstracts do not
+    mention it; the method text could not be read)."""
     g = torch.as_tensor(features, dtype=torch.float32).detach()
     T = g.shape[0]
     p, c, order = _prepare(points, classes, T)
@@ -222,6 +237,13 @@ def gim_pseudo_labels(
 ) -> PseudoLabels:
     """GIM soft pseudo-labels for one video (paper: the GIM module — pseudo-apex detection, duration estimation,
     instance-level Gaussian; released code: ``_adaptive``).
+
+    Paper location: GIM module — "detecting the pseudo-apex frame around each point label, estimating the
+    duration, and constructing an instance-level Gaussian distribution" that assigns soft pseudo-labels
+    (arXiv 2511.16952, abstract; the ICLR 2025 abstract names the same three steps); the section and the
+    equations of the Gaussian and of the pseudo-apex search are not confirmed. Step 5 (apex-branch positives)
+    follows the abstract's "class-aware apex classification branch ... based on their pseudo-apex frames"; its
+    ±2 / ±1 windows are the released code's.
 
     ``intensity``: ``(T,)`` predicted class-agnostic intensity a_t in [0, 1]; ``features``: ``(T, C)`` attention
     features g_t; ``points``/``classes``: ``(n,)`` labelled frames and their classes; ``itr``: epoch (≥ gim_start).
@@ -258,9 +280,11 @@ def gim_pseudo_labels(
 def pseudo_labels_for_epoch(
     itr: int, intensity, features, points, classes, mode: str = "gim", cfg: GIMConfig = GIMConfig()
 ) -> PseudoLabels:
-    """The training schedule. ``mode='gim'``: hard (itr 0) → medium (1..4) → GIM (≥ 5), as in the paper's
-    training (released code: ``CO2.criterion``); ``mode='hard'``: hard windows at every epoch (the hard-label
-    baseline)."""
+    """The training schedule. ``mode='gim'``: hard (itr 0) → medium (1..4) → GIM (≥ 5), as in the released
+    training (``model.py::CO2.criterion``); ``mode='hard'``: hard windows at every epoch (the hard-label
+    baseline).
+
+    Paper location: not confirmed — the abstracts do not state the epoch schedule; it is the released code's."""
     T = int(torch.as_tensor(intensity).reshape(-1).shape[0])
     if mode == "hard" or itr < 1:
         return hard_pseudo_labels(points, classes, T, cfg)

@@ -2,7 +2,8 @@
 
 The paper's recipe (values from the released code's README command and ``main.py``): Adam (lr 2e-5, weight
 decay 0.1), StepLR(30, 0.5), 100 epochs, one video per step; pseudo-labels from :func:`pseudo_labels_for_epoch`
-with the model's current (detached) outputs.
+with the model's current (detached) outputs. Paper location: not confirmed — these values are read from the
+released code, not from the paper's implementation-details section, which could not be read here (issue #39).
 
 :func:`evaluate_loso` reports the model after a *fixed* number of epochs for every held-out subject (the
 honest protocol). The released code instead keeps, per subject, the epoch with the best F1 *on that test
