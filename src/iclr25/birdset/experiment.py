@@ -63,6 +63,8 @@ REQUIRED = (
     "C/scape/cmAP",
     "data/scape_classes_present",
 )
+# BirdTrainConfig fields one_seed sets per arm (decoding, augmentations) and seed; Config.train keeps the defaults
+_PER_ARM = {n: getattr(BirdTrainConfig(), n) for n in ("decoding", "augment", "seed")}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,6 @@ class Config(ExperimentConfig):
     soundscape_s: float = bounded(60.0, lo=5.0)  # >= 5 s: one window
     calls_per_minute: float = 15.0
     scape_snr_db: tuple[float, float] = (-5.0, 10.0)
-    sample_rate: int = bounded(16_000, lo=1)
     n_background: int = bounded(40, lo=1)
     background_s: float = 10.0
     # focal validation split (by recording)
@@ -90,21 +91,21 @@ class Config(ExperimentConfig):
     # DT data pipeline (benchmark defaults)
     class_limit: int = bounded(600, lo=1)
     event_limit: int = bounded(5, lo=1)
-    extension_time: float = 8.0
-    # front end
-    n_fft: int = bounded(512, lo=1)
-    hop_length: int = bounded(256, lo=1)
-    n_mels: int = bounded(64, lo=1)
-    freq_mask: int = 50  # the benchmark masks 100 of 513 bins / 100 of 501 frames; same fractions here
-    time_mask: int = 62
+    # front end, every MelConfig field, set with dotted overrides (``--set mel.n_mels=128``). ``mel.sample_rate`` is
+    # the rate of all the audio (the synthetic benchmark is rendered at it; the augmentations run at it). The
+    # benchmark masks 100 of 513 bins / 100 of 501 frames; same fractions here.
+    mel: MelConfig = MelConfig(
+        sample_rate=16_000, n_fft=512, hop_length=256, n_mels=64, freq_mask=50, time_mask=62
+    )
     # model and optimisation (equal for every arm)
     model: str = bounded("cnn", choices=("cnn", "efficientnet", "convnext", "ast"))
     model_size: str = bounded("toy", choices=("toy", "paper"))  # for the transformers families
     channels: tuple[int, ...] = (16, 32, 64, 64)
-    steps: int = bounded(600, lo=1)
-    batch_size: int = bounded(32, lo=1)
-    lr: float = bounded(1e-3, lo=0, lo_open=True)
-    weight_decay: float = bounded(5e-4, lo=0)
+    # every arm's training (``--set train.steps=1500``); train.extension_time also widens the focal-validation
+    # events. The per-arm parts (decoding, augment, seed) are set in one_seed and must stay at their defaults here.
+    train: BirdTrainConfig = BirdTrainConfig(
+        steps=600, batch_size=32, lr=1e-3, weight_decay=5e-4, extension_time=8.0
+    )
     arms: tuple[str, ...] = ("A", "B", "C")
 
     def __post_init__(self) -> None:
@@ -113,22 +114,21 @@ class Config(ExperimentConfig):
             raise ValueError(f"focal_duration must be (low >= 5 s, high >= low), got {self.focal_duration!r}")
         if self.focal_bounds[0] < 5.0 or self.focal_bounds[1] < self.focal_bounds[0]:
             raise ValueError(f"focal_bounds must be (low >= 5 s, high >= low), got {self.focal_bounds!r}")
+        if not isinstance(self.mel, MelConfig):
+            raise ValueError(f"mel must be a MelConfig, got {type(self.mel).__name__}")
+        if not isinstance(self.train, BirdTrainConfig):
+            raise ValueError(f"train must be a BirdTrainConfig, got {type(self.train).__name__}")
+        for name, default in _PER_ARM.items():
+            if getattr(self.train, name) != default:
+                raise ValueError(
+                    f"train.{name} is set per arm and seed in one_seed; leave it at {default!r}, "
+                    f"got {getattr(self.train, name)!r}"
+                )
         bad = [a for a in self.arms if a not in ARMS]
         if bad or not {"A", "B", "C"} <= set(self.arms):
             raise ValueError(
                 f"arms must include 'A', 'B' and 'C' (the claims compare them), got {self.arms!r}"
             )
-
-    @property
-    def mel(self) -> MelConfig:
-        return MelConfig(
-            sample_rate=self.sample_rate,
-            n_fft=self.n_fft,
-            hop_length=self.hop_length,
-            n_mels=self.n_mels,
-            freq_mask=self.freq_mask,
-            time_mask=self.time_mask,
-        )
 
 
 PRESETS = {
@@ -143,41 +143,37 @@ PRESETS = {
         soundscape_s=30.0,
         n_background=6,
         background_s=6.0,
-        n_mels=32,
-        hop_length=512,
-        time_mask=31,
+        mel=replace(Config.mel, n_mels=32, hop_length=512, time_mask=31),
         channels=(8, 16, 16, 16),
-        steps=12,
-        batch_size=16,
+        train=replace(Config.train, steps=12, batch_size=16),
     ),
     "quick": Config(
         seeds=3,
         n_species=10,
         focal_per_species=16,
         n_soundscapes=16,
-        n_mels=32,
-        hop_length=512,
-        time_mask=31,
+        mel=replace(Config.mel, n_mels=32, hop_length=512, time_mask=31),
         channels=(8, 16, 32, 64),
-        steps=240,
-        batch_size=32,
+        train=replace(Config.train, steps=240, batch_size=32),
     ),
     "full": Config(
         seeds=3,
         n_species=50,
         focal_per_species=30,
         n_soundscapes=40,
-        sample_rate=32_000,
-        n_fft=1024,
-        hop_length=320,
-        n_mels=128,
-        freq_mask=100,
-        time_mask=100,
+        mel=replace(
+            Config.mel,
+            sample_rate=32_000,
+            n_fft=1024,
+            hop_length=320,
+            n_mels=128,
+            freq_mask=100,
+            time_mask=100,
+        ),
         model="efficientnet",
         model_size="paper",
-        steps=1500,  # ≈ 30 epochs of the ~3,200 event rows at batch 64
-        batch_size=64,
-        lr=5e-4,
+        # steps: ≈ 30 epochs of the ~3,200 event rows at batch 64
+        train=replace(Config.train, steps=1500, batch_size=64, lr=5e-4),
         n_background=200,
         device="auto",
     ),
@@ -192,7 +188,7 @@ def build_benchmark(cfg: Config, seed: int):
     focal = make_focal_recordings(
         species,
         cfg.focal_per_species,
-        cfg.sample_rate,
+        cfg.mel.sample_rate,
         "xeno_canto" if cfg.focal_lengths == "xeno_canto" else cfg.focal_duration,
         seed=derive_seed(seed, "focal"),
         max_phrases=cfg.max_phrases,
@@ -202,14 +198,14 @@ def build_benchmark(cfg: Config, seed: int):
     scapes = make_soundscapes(
         species,
         cfg.n_soundscapes,
-        cfg.sample_rate,
+        cfg.mel.sample_rate,
         cfg.soundscape_s,
         cfg.calls_per_minute,
         cfg.scape_snr_db,
         seed=derive_seed(seed, "scape"),
     )
-    bank = background_bank(cfg.n_background, cfg.background_s, cfg.sample_rate, derive_seed(seed, "bank"))
-    audio = AudioCache(cfg.sample_rate)
+    bank = background_bank(cfg.n_background, cfg.background_s, cfg.mel.sample_rate, derive_seed(seed, "bank"))
+    audio = AudioCache(cfg.mel.sample_rate)
     for r in focal:
         audio.put(r.filepath, r.wave)
     for s in scapes:
@@ -232,7 +228,7 @@ def build_benchmark(cfg: Config, seed: int):
         is_valid[rng.choice(idx, n_val, replace=False)] = True
     win_rows, win_y = [], []
     for s in scapes:
-        starts, y = soundscape_windows(len(s.wave) / cfg.sample_rate, s.annotations, classes)
+        starts, y = soundscape_windows(len(s.wave) / cfg.mel.sample_rate, s.annotations, classes)
         win_rows += [{"filepath": s.filepath, "start_time": a, "end_time": a + 5.0} for a in starts]
         win_y.append(y)
     recall = _detector_recall(focal)
@@ -263,7 +259,7 @@ def multi_hot(labels, classes) -> np.ndarray:
 def make_model(cfg: Config, n_classes: int) -> torch.nn.Module:
     if cfg.model == "cnn":
         return SmallCNN(n_classes, cfg.channels)
-    return hf_audio_model(cfg.model, n_classes, cfg.n_mels, cfg.mel.n_frames(5.0), cfg.model_size)
+    return hf_audio_model(cfg.model, n_classes, cfg.mel.n_mels, cfg.mel.n_frames(5.0), cfg.model_size)
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
@@ -285,7 +281,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
         val_ev["event_start"].to_numpy(),
         val_ev["event_end"].to_numpy(),
         val_ev["duration"].to_numpy(),
-        cfg.extension_time,
+        cfg.train.extension_time,
         5.0,
         np.random.default_rng(derive_seed(seed, "valwin")),
     )
@@ -315,16 +311,11 @@ def one_seed(cfg: Config, seed: int) -> dict:
     }
     for arm in cfg.arms:
         rows = first_rows if arm == "B" else ev_rows
-        aug = AugmentConfig(sample_rate=cfg.sample_rate)
-        aug = replace(aug, p_background=0.0) if arm == "C" else aug
-        tcfg = BirdTrainConfig(
-            steps=cfg.steps,
-            batch_size=cfg.batch_size,
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
+        aug = AugmentConfig(sample_rate=cfg.mel.sample_rate)
+        tcfg = replace(
+            cfg.train,
             decoding="first" if arm == "B" else "event",
-            extension_time=cfg.extension_time,
-            augment=aug,
+            augment=replace(aug, p_background=0.0) if arm == "C" else aug,
             seed=derive_seed(seed, "train"),
         )
         torch.manual_seed(derive_seed(seed, "init"))  # same initial weights for every arm

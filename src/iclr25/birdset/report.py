@@ -55,18 +55,19 @@ def report_md(cfg: Config, per_seed: dict) -> str:
             f"{m('scape/T1-Acc')} | {mean_std(values(per_seed, f'{a}/train_s'), 1)} |"
         )
     d = lambda k: mean_std(values(per_seed, f"data/{k}"), 2)  # noqa: E731
+    mel, tr = cfg.mel, cfg.train
     return "\n".join(
         [
             "## Setup",
             f"K = {cfg.n_species} procedural species, {cfg.focal_per_species} focal recordings each "
-            f"({cfg.focal_duration[0]:g}–{cfg.focal_duration[1]:g} s, {cfg.sample_rate} Hz), "
+            f"({cfg.focal_duration[0]:g}–{cfg.focal_duration[1]:g} s, {mel.sample_rate} Hz), "
             f"{cfg.n_soundscapes} soundscapes × {cfg.soundscape_s:g} s (SNR {cfg.scape_snr_db[0]:g}…"
             f"{cfg.scape_snr_db[1]:g} dB, brown noise + rain clicks + hum), {cfg.n_background} no-bird background clips. "
-            f"Model: {cfg.model} ({cfg.channels if cfg.model == 'cnn' else cfg.model_size}), log-mel {cfg.n_mels} × "
-            f"{cfg.mel.n_frames(5.0)} (n_fft {cfg.n_fft}, hop {cfg.hop_length}); every arm: {cfg.steps} AdamW steps × "
-            f"batch {cfg.batch_size} (lr {cfg.lr:g}, wd {cfg.weight_decay:g}, cosine, 5 % warm-up, clip 0.5), the same "
-            f"initial weights. Smart sampling class_limit {cfg.class_limit}, event_limit {cfg.event_limit}; event "
-            f"extension {cfg.extension_time:g} s.",
+            f"Model: {cfg.model} ({cfg.channels if cfg.model == 'cnn' else cfg.model_size}), log-mel {mel.n_mels} × "
+            f"{mel.n_frames(5.0)} (n_fft {mel.n_fft}, hop {mel.hop_length}); every arm: {tr.steps} AdamW steps × "
+            f"batch {tr.batch_size} (lr {tr.lr:g}, wd {tr.weight_decay:g}, cosine, {tr.warmup_frac * 100:g} % warm-up, "
+            f"clip {tr.grad_clip:g}), the same initial weights. Smart sampling class_limit {cfg.class_limit}, "
+            f"event_limit {cfg.event_limit}; event extension {tr.extension_time:g} s.",
             "",
             "## Results (mean ± std over seeds)",
             *rows,
