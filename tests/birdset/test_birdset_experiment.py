@@ -64,12 +64,16 @@ def test_dotted_overrides_reach_the_front_end_and_the_training_config(monkeypatc
     """``--set mel.n_mels=48 --set train.steps=5`` (issue #39: the front end and the training budget are the nested
     MelConfig / BirdTrainConfig) reach the MelFrontend and BirdTrainConfig one_seed hands to ``train``."""
     cfg, applied = effective_config(
-        experiment_module("birdset"), "smoke", overrides=["mel.n_mels=48", "train.steps=5"]
+        experiment_module("birdset"),
+        "smoke",
+        overrides=["mel.n_mels=48", "train.steps=5", "train.augment.p_mix=0.25"],
     )
-    assert applied == {"mel.n_mels": 48, "train.steps": 5}
+    assert applied == {"mel.n_mels": 48, "train.steps": 5, "train.augment.p_mix": 0.25}
     smoke = PRESETS["smoke"]
     assert cfg.mel == dataclasses.replace(smoke.mel, n_mels=48)
-    assert cfg.train == dataclasses.replace(smoke.train, steps=5)
+    assert cfg.train == dataclasses.replace(
+        smoke.train, steps=5, augment=dataclasses.replace(smoke.train.augment, p_mix=0.25)
+    )
     seen = {}
 
     def fake_train(model, frontend, rows, targets, audio, tcfg, bank, device):
@@ -84,6 +88,9 @@ def test_dotted_overrides_reach_the_front_end_and_the_training_config(monkeypatc
     t = seen["tcfg"]
     assert (t.steps, t.batch_size, t.lr, t.extension_time) == (5, 16, 1e-3, 8.0)
     assert t.decoding == "event" and t.augment.sample_rate == cfg.mel.sample_rate  # arm A's per-arm parts
+    assert (
+        t.augment.p_mix == 0.25 and t.augment.p_background == 0.5
+    )  # train.augment is the arms' augmentation
 
 
 def test_a_bad_nested_value_names_the_nested_field():
@@ -94,5 +101,12 @@ def test_a_bad_nested_value_names_the_nested_field():
         effective_config(exp, "smoke", overrides=["train.lr=-0.1"])
     with pytest.raises(UsageError, match=r"train.decoding is set per arm and seed in one_seed"):
         effective_config(exp, "smoke", overrides=["train.decoding=first"])
+    with pytest.raises(
+        UsageError, match=r"train.augment.sample_rate must equal mel.sample_rate .*got 16000 and 32000"
+    ):
+        effective_config(exp, "smoke", overrides=["mel.sample_rate=32000"])
+    assert effective_config(
+        exp, "smoke", overrides=["mel.sample_rate=32000", "train.augment.sample_rate=32000"]
+    )
     with pytest.raises(UsageError, match=r"'sample_rate' \(did you mean .*mel.sample_rate"):
         effective_config(exp, "smoke", overrides=["sample_rate=32000"])

@@ -63,8 +63,8 @@ REQUIRED = (
     "C/scape/cmAP",
     "data/scape_classes_present",
 )
-# BirdTrainConfig fields one_seed sets per arm (decoding, augmentations) and seed; Config.train keeps the defaults
-_PER_ARM = {n: getattr(BirdTrainConfig(), n) for n in ("decoding", "augment", "seed")}
+# BirdTrainConfig fields one_seed sets per arm (decoding) and per seed; Config.train keeps their defaults
+_PER_ARM = {n: getattr(BirdTrainConfig(), n) for n in ("decoding", "seed")}
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,16 @@ class Config(ExperimentConfig):
     model: str = bounded("cnn", choices=("cnn", "efficientnet", "convnext", "ast"))
     model_size: str = bounded("toy", choices=("toy", "paper"))  # for the transformers families
     channels: tuple[int, ...] = (16, 32, 64, 64)
-    # every arm's training (``--set train.steps=1500``); train.extension_time also widens the focal-validation
-    # events. The per-arm parts (decoding, augment, seed) are set in one_seed and must stay at their defaults here.
+    # every arm's training (``--set train.steps=1500``, ``--set train.augment.p_mix=0.5``); train.extension_time
+    # also widens the focal-validation events; train.augment is every arm's augmentation (arm C: p_background = 0)
+    # and runs at mel.sample_rate. The per-arm decoding and the seed are set in one_seed (defaults here).
     train: BirdTrainConfig = BirdTrainConfig(
-        steps=600, batch_size=32, lr=1e-3, weight_decay=5e-4, extension_time=8.0
+        steps=600,
+        batch_size=32,
+        lr=1e-3,
+        weight_decay=5e-4,
+        extension_time=8.0,
+        augment=AugmentConfig(sample_rate=16_000),
     )
     arms: tuple[str, ...] = ("A", "B", "C")
 
@@ -118,6 +124,11 @@ class Config(ExperimentConfig):
             raise ValueError(f"mel must be a MelConfig, got {type(self.mel).__name__}")
         if not isinstance(self.train, BirdTrainConfig):
             raise ValueError(f"train must be a BirdTrainConfig, got {type(self.train).__name__}")
+        if self.train.augment.sample_rate != self.mel.sample_rate:
+            raise ValueError(
+                f"train.augment.sample_rate must equal mel.sample_rate (the audio's rate), got "
+                f"{self.train.augment.sample_rate!r} and {self.mel.sample_rate!r}"
+            )
         for name, default in _PER_ARM.items():
             if getattr(self.train, name) != default:
                 raise ValueError(
@@ -173,7 +184,9 @@ PRESETS = {
         model="efficientnet",
         model_size="paper",
         # steps: ≈ 30 epochs of the ~3,200 event rows at batch 64
-        train=replace(Config.train, steps=1500, batch_size=64, lr=5e-4),
+        train=replace(
+            Config.train, steps=1500, batch_size=64, lr=5e-4, augment=AugmentConfig(sample_rate=32_000)
+        ),
         n_background=200,
         device="auto",
     ),
@@ -311,7 +324,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
     }
     for arm in cfg.arms:
         rows = first_rows if arm == "B" else ev_rows
-        aug = AugmentConfig(sample_rate=cfg.mel.sample_rate)
+        aug = cfg.train.augment
         tcfg = replace(
             cfg.train,
             decoding="first" if arm == "B" else "event",
