@@ -29,7 +29,7 @@ CASES = {
     "certainty_calibration": [("n_items", 99), ("bins", 0), ("bins", True), ("alt_splits", -1)],
     "mofflow": [("n_train", 0), ("n_euler", 1), ("batch_size", 10**8), ("atom_batch_size", True), ("lr", math.nan)],
     "dst_robustness": [("delta_t", 0), ("delta_t", True), ("n_test", 5), ("ra_points", 1), ("ra_max_radius", 0.0),
-                       ("arch", "vgg16")],
+                       ("arch", "vgg16"), ("widths", (4, 0, 8)), ("sparsities", (0.5, 1.0))],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],
     "freevs": [("train_steps", 0), ("batch", True), ("curve_points", -1), ("mismatch_ratio", math.nan),
