@@ -24,7 +24,7 @@ CASES = {
     "law": [("subjects", 0), ("heads", True), ("generic_rows", -1), ("fact_rows", 0), ("wash_fraction", 0.6),
             ("known_threshold", math.nan), ("z_lr", math.inf), ("beta_ratio", 0.5)],
     "cascading_kv": [("cache_size", 0), ("cascades", True), ("sink_tokens", -1), ("beta", 1.0), ("beta", math.nan),
-                     ("mode", "chat")],
+                     ("mode", "chat"), ("train_lengths", (32, 4)), ("distance_factors", (0.625, math.nan))],
     "budgeted_cl": [("n_train", -1), ("batch_size", 0), ("extra_bytes", True), ("image_size", 16.0),
                     ("streams", ()), ("arms", ("er", "lwf"))],
     "certainty_calibration": [("n_items", 99), ("bins", 0), ("bins", True), ("alt_splits", -1)],
