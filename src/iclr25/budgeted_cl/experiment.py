@@ -35,8 +35,9 @@ STREAMS = ("gaussian", "disjoint")
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    streams: tuple[str, ...] = ("gaussian",)  # claims use the first stream
-    arms: tuple[str, ...] = ARMS
+    # claims use the first stream
+    streams: tuple[str, ...] = bounded(("gaussian",), choices=STREAMS, each=True)
+    arms: tuple[str, ...] = bounded(ARMS, choices=ARMS, each=True)
     # 0 = the whole 80 % training split as the stream; else a stratified-free prefix subset
     n_train: int = bounded(0, lo=0)
     sigma: float = 0.1  # Gaussian stream width (SDP, file tag sigma10)
@@ -60,11 +61,7 @@ class Config(ExperimentConfig):
     stem_mode: str = "code"
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
-        if not self.streams or any(s not in STREAMS for s in self.streams):
-            raise ValueError(f"streams must be a non-empty subset of {STREAMS}, got {self.streams}")
-        if not self.arms or any(a not in ARMS for a in self.arms):
-            raise ValueError(f"arms must be a non-empty subset of {ARMS}, got {self.arms}")
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
         if "er_equal" in self.arms and "al_sar" not in self.arms:
             raise ValueError("arms: 'er_equal' needs 'al_sar' (its FLOPs budget), got " + str(self.arms))
         # the remaining method fields are validated by MethodConfig when the arms are built

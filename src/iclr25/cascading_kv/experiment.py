@@ -61,7 +61,7 @@ class Config(ExperimentConfig):
     train_steps: int = bounded(400, lo=1)
     batch_size: int = bounded(32, lo=1)
     lr: float = 3e-3
-    train_lengths: tuple[int, ...] = (32, 64, 96)
+    train_lengths: tuple[int, ...] = bounded((32, 64, 96), lo=8, each=True)
     # cache (README; the paper's scripts use 64 sinks, β = 0.9999 and much larger caches)
     sink_tokens: int = bounded(4, lo=0)
     cache_size: int = bounded(64, lo=1)
@@ -71,7 +71,9 @@ class Config(ExperimentConfig):
     head_reduction: str = "max"
     homogeneous_heads: bool = False
     # evaluation: needle distance d = factor · N before the final QUERY
-    distance_factors: tuple[float, ...] = (0.625, 1.5, 2.5, 3.4, 4.7)
+    distance_factors: tuple[float, ...] = bounded(
+        (0.625, 1.5, 2.5, 3.4, 4.7), kind=float, lo=0, lo_open=True, each=True
+    )
     stream_length: int = bounded(360, lo=1)
     trials: int = bounded(50, lo=1)
     valid_trials: int = bounded(256, lo=1)
@@ -85,14 +87,10 @@ class Config(ExperimentConfig):
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields and tuple fields
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
         if self.cache_size % self.cascades:
             raise ValueError(
                 f"cache_size ({self.cache_size}) must be divisible by cascades ({self.cascades})"
-            )
-        if not self.train_lengths or min(self.train_lengths) < 8:
-            raise ValueError(
-                f"train_lengths must be a non-empty tuple of ints >= 8, got {self.train_lengths!r}"
             )
         ds = self.distances
         if min(ds) < 2 or max(ds) > self.stream_length - self.sink_tokens - 4:

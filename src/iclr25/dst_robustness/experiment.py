@@ -20,7 +20,6 @@ paired one-sided 95 % Student-t bound(s) and says whether the claim is decisive 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +68,7 @@ class Config(ExperimentConfig):
     """Every hyper-parameter of the reproduction (defaults = the README's reproduction / GraNet code where they apply)."""
 
     arch: str = bounded("vgg_small", choices=("vgg_small", "resnet18"))
-    widths: tuple[int, int, int] = (32, 64, 128)  # conv widths c1, c2, c3
+    widths: tuple[int, int, int] = bounded((32, 64, 128), lo=1, each=True, length=3)  # conv widths c1, c2, c3
     fc: int = 256
     epochs: int = 30
     batch_size: int = 64
@@ -77,8 +76,8 @@ class Config(ExperimentConfig):
     momentum: float = 0.9
     weight_decay: float = 5e-4
     crop_pad: int = 2
-    methods: tuple[str, ...] = ("rigl", "set")
-    sparsities: tuple[float, ...] = (0.5,)
+    methods: tuple[str, ...] = bounded(("rigl", "set"), kind=str, each=True)  # each parsed by parse_method
+    sparsities: tuple[float, ...] = bounded((0.5,), kind=float, lo=0, hi=1, hi_open=True, each=True)
     claim_method: str = "rigl"  # the pre-registered DST arm of the claims (with claim_sparsity)
     claim_sparsity: float = 0.5
     distribution: str = "erk"
@@ -92,12 +91,12 @@ class Config(ExperimentConfig):
     frost_source: str = "corrupt_tta"  # the real frost photos (vision extra); "procedural" without them
     # noise ladder of noise_group_gain, two levels each (weaker, stronger): beyond the published CIFAR-C/ImageNet-C
     # constants, where a dense model of this task loses >= 10 points (NOISE_LADDER_NOTE)
-    noise_gaussian: tuple[float, ...] = (0.38, 0.5)  # σ (0.38 = ImageNet-C severity 5)
-    noise_shot: tuple[float, ...] = (
-        1.0,
-        0.7,
-    )  # λ, photons per unit intensity (ImageNet-C sev 5 = 3 barely hurts)
-    noise_impulse: tuple[float, ...] = (0.27, 0.35)  # flip probability (0.27 = ImageNet-C severity 5)
+    # σ (0.38 = ImageNet-C severity 5)
+    noise_gaussian: tuple[float, ...] = bounded((0.38, 0.5), kind=float, lo=0, lo_open=True, each=True)
+    # λ, photons per unit intensity (ImageNet-C sev 5 = 3 barely hurts)
+    noise_shot: tuple[float, ...] = bounded((1.0, 0.7), kind=float, lo=0, lo_open=True, each=True)
+    # flip probability (0.27 = ImageNet-C severity 5)
+    noise_impulse: tuple[float, ...] = bounded((0.27, 0.35), kind=float, lo=0, hi=1, lo_open=True, each=True)
     min_noise_drop: float = 10.0  # dense clean − dense noise-ladder accuracy (points) the claim needs
     # use only the first n_test test images (None = all 360)
     n_test: int | None = bounded(None, kind=int, lo=10, optional=True)
@@ -107,25 +106,11 @@ class Config(ExperimentConfig):
     min_clean_acc: float = 0.8  # validity: the dense model must learn the task
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
-        if len(self.widths) != 3 or any(int(w) < 1 for w in self.widths):
-            raise ValueError(f"widths must be three ints >= 1, got {self.widths!r}")
-        if not self.methods:
-            raise ValueError("methods must name at least one DST method, got ()")
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: method specs, cross-field rules
         for m in self.methods:
             parse_method(m)
         if self.claim_method not in self.methods:
             raise ValueError(f"claim_method must be one of methods {self.methods}, got {self.claim_method!r}")
-        for f in ("noise_gaussian", "noise_shot", "noise_impulse"):
-            lv = getattr(self, f)
-            if len(lv) < 1 or any(
-                not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for v in lv
-            ):
-                raise ValueError(f"{f} must be a non-empty tuple of finite numbers > 0, got {lv!r}")
-        if any(v > 1 for v in self.noise_impulse):
-            raise ValueError(f"noise_impulse must hold probabilities <= 1, got {self.noise_impulse!r}")
-        if not self.sparsities or any(not 0.0 <= s < 1.0 for s in self.sparsities):
-            raise ValueError(f"sparsities must be values in [0, 1), got {self.sparsities!r}")
         if self.claim_sparsity not in self.sparsities:
             raise ValueError(
                 f"claim_sparsity must be one of sparsities {self.sparsities}, got {self.claim_sparsity!r}"

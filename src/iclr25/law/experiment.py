@@ -83,8 +83,10 @@ class Config(ExperimentConfig):
     known_threshold: float = bounded(0.98, lo=0, hi=1, lo_open=True)
     # editing (LaW / MEMIT→EOS); λ chosen from lam_grid on held-out tuning subjects (the official band search
     # drives λ to 1e4–1e5 on small models)
-    edit_layers: tuple[int, ...] = (0, 1)
-    lam_grid: tuple[float, ...] = (10.0, 100.0, 1000.0, 10000.0)
+    edit_layers: tuple[int, ...] = bounded((0, 1), lo=0, each=True)  # each also < layers (below)
+    lam_grid: tuple[float, ...] = bounded(
+        (10.0, 100.0, 1000.0, 10000.0), kind=float, lo=0, lo_open=True, each=True
+    )
     # tuning rule: the best retained accuracy among grid values washing to ≤ this
     tune_max_washed: float = bounded(0.2, lo=0, hi=1, lo_open=True)
     z_steps: int = bounded(60, lo=1)  # official 20
@@ -101,26 +103,22 @@ class Config(ExperimentConfig):
     wash_fraction: float = bounded(0.1, lo=0, hi=0.5, lo_open=True)  # ≤ 0.5: tuning subjects are held out
     sweep_fractions: tuple[float, ...] = (0.25, 0.5)
     # fine-tuning baselines: same lr grid (chosen on a held-out tuning subset), same max steps
-    ft_lrs: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
+    ft_lrs: tuple[float, ...] = bounded((1e-4, 3e-4, 1e-3), kind=float, lo=0, lo_open=True, each=True)
     ft_max_steps: int = bounded(100, lo=1)
     # evaluation
     n_recall_eval: int = bounded(500, lo=1)
     n_generic_eval: int = bounded(300, lo=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields and tuple fields
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
         for f in self.sweep_fractions:
             if not 0 < f <= 1 - self.wash_fraction:
                 raise ValueError(
                     f"sweep_fractions must lie in (0, 1 - wash_fraction] (the tuning subjects are held out), "
                     f"got {self.sweep_fractions!r}"
                 )
-        if not self.lam_grid or any(not (np.isfinite(v) and v > 0) for v in self.lam_grid):
-            raise ValueError(f"lam_grid must be a non-empty tuple of positive numbers, got {self.lam_grid!r}")
-        if not self.edit_layers or any(not 0 <= i < self.layers for i in self.edit_layers):
+        if any(i >= self.layers for i in self.edit_layers):
             raise ValueError(f"edit_layers must be indices in [0, {self.layers}), got {self.edit_layers!r}")
-        if not self.ft_lrs or any(not lr > 0 for lr in self.ft_lrs):
-            raise ValueError(f"ft_lrs must be a non-empty tuple of positive numbers, got {self.ft_lrs!r}")
         if int(round(self.wash_fraction * self.subjects)) < 1:
             raise ValueError(
                 f"wash_fraction × subjects must be ≥ 1, got {self.wash_fraction} × {self.subjects}"

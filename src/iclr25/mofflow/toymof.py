@@ -67,7 +67,7 @@ def linker_template(n_rings: int, alkyne: bool) -> tuple[np.ndarray, np.ndarray,
 class ToyMOFConfig:
     """Generator settings; ``sizes`` are block counts M ∈ {4, 8, 16}, drawn with ``size_probs``."""
 
-    sizes: tuple[int, ...] = (4, 8, 16)
+    sizes: tuple[int, ...] = bounded((4, 8, 16), choices=tuple(SUPERCELLS), each=True)
     size_probs: tuple[float, ...] = (0.5, 0.25, 0.25)
     angle_low: float = bounded(91.0, lo=90, hi=120, lo_open=True, hi_open=True)
     angle_high: float = bounded(96.0, lo=90, hi=120, lo_open=True, hi_open=True)
@@ -75,10 +75,7 @@ class ToyMOFConfig:
     min_gap: float = 0.04
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the bounds declared above; below: the tuple fields and the rule across fields
-        for s in self.sizes:
-            if s not in SUPERCELLS:
-                raise ValueError(f"sizes must be drawn from {tuple(SUPERCELLS)}, got {s!r}")
+        check_fields(self)  # the bounds declared above (sizes element-wise); below: the rules across fields
         if len(self.size_probs) != len(self.sizes) or abs(sum(self.size_probs) - 1) > 1e-6:
             raise ValueError(f"size_probs must have len(sizes)={len(self.sizes)} entries summing to 1")
         if not self.angle_low < self.angle_high:
