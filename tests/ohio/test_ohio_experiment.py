@@ -108,3 +108,74 @@ def test_learners_take_a_device_and_return_cpu_policies():
     assert all(p.device.type == "cpu" for p in pi.parameters())
     assert pi.act(ds.observations[:2]).shape == (2, 2)
     assert PRESETS["full"].device == "auto" and PRESETS["quick"].device == "cpu"
+
+
+class _Reached(Exception):
+    """Raised by a monkeypatched step to stop one_seed once the object under test was built."""
+
+
+def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
+    """Issue #39: ``--set arm.m1=1.2 --set iql.expectile=0.9 --set network.cheap=0.4`` reach the ArmParams the data
+    are collected with, the IQLConfig ``train_iql`` gets and the NetworkParams of network-lite; the IQL arm keeps
+    the BC learners' width, batch size and learning rate."""
+    import dataclasses
+
+    from iclr25.ohio import experiment
+    from iclr25.runs import effective_config, experiment_module
+
+    ov = ["arm.m1=1.2", "iql.expectile=0.9", "iql.steps=7", "network.cheap=0.4"]
+    ov += ["horizon=10", "n_expert=2", "n_noisy=1", "bc_steps=1", "eval_episodes=1", "adam_iters=2"]
+    cfg, applied = effective_config(experiment_module("ohio"), "smoke", overrides=ov)
+    assert applied["arm.m1"] == 1.2 and applied["iql.expectile"] == 0.9 and applied["network.cheap"] == 0.4
+    smoke = PRESETS["smoke"]
+    assert cfg.arm == dataclasses.replace(smoke.arm, m1=1.2) and cfg.arm.m2 == 1.0
+    assert cfg.iql == dataclasses.replace(smoke.iql, expectile=0.9, steps=7)
+    seen = {}
+    flat = experiment.collect_flat_dataset
+
+    def spy_flat(n_expert, n_noisy, p, rng, **kw):
+        seen["arm"] = p
+        return flat(n_expert, n_noisy, p, rng, **kw)
+
+    def fake_iql(ds, icfg, **kw):
+        seen["iql"] = icfg
+        raise _Reached
+
+    def fake_net(P, *a, **kw):
+        seen["network"] = P
+        raise _Reached
+
+    monkeypatch.setattr(experiment, "collect_flat_dataset", spy_flat)
+    monkeypatch.setattr(experiment, "train_iql", fake_iql)
+    monkeypatch.setattr(experiment, "collect_network_dataset", fake_net)
+    with pytest.raises(_Reached):
+        experiment.one_seed(cfg, 0)
+    assert seen["arm"] == cfg.arm and seen["arm"].m1 == 1.2
+    i = seen["iql"]
+    assert (i.expectile, i.beta, i.steps) == (0.9, 3.0, 7)
+    assert (i.hidden, i.batch_size, i.lr) == (cfg.bc_hidden, cfg.batch_size, cfg.bc_lr) == (64, 256, 1e-3)
+    with pytest.raises(_Reached):
+        experiment._network(cfg, 0)
+    assert seen["network"] == cfg.network and seen["network"].cheap == 0.4
+
+
+def test_a_bad_nested_value_names_the_nested_field():
+    from iclr25.errors import UsageError
+    from iclr25.runs import effective_config, experiment_module
+
+    exp = experiment_module("ohio")
+    with pytest.raises(UsageError, match=r"iql: expectile must be a number in \(0, 1\).*got 1.0"):
+        effective_config(exp, "smoke", overrides=["iql.expectile=1.0"])
+    with pytest.raises(UsageError, match=r"arm: m1 must be a positive number.*got 0.0"):
+        effective_config(exp, "smoke", overrides=["arm.m1=0"])
+    with pytest.raises(UsageError, match=r"network: n_nodes must be"):
+        effective_config(exp, "smoke", overrides=["network.n_nodes=5"])
+    # the IQL arm shares the BC learners' width / batch / lr: one without the other is refused, both together work
+    with pytest.raises(UsageError, match=r"iql.hidden must equal bc_hidden = 128 .*set both\), got 64"):
+        effective_config(exp, "smoke", overrides=["bc_hidden=128"])
+    with pytest.raises(UsageError, match=r"iql.lr must equal bc_lr = 0.001 .*got 0.0003"):
+        effective_config(exp, "smoke", overrides=["iql.lr=3e-4"])
+    cfg, _ = effective_config(exp, "smoke", overrides=["bc_hidden=128", "iql.hidden=128"])
+    assert cfg.iql.hidden == cfg.bc_hidden == 128
+    with pytest.raises(UsageError, match=r"'expectile' \(did you mean iql.expectile"):
+        effective_config(exp, "smoke", overrides=["expectile=0.9"])

@@ -46,11 +46,15 @@ from .rollouts import (
     hierarchical_expert_goal,
 )
 
+# IQLConfig fields the IQL arm shares with the BC learners: iql.<field> must equal the Config field
+_IQL_SHARED = {"hidden": "bc_hidden", "batch_size": "batch_size", "lr": "bc_lr"}
+
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    # arm and data (README, "Reproduction")
-    arm_mass: float = bounded(1.0, lo=0, lo_open=True)
+    # the 2-link arm, every ArmParams field, set with dotted overrides (``--set arm.m1=1.2``)
+    arm: ArmParams = ArmParams()
+    # data (README, "Reproduction")
     horizon: int = bounded(200, lo=1)
     n_expert: int = bounded(150, lo=1)
     n_noisy: int = bounded(50, lo=0)
@@ -70,14 +74,15 @@ class Config(ExperimentConfig):
     adam_iters: int = bounded(1000, lo=1)
     adam_lr: float = bounded(0.01, lo=0, lo_open=True)
     lm_iters: int = bounded(60, lo=1)
-    # learners
+    # learners: the BC arms (reacher; network-lite uses bc_lr and batch_size with its own steps and width)
     bc_steps: int = bounded(3000, lo=1)
     bc_hidden: int = bounded(256, lo=1)
     bc_lr: float = bounded(1e-3, lo=0, lo_open=True)
     batch_size: int = bounded(256, lo=1)
-    iql_steps: int = bounded(5000, lo=0)  # 0 skips the IQL arm (report only)
-    iql_expectile: float = 0.7
-    iql_beta: float = 3.0
+    # the IQL arm (report only), every IQLConfig field, set with dotted overrides (``--set iql.expectile=0.9``);
+    # iql.steps = 0 skips it. It trains the BC learners' network and optimiser: iql.hidden, iql.batch_size and
+    # iql.lr must equal bc_hidden, batch_size and bc_lr (checked below; set both)
+    iql: IQLConfig = IQLConfig(expectile=0.7, beta=3.0, steps=5000, hidden=256, batch_size=256, lr=1e-3)
     eval_episodes: int = bounded(20, lo=1)
     # model error and low-level change
     model_error_mass: float = bounded(1.3, lo=0, lo_open=True)
@@ -90,11 +95,22 @@ class Config(ExperimentConfig):
     net_bc_steps: int = bounded(1500, lo=1)
     net_hidden: int = bounded(128, lo=1)
     net_eval_episodes: int = bounded(20, lo=1)
+    # the 6-node city of network-lite, every NetworkParams field (``--set network.cheap=0.5``)
+    network: NetworkParams = NetworkParams()
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields
+        super().__post_init__()  # the bounds declared above; below: the nested configs and rules across fields
+        for name, cls in (("arm", ArmParams), ("iql", IQLConfig), ("network", NetworkParams)):
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
         if self.horizon % self.k:
             raise ValueError(f"horizon must be a multiple of k={self.k}, got {self.horizon!r}")
+        for field, shared in _IQL_SHARED.items():
+            if getattr(self.iql, field) != getattr(self, shared):
+                raise ValueError(
+                    f"iql.{field} must equal {shared} = {getattr(self, shared)!r} (the IQL arm trains the BC "
+                    f"learners' network and optimiser; set both), got {getattr(self.iql, field)!r}"
+                )
 
 
 PRESETS = {
@@ -105,7 +121,7 @@ PRESETS = {
         n_noisy=4,
         bc_steps=150,
         bc_hidden=64,
-        iql_steps=50,
+        iql=dataclasses.replace(Config.iql, steps=50, hidden=64),
         eval_episodes=4,
         model_epochs=2,
         lm_iters=15,
@@ -117,7 +133,7 @@ PRESETS = {
     ),
     "quick": Config(
         bc_steps=2000,
-        iql_steps=0,
+        iql=dataclasses.replace(Config.iql, steps=0),
         lowlevel_change=False,
         net_episodes=60,
         net_bc_steps=1000,
@@ -125,7 +141,7 @@ PRESETS = {
     ),
     "full": Config(
         bc_steps=20000,
-        iql_steps=50000,
+        iql=dataclasses.replace(Config.iql, steps=50000),
         eval_episodes=50,
         net_episodes=300,
         net_bc_steps=5000,
@@ -175,7 +191,7 @@ def numerical_kw(cfg: Config) -> dict:
 
 
 def _reacher(cfg: Config, seed: int) -> dict:
-    p = ArmParams(m1=cfg.arm_mass, m2=cfg.arm_mass)
+    p = cfg.arm
     rng = np.random.default_rng(derive_seed(seed, "data"))
     ds = collect_flat_dataset(cfg.n_expert, cfg.n_noisy, p, rng, horizon=cfg.horizon)
     ev_seed = derive_seed(seed, "eval")
@@ -206,15 +222,7 @@ def _reacher(cfg: Config, seed: int) -> dict:
         sub = _learner_set(hd)
         s = derive_seed(seed, name)
         if learner == "iql":
-            icfg = IQLConfig(
-                expectile=cfg.iql_expectile,
-                beta=cfg.iql_beta,
-                steps=cfg.iql_steps,
-                hidden=cfg.bc_hidden,
-                batch_size=cfg.batch_size,
-                lr=cfg.bc_lr,
-            )
-            pi, _ = train_iql(sub, icfg, seed=s, device=dev)
+            pi, _ = train_iql(sub, cfg.iql, seed=s, device=dev)
         else:
             pi = train_bc(sub, seed=s, **bc)
         d = out if dest is None else dest
@@ -264,7 +272,7 @@ def _reacher(cfg: Config, seed: int) -> dict:
         err = np.abs(hd.actions - hr.infos["z"][hd.infos["start_index"]])
         out[f"{name}_goal_err_pos"] = float(np.median(err[:, :2])) if len(hd) else float("nan")
         out[f"{name}_goal_err_vel"] = float(np.median(err[:, 2:])) if len(hd) else float("nan")
-    if cfg.iql_steps > 0:
+    if cfg.iql.steps > 0:
         arm("ohio_numerical_iql", exact, "numerical", learner="iql")
     # model error: LQR designed with masses ×1.3, inverse through a learned (A, B) MLP
     model = LearnedLinearModel()
@@ -304,7 +312,7 @@ def _reacher(cfg: Config, seed: int) -> dict:
 
 
 def _network(cfg: Config, seed: int) -> dict:
-    P = NetworkParams()
+    P = cfg.network
     c_train, c_test = P.cost(), P.swapped_cost()
     ds = collect_network_dataset(P, c_train, cfg.net_episodes, derive_seed(seed, "net_data"))
     hd = relabel(ds, LPLowLevel(c_train), "analytic", threshold=0.0)  # exact inverse: residual must be 0
