@@ -3,7 +3,14 @@ import dataclasses
 import pytest
 
 from iclr25.common.results import write_run
+from iclr25.errors import UsageError
+from iclr25.law import experiment
 from iclr25.law.experiment import PRESETS, Config, run
+from iclr25.runs import effective_config, experiment_module
+
+
+class _Reached(Exception):
+    pass
 
 
 def test_config_validation():
@@ -18,6 +25,65 @@ def test_config_validation():
     with pytest.raises(ValueError, match="sweep_fractions"):
         Config(sweep_fractions=(0.95,))  # the tuning subjects are held out of every washed subset
     assert set(PRESETS) == {"smoke", "quick", "full"}
+
+
+def test_dotted_overrides_reach_the_world_and_the_z_config(monkeypatch):
+    """``--set world.subjects=30 --set z.steps=7`` (issue #39: the world and MEMIT's target-vector optimisation are
+    the nested WorldConfig / ZConfig) reach the World one_seed builds (its seed the run's seed) and the ZConfig that
+    LaW and MEMIT→EOS receive."""
+    cfg, applied = effective_config(
+        experiment_module("law"),
+        "smoke",
+        overrides=["world.subjects=30", "world.relation_first=false", "z.steps=7", "z.clamp=2.5", "seed=3"],
+    )
+    assert applied == {
+        "world.subjects": 30, "world.relation_first": False, "z.steps": 7, "z.clamp": 2.5, "seed": 3
+    }  # fmt: skip
+    smoke = PRESETS["smoke"]
+    assert cfg.world == dataclasses.replace(smoke.world, subjects=30, relation_first=False)
+    assert cfg.z == dataclasses.replace(smoke.z, steps=7, clamp=2.5)
+    seen = {}
+
+    def fake_train_model(cfg_, world, cache, device="cpu"):
+        seen["world"] = world
+        raise _Reached
+
+    monkeypatch.setattr(experiment, "train_model", fake_train_model)
+    with pytest.raises(_Reached):
+        experiment.one_seed(cfg, 0)
+    w = seen["world"].cfg
+    assert w == dataclasses.replace(cfg.world, seed=3)  # world.seed is the run's seed
+    assert (w.subjects, w.first_names, w.objects, w.recall_keys, w.recall_values) == (30, 6, 12, 8, 8)
+    assert len(seen["world"].facts()) == 30 * 4 and seen["world"]._prompt("f0 u0", "r0") == "f0 u0 r0"
+
+    # the ZConfig LaW (wash) and MEMIT→EOS receive is cfg.z
+    st = object.__new__(experiment.Setting)
+    st.cfg, st.model, st.tok, st.cov, st.facts, st.lam = cfg, None, None, {}, [], 10.0
+    got = []
+    monkeypatch.setattr(experiment, "wash", lambda *a, z, **k: got.append(z))
+    monkeypatch.setattr(experiment, "memit_to_eos", lambda *a, z, **k: got.append(z))
+    st.law([])
+    st.memit([])
+    assert got == [cfg.z, cfg.z] and (got[0].steps, got[0].clamp, got[0].kl_factor) == (7, 2.5, 0.0)
+
+
+def test_a_bad_nested_value_names_the_nested_field():
+    exp = experiment_module("law")
+    with pytest.raises(UsageError, match=r"world: subjects must be a positive int, got 0"):
+        effective_config(exp, "smoke", overrides=["world.subjects=0"])
+    with pytest.raises(UsageError, match=r"z: lr must be a .*number.*got -0.5"):
+        effective_config(exp, "smoke", overrides=["z.lr=-0.5"])
+    with pytest.raises(UsageError, match=r"world.seed is the run's seed .*set seed instead, got 2"):
+        effective_config(exp, "smoke", overrides=["world.seed=2"])
+    with pytest.raises(UsageError, match=r"world.recall_values must equal world.recall_keys .*got 8 and 16"):
+        effective_config(exp, "smoke", overrides=["world.recall_keys=16"])
+    assert effective_config(exp, "smoke", overrides=["world.recall_keys=16", "world.recall_values=16"])
+    with pytest.raises(UsageError, match=r"z.kl_factor must stay 0"):
+        effective_config(exp, "smoke", overrides=["z.kl_factor=0.1"])
+    with pytest.raises(UsageError, match=r"wash_fraction × world.subjects must be ≥ 1, got 0.1 × 4"):
+        effective_config(exp, "smoke", overrides=["world.subjects=4"])
+    with pytest.raises(UsageError, match=r"'subjects' \(did you mean world.subjects"):
+        effective_config(exp, "smoke", overrides=["subjects=30"])
 
 
 @pytest.mark.slow
@@ -72,8 +138,10 @@ def test_full_preset_builds_and_runs_at_toy_size(tmp_path):
     end to end on CPU once its sizes are shrunk to toy scale."""
     full = PRESETS["full"]
     cfg = dataclasses.replace(
-        full, subjects=40, first_names=6, objects=12, recall_keys=8, generic_states=12, hidden=16, heads=2,
-        train_steps=20, fact_rows=16, recall_rows=8, generic_rows=4, eval_every=20, cov_rows=120, z_steps=5,
+        full, world=dataclasses.replace(full.world, subjects=40, first_names=6, objects=12, recall_keys=8,
+                                        recall_values=8, generic_states=12),
+        hidden=16, heads=2, train_steps=20, fact_rows=16, recall_rows=8, generic_rows=4, eval_every=20, cov_rows=120,
+        z=dataclasses.replace(full.z, steps=5),
         ascent_steps=10, ft_max_steps=3, sweep_fractions=(0.25,), n_recall_eval=40, n_generic_eval=20, seeds=1,
         device="cpu",
     )  # fmt: skip

@@ -21,7 +21,7 @@ import hashlib
 import json
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,23 +47,29 @@ from .washing import c_ratio, wash
 from .world import World, WorldConfig
 
 METHODS = ("law", "memit", "ft_ul", "ft_eos")
+# WorldConfig.seed: make_world sets it from the run's seed; Config.world keeps the default
+_WORLD_SEED = WorldConfig().seed
 
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    # world
-    subjects: int = bounded(300, lo=1)
-    first_names: int = 20
-    relations: int = bounded(4, lo=1)
-    objects: int = bounded(40, lo=1)
-    recall_pairs: int = 2
-    recall_keys: int = 8
-    generic_states: int = 32
-    generic_len: int = 12
-    # prompts "r s₁ s₂" → o (like "The capital of | France"): the subject's last token, where MEMIT/LaW read the key,
-    # is where the answer is produced. With "s₁ s₂ r" a 3–4-layer model looks facts up at the relation token and no
-    # δ at the subject (clamp 3‖h₀‖, 300 steps) makes it emit EOS (target NLL 4–11 nats): nothing can be washed
-    relation_first: bool = True
+    # the world, every WorldConfig field, set with dotted overrides (``--set world.subjects=500``). Prompts are
+    # "r s₁ s₂" → o (relation_first, like "The capital of | France"): the subject's last token, where MEMIT/LaW read
+    # the key, is where the answer is produced. With "s₁ s₂ r" a 3–4-layer model looks facts up at the relation token
+    # and no δ at the subject (clamp 3‖h₀‖, 300 steps) makes it emit EOS (target NLL 4–11 nats): nothing can be
+    # washed. world.recall_values must equal world.recall_keys; world.seed is the run's seed (set in make_world).
+    world: WorldConfig = WorldConfig(
+        subjects=300,
+        first_names=20,
+        relations=4,
+        objects=40,
+        recall_keys=8,
+        recall_values=8,
+        recall_pairs=2,
+        generic_states=32,
+        generic_len=12,
+        relation_first=True,
+    )
     # model and its training (one model per run)
     arch: str = "llama"
     hidden: int = bounded(64, lo=1)
@@ -89,10 +95,9 @@ class Config(ExperimentConfig):
     )
     # tuning rule: the best retained accuracy among grid values washing to ≤ this
     tune_max_washed: float = bounded(0.2, lo=0, hi=1, lo_open=True)
-    z_steps: int = bounded(60, lo=1)  # official 20
-    z_lr: float = bounded(0.5, lo=0)
-    z_clamp: float = 3.0  # official 0.75
-    z_weight_decay: float = 0.5
+    # MEMIT's target-vector optimisation, every ZConfig field (``--set z.steps=100``): steps official 20, clamp
+    # official 0.75; z.kl_factor stays 0 (the world has no "{subject} is a" prompt to anchor the KL term on)
+    z: ZConfig = ZConfig(steps=60, lr=0.5, clamp=3.0, weight_decay=0.5, kl_factor=0.0)
     beta_ratio: float = bounded(1.1, lo=1)
     ascent_steps: int = bounded(1000, lo=1)
     ascent_lr: float = bounded(1e-4, lo=0)
@@ -111,6 +116,25 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if not isinstance(self.world, WorldConfig):
+            raise ValueError(f"world must be a WorldConfig, got {type(self.world).__name__}")
+        if not isinstance(self.z, ZConfig):
+            raise ValueError(f"z must be a ZConfig, got {type(self.z).__name__}")
+        if self.world.seed != _WORLD_SEED:
+            raise ValueError(
+                f"world.seed is the run's seed (make_world sets it from seed); leave it at {_WORLD_SEED!r} and set "
+                f"seed instead, got {self.world.seed!r}"
+            )
+        if self.world.recall_values != self.world.recall_keys:
+            raise ValueError(
+                f"world.recall_values must equal world.recall_keys (the recall task has as many values as keys), "
+                f"got {self.world.recall_values!r} and {self.world.recall_keys!r}"
+            )
+        if self.z.kl_factor != 0:
+            raise ValueError(
+                f"z.kl_factor must stay 0 (the world has no '{{subject}} is a' prompt to anchor the KL term on), "
+                f"got {self.z.kl_factor!r}"
+            )
         for f in self.sweep_fractions:
             if not 0 < f <= 1 - self.wash_fraction:
                 raise ValueError(
@@ -119,9 +143,9 @@ class Config(ExperimentConfig):
                 )
         if any(i >= self.layers for i in self.edit_layers):
             raise ValueError(f"edit_layers must be indices in [0, {self.layers}), got {self.edit_layers!r}")
-        if int(round(self.wash_fraction * self.subjects)) < 1:
+        if int(round(self.wash_fraction * self.world.subjects)) < 1:
             raise ValueError(
-                f"wash_fraction × subjects must be ≥ 1, got {self.wash_fraction} × {self.subjects}"
+                f"wash_fraction × world.subjects must be ≥ 1, got {self.wash_fraction} × {self.world.subjects}"
             )
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
@@ -129,11 +153,8 @@ class Config(ExperimentConfig):
 
 PRESETS = {
     "smoke": Config(
-        subjects=40,
-        first_names=6,
+        world=replace(Config.world, subjects=40, first_names=6, objects=12, generic_states=12),
         recall_train_len=16,
-        objects=12,
-        generic_states=12,
         hidden=32,
         layers=3,
         heads=2,
@@ -143,7 +164,7 @@ PRESETS = {
         recall_rows=16,
         eval_every=50,
         lam_grid=(10.0, 1000.0),
-        z_steps=30,
+        z=replace(Config.z, steps=30),
         ascent_steps=50,
         cov_rows=200,
         sweep_fractions=(0.5,),
@@ -156,12 +177,16 @@ PRESETS = {
     ),  # fmt: skip
     "quick": Config(),
     "full": Config(
-        subjects=20_000,
-        first_names=200,
-        objects=400,
-        recall_pairs=4,
-        recall_keys=32,
-        generic_states=256,
+        world=replace(
+            Config.world,
+            subjects=20_000,
+            first_names=200,
+            objects=400,
+            recall_pairs=4,
+            recall_keys=32,
+            recall_values=32,
+            generic_states=256,
+        ),
         hidden=768,
         layers=12,
         heads=12,
@@ -187,28 +212,16 @@ PRESETS = {
 
 
 def make_world(cfg: Config) -> World:
-    return World(
-        WorldConfig(
-            subjects=cfg.subjects,
-            first_names=cfg.first_names,
-            relations=cfg.relations,
-            objects=cfg.objects,
-            recall_keys=cfg.recall_keys,
-            recall_values=cfg.recall_keys,
-            recall_pairs=cfg.recall_pairs,
-            generic_states=cfg.generic_states,
-            generic_len=cfg.generic_len,
-            relation_first=cfg.relation_first,
-            seed=cfg.seed,
-        )  # fmt: skip
-    )
+    return World(replace(cfg.world, seed=cfg.seed))  # the world is drawn from the run's seed
 
 
 def _model_hash(cfg: Config) -> str:
-    keys = ("subjects", "relation_first", "first_names", "relations", "objects", "recall_pairs", "recall_keys", "generic_states",
-            "generic_len", "arch", "hidden", "layers", "heads", "train_steps", "train_lr", "fact_rows", "recall_rows",
-            "generic_rows", "recall_train_len", "eval_every", "train_stop_at", "seed")  # fmt: skip
-    d = {k: getattr(cfg, k) for k in keys}
+    # the same names and values as before the world was nested (one cached model name per trained model)
+    world = ("subjects", "relation_first", "first_names", "relations", "objects", "recall_pairs", "recall_keys",
+             "generic_states", "generic_len")  # fmt: skip
+    keys = ("arch", "hidden", "layers", "heads", "train_steps", "train_lr", "fact_rows", "recall_rows", "generic_rows",
+            "recall_train_len", "eval_every", "train_stop_at", "seed")  # fmt: skip
+    d = {k: getattr(cfg.world, k) for k in world} | {k: getattr(cfg, k) for k in keys}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -292,13 +305,6 @@ def train_model(cfg: Config, world: World, cache: Path, device: str = "cpu"):
 # -- one seed ----------------------------------------------------------------------------------------------
 
 
-def _z(cfg: Config) -> ZConfig:
-    # kl_factor 0: the world has no "{subject} is a" prompt to anchor the KL term on
-    return ZConfig(
-        steps=cfg.z_steps, lr=cfg.z_lr, clamp=cfg.z_clamp, weight_decay=cfg.z_weight_decay, kl_factor=0.0
-    )
-
-
 class Setting:
     """Everything shared by the seeds of a run: the world, the trained model, its covariances, eval sets."""
 
@@ -310,8 +316,8 @@ class Setting:
         self.facts = w.facts()
         # held-out tuning subjects: λ and the FT learning rates are chosen on them; never washed in an evaluation
         rng = np.random.default_rng(derive_seed(cfg.seed, "tune-subjects"))
-        perm = rng.permutation(cfg.subjects)
-        n_tune = int(round(cfg.wash_fraction * cfg.subjects))
+        perm = rng.permutation(cfg.world.subjects)
+        n_tune = int(round(cfg.wash_fraction * cfg.world.subjects))
         self.tune_subjects = sorted(perm[:n_tune].tolist())
         self.pool = np.sort(perm[n_tune:])
         self.lam = float(cfg.lam_grid[0])
@@ -362,7 +368,7 @@ class Setting:
 
     def split(self, subjects: list[int]):
         s = set(subjects)
-        R = self.cfg.relations
+        R = self.cfg.world.relations
         washed = [self.facts[i * R + r] for i in subjects for r in range(R)]
         retained = [f for i, f in enumerate(self.facts) if i // R not in s]
         return washed, retained
@@ -379,7 +385,7 @@ class Setting:
     def subset(self, tag, seed: int, fraction: float) -> list[int]:
         """``fraction`` of all subjects, drawn from those not held out for tuning."""
         rng = np.random.default_rng(derive_seed(self.cfg.seed, tag, seed))
-        n = int(round(fraction * self.cfg.subjects))
+        n = int(round(fraction * self.cfg.world.subjects))
         return sorted(rng.choice(self.pool, n, replace=False).tolist())
 
     def law(self, subjects, lam: float | None = None, **overrides):
@@ -388,7 +394,7 @@ class Setting:
         washed, _ = self.split(subjects)
         lam = self.lam if lam is None else lam
         kw = dict(lam=lam, beta_ratio=cfg.beta_ratio, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
-                  successive_elimination=cfg.successive_elimination, best_iterate=cfg.best_iterate, z=_z(cfg))  # fmt: skip
+                  successive_elimination=cfg.successive_elimination, best_iterate=cfg.best_iterate, z=cfg.z)  # fmt: skip
         rep = wash(m, self.tok, washed, list(cfg.edit_layers), self.cov, **(kw | overrides))
         return m, rep
 
@@ -397,7 +403,7 @@ class Setting:
         the MEMIT initialisation, with the same per-layer C-norm budget β_l = beta_ratio·tr(Δ⁰CΔ⁰ᵀ)/tr(C)."""
         washed, _ = self.split(subjects)
         init = memit_to_eos(self.model, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.lam,
-                            z=_z(self.cfg), apply=False)  # fmt: skip
+                            z=self.cfg.z, apply=False)  # fmt: skip
         betas = {i: self.cfg.beta_ratio * c_ratio(d, self.cov[i].to(d)) for i, d in init.deltas.items()}
         out = {}
         for name, kw in (("no_elimination", {"successive_elimination": False}),
@@ -409,7 +415,7 @@ class Setting:
     def memit(self, subjects):
         m = copy.deepcopy(self.model)
         washed, _ = self.split(subjects)
-        memit_to_eos(m, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.lam, z=_z(self.cfg))
+        memit_to_eos(m, self.tok, washed, list(self.cfg.edit_layers), self.cov, lam=self.lam, z=self.cfg.z)
         return m
 
     def ft(self, kind: str, subjects, lr: float, stop_at: float):

@@ -110,16 +110,16 @@ def report_md(cfg: Config, per_seed: dict, model: dict) -> str:
     ps, ft_lr = per_seed, model["ft_lr"]
     return f"""## LaW on a small world
 
-One tiny {cfg.arch} (d={cfg.hidden}, {cfg.layers} layers) trained once per run on {cfg.subjects} subjects ×
-{cfg.relations} relations, associative recall ({cfg.recall_pairs} pairs) and Markov generic text
+One tiny {cfg.arch} (d={cfg.hidden}, {cfg.layers} layers) trained once per run on {cfg.world.subjects} subjects ×
+{cfg.world.relations} relations, associative recall ({cfg.world.recall_pairs} pairs) and Markov generic text
 ({model["train_steps"]} of at most {cfg.train_steps} steps, early stop at {cfg.train_stop_at} on a separate recall probe set,
 {model["train_cpu_s"]:.0f} s CPU; facts known {model["facts_known"]:.3f}, recall {model["recall_known"]:.3f}); the seeds {cfg.seed_list} vary the
-washed subset ({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.subjects)) * cfg.relations} facts),
+washed subset ({cfg.wash_fraction:.0%} of subjects = {int(round(cfg.wash_fraction * cfg.world.subjects)) * cfg.world.relations} facts),
 drawn from the subjects not held out for tuning.
 Edit layers {list(cfg.edit_layers)}, λ = {model["lam"]:g} (chosen from {list(cfg.lam_grid)} on {len(model["tune_subjects"])}
 held-out tuning subjects: best retained accuracy among λ washing them to ≤ {cfg.tune_max_washed}; MEMIT→EOS uses
-the same λ), z: {cfg.z_steps} Adam steps,
-clamp {cfg.z_clamp}·‖h₀‖; LaW ascent {cfg.ascent_steps} steps, lr {cfg.ascent_lr}, β = {cfg.beta_ratio}×
+the same λ), z: {cfg.z.steps} Adam steps,
+clamp {cfg.z.clamp}·‖h₀‖; LaW ascent {cfg.ascent_steps} steps, lr {cfg.ascent_lr}, β = {cfg.beta_ratio}×
 the MEMIT initialisation's C-norm; successive elimination {"on" if cfg.successive_elimination else "off"}.
 FT baselines (all weights, Adam, full batch, ≤ {cfg.ft_max_steps} steps) stop at LaW's washed accuracy;
 their lr from {list(cfg.ft_lrs)} chosen on the same tuning subjects by the same rule (matched to LaW's forgetting
@@ -141,12 +141,12 @@ Accuracy = greedy continuation starts with the answer (teacher-forced exact matc
 {_ablation_table(ps)}
 
 ### Deviations from the paper
-- Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.subjects * cfg.relations} synthetic facts instead of
+- Scale: a {cfg.layers}-layer d={cfg.hidden} model and {cfg.world.subjects * cfg.world.relations} synthetic facts instead of
   GPT2-XL / GPT-J with 19K–332K real facts; reasoning = in-context associative recall + generic-text loss
   instead of LAMBADA / HellaSwag / ARC.
 - Prompts put the relation first ("r s₁ s₂" → o): with "s₁ s₂ r" this small model looks facts up at the relation
   token and no δ at the subject's last token makes it emit EOS, so nothing can be washed (see the README).
 - One trained model per run; seeds vary only the washed subset (and so the edits).
-- z: {cfg.z_steps} steps / clamp {cfg.z_clamp} instead of 20 / 0.75, no KL term; λ chosen from a grid on
+- z: {cfg.z.steps} steps / clamp {cfg.z.clamp} instead of 20 / 0.75, no KL term; λ chosen from a grid on
   held-out subjects instead of the official norm-band search; ascent lr {cfg.ascent_lr} instead of 1e-7.
 """
