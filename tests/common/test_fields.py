@@ -103,6 +103,22 @@ def test_tuple_fields_check_every_element_and_the_length(kw, msg):
     assert str(e.value) == msg
 
 
+def test_an_empty_tuple_can_be_allowed():
+    @dataclasses.dataclass(frozen=True)
+    class Any_:
+        fracs: tuple[float, ...] = bounded(
+            (), kind=float, lo=0, hi=1, lo_open=True, each=True, length=(0, None)
+        )
+
+        def __post_init__(self):
+            check_fields(self)
+
+    assert Any_().fracs == () and Any_(fracs=(0.5,)).fracs == (0.5,)
+    with pytest.raises(ValueError) as e:
+        Any_(fracs=(0.0,))
+    assert str(e.value) == "fracs must be a tuple of any length, each a number in (0, 1] (finite), got (0.0,)"
+
+
 def test_length_needs_each():
     with pytest.raises(ValueError, match="pass each=True"):
         bounded((1, 2), length=2)

@@ -57,7 +57,7 @@ class Check:
             if self.max_len == self.min_len:
                 size = f"{self.min_len}"
             elif self.max_len is None:
-                size = f"{self.min_len} or more" if self.min_len > 1 else "one or more"
+                size = {0: "any length", 1: "one or more"}.get(self.min_len, f"{self.min_len} or more")
             else:
                 size = f"{self.min_len} to {self.max_len}"
             text = f"a tuple of {size}, each {one}"
