@@ -15,7 +15,8 @@ from iclr25.common.fields import Check
 
 CASES = {
     "pds": [("n_pool", 0), ("proxy_heads", True), ("warm_steps", -1), ("ratio", math.nan), ("tau", -0.5),
-            ("train_lr", 0.0), ("scorer", "bert"), ("dsir_backend", "torch")],
+            ("train_lr", 0.0), ("scorer", "bert"), ("dsir_backend", "torch"),
+            ("mix", (0.5, 0.5, -0.2, 0.2)), ("mix", (0.5, 0.5))],
     "topic_unlearning": [("m", 0), ("n_topics", True), ("delta", 1.0), ("epsilon", 0.0), ("anchor_mass", math.nan)],
     "transformer2": [("rl_steps", 0), ("hidden", True), ("pretrain_steps", -1), ("shift_hi", 10),
                      ("kl_coef", math.nan), ("max_grad_norm", 0.0), ("svf_mode", "lora")],
