@@ -36,7 +36,8 @@ def test_smoke_run_claims_and_resume(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "field, value", [("ratio", 0.0), ("scorer", "bert"), ("proxy_size", 10**6), ("tau", -1.0)]
+    "field, value",
+    [("ratio", 0.0), ("scorer", "bert"), ("proxy_size", 10**6), ("tau", -1.0), ("mix", (0.5, 0.5, 0.2, 0.2))],
 )
 def test_config_validation(field, value):
     with pytest.raises(ValueError, match=field):

@@ -46,7 +46,8 @@ class Config(ExperimentConfig):
     n_frames: int = bounded(24, lo=1)
     n_train_scenes: int = bounded(12, lo=1)
     n_test_scenes: int = bounded(4, lo=1)
-    test_starts: tuple[int, ...] = (4, 10, 16)  # test clips start at these frames
+    # test clips start at these frames (each clip inside n_frames)
+    test_starts: tuple[int, ...] = bounded((4, 10, 16), lo=0, each=True)
     clip_len: int = bounded(2, lo=1)
     beams: int = bounded(32, lo=1)
     azimuths: int = bounded(720, lo=1)
@@ -56,7 +57,7 @@ class Config(ExperimentConfig):
     occupancy: str = bounded("projected", choices=OCCUPANCY_RULES)
     shift_k: int = bounded(3, lo=0)  # viewpoint simulation: window centred at t ± k
     mismatch_ratio: float = bounded(0.5, lo=0, hi=1)  # the paper's; the ablation uses 0
-    offsets: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
+    offsets: tuple[float, ...] = bounded((0.0, 1.0, 2.0, 3.0), kind=float, each=True)  # Δy; must hold 0 and 2
     channels: tuple[int, ...] = (8, 16, 32)
     cond_channels: int = bounded(8, lo=1)
     train_steps: int = bounded(250, lo=1)
@@ -71,8 +72,8 @@ class Config(ExperimentConfig):
     curve_clips: int = bounded(2, lo=0)  # held-out clips per monitored offset (Δy = 0 and 2 m) for the curve
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields and the tuple fields
-        if any(s < 0 or s + self.clip_len > self.n_frames for s in self.test_starts):
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if any(s + self.clip_len > self.n_frames for s in self.test_starts):
             raise ValueError(
                 f"test_starts must leave a clip of {self.clip_len} frames inside {self.n_frames} frames"
             )

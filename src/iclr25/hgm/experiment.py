@@ -91,7 +91,8 @@ class Config(ExperimentConfig):
     # render the auxiliary sets G_I, G_S at 1/aux_downscale resolution in training
     aux_downscale: int = bounded(1, lo=1)
     lr: float = bounded(1e-3, lo=0, lo_open=True)
-    channels: tuple[int, int, int] = (16, 32, 64)
+    # HGMConfig.channels and the refiner's: three multiples of 4 (GroupNorm(4, c))
+    channels: tuple[int, int, int] = bounded((16, 32, 64), lo=4, each=True, length=3)
     # Chamfer uses the chamfer_frac most opaque merged Gaussians of each subject
     chamfer_frac: float = bounded(0.25, lo=0, hi=1, lo_open=True)
     # E3 (report-only; the released code's 20 Adam steps); 0 disables it
@@ -102,7 +103,11 @@ class Config(ExperimentConfig):
     data_seed: int = bounded(1234)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: the rule across fields
+        super().__post_init__()  # the bounds declared above (channels element-wise); below: multiples, cross-field
+        if any(c % 4 for c in self.channels):  # as HGMConfig checks it, so `--set` refuses it up front
+            raise ValueError(
+                f"channels must each be a multiple of 4 (GroupNorm(4, c)); got {self.channels!r}"
+            )
         if self.image_size % (2 * self.aux_downscale):
             raise ValueError(
                 f"aux_downscale must divide image_size/2; got {self.aux_downscale} for {self.image_size}"

@@ -41,7 +41,7 @@ class HGMConfig:
 
     image_size: int = bounded(32, lo=1)
     splat_size: int = bounded(16, lo=1)
-    channels: tuple[int, int, int] = (16, 32, 64)
+    channels: tuple[int, int, int] = bounded((16, 32, 64), lo=4, each=True, length=3)  # multiples of 4
     feat_dim: int = bounded(32, lo=1)
     code_dim: int = bounded(16, lo=1)
     heads: int = bounded(4, lo=1)
@@ -51,14 +51,11 @@ class HGMConfig:
     max_offset: float = bounded(0.1, lo=0)
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the bounds declared above; below: the tuple field and rules across fields
-        ch = self.channels
-        if (
-            not isinstance(ch, (tuple, list))
-            or len(ch) != 3
-            or any(isinstance(c, bool) or not isinstance(c, int) or c < 4 or c % 4 for c in ch)
-        ):
-            raise ValueError(f"channels must be three positive multiples of 4 (GroupNorm(4, c)); got {ch!r}")
+        check_fields(self)  # the bounds declared above (channels element-wise); below: multiples, rules
+        if any(c % 4 for c in self.channels):
+            raise ValueError(
+                f"channels must each be a multiple of 4 (GroupNorm(4, c)); got {self.channels!r}"
+            )
         if self.image_size % 4 or self.image_size < 8:
             raise ValueError(f"image_size must be a multiple of 4 and ≥ 8; got {self.image_size}")
         if self.splat_size not in (self.image_size, self.image_size // 2, self.image_size // 4):

@@ -41,7 +41,10 @@ class Config(ExperimentConfig):
     n_pool: int = bounded(12000, lo=1)
     n_dev: int = bounded(128, lo=1)
     n_test: int = bounded(512, lo=1)
-    mix: tuple[float, float, float, float] = (0.3, 0.3, 0.2, 0.2)  # clean, noisy, other chain, repeats
+    # source fractions: clean, noisy, other chain, repeats (sum 1)
+    mix: tuple[float, float, float, float] = bounded(
+        (0.3, 0.3, 0.2, 0.2), kind=float, lo=0, each=True, length=4
+    )
     # proxy LM (HF config, eager attention) and its warm start (the paper's "160M-10k" checkpoint)
     arch: str = "llama"
     proxy_hidden: int = bounded(32, lo=1)
@@ -85,7 +88,9 @@ class Config(ExperimentConfig):
     run_t1: bool = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields
+        super().__post_init__()  # the bounds declared above (mix element-wise); below: mix's sum, rules across fields
+        if abs(sum(self.mix) - 1) > 1e-9:  # as make_markov_corpus checks it, so `--set` rejects it up front
+            raise ValueError(f"mix must sum to 1, got {self.mix!r}")
         for hid, heads in (("proxy_hidden", "proxy_heads"), ("target_hidden", "target_heads")):
             if getattr(self, hid) % getattr(self, heads):
                 raise ValueError(

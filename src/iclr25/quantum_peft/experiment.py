@@ -44,7 +44,8 @@ TUNE_SEEDS = (10, 11, 12)  # held-out seeds for the tuning (the reported seeds a
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
-    widths: tuple[int, ...] = (64, 128)  # ViT hidden sizes d (powers of two → pure Pauli nodes)
+    # ViT hidden sizes d (powers of two → pure Pauli nodes), each divisible by heads
+    widths: tuple[int, ...] = bounded((64, 128), lo=8, each=True)
     depth: int = bounded(2, lo=1)  # transformer blocks
     heads: int = bounded(4, lo=1)
     mlp_ratio: int = bounded(2, lo=1)  # intermediate = mlp_ratio · d
@@ -73,15 +74,14 @@ class Config(ExperimentConfig):
     lora_alpha: float = bounded(1.0, lo=0, lo_open=True)
     target_modules: tuple[str, ...] = ("q_proj", "v_proj")
     param_widths: tuple[int, ...] = (64, 128)  # widths whose adapter sizes are counted (claim param_ratio)
-    scaling_qubits: tuple[int, ...] = tuple(range(6, 15))  # N = M = 2^n for the log-scaling table
+    # N = M = 2^n for the log-scaling table
+    scaling_qubits: tuple[int, ...] = bounded(tuple(range(6, 15)), lo=1, each=True)
     min_source_acc: float = 0.8  # precondition: the pre-trained ViT must solve upright digits
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields
-        if not self.widths or any((not isinstance(d, int)) or d < 8 or d % self.heads for d in self.widths):
-            raise ValueError(
-                f"widths must be non-empty ints >= 8 divisible by heads={self.heads}, got {self.widths!r}"
-            )
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if any(d % self.heads for d in self.widths):
+            raise ValueError(f"widths must each be divisible by heads={self.heads}, got {self.widths!r}")
         if self.source_frac + self.target_train_frac >= 1:
             raise ValueError(
                 f"source_frac + target_train_frac must be < 1 (the rest is the target test set), "
@@ -91,8 +91,8 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"param_widths must contain 64 and 128 (claim param_ratio), got {self.param_widths!r}"
             )
-        if 10 not in self.scaling_qubits or min(self.scaling_qubits) < 1:
-            raise ValueError(f"scaling_qubits must contain 10 and be >= 1, got {self.scaling_qubits!r}")
+        if 10 not in self.scaling_qubits:
+            raise ValueError(f"scaling_qubits must contain 10, got {self.scaling_qubits!r}")
 
 
 PRESETS = {

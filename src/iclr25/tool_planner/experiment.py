@@ -62,16 +62,14 @@ class Config(ExperimentConfig):
     max_steps: int = bounded(4, lo=1)
     max_api_calls: int = bounded(15, lo=1)
     max_replans: int = bounded(3, lo=0)
-    k_grid: tuple[int, ...] = (1, 5, 30, 100, 300, K_ALL)  # 0 = N; k > N is clipped to N
-    react_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # APIs tried per step (paper-style ReAct: 2 = one retry)
-    dfsdt_grid: tuple[int, ...] = (1, 2, 3, 4, 5)  # children per node (ToolLLM's DFSDT: 3)
-    replan_grid: tuple[int, ...] = (
-        0,
-        1,
-        2,
-        3,
-        5,
-    )  # Tool-Planner's effort knob (replans per task), tuned at k*
+    # the grids: non-empty tuples of ints >= 0; k_grid: 0 = N, k > N is clipped to N
+    k_grid: tuple[int, ...] = bounded((1, 5, 30, 100, 300, K_ALL), lo=0, each=True)
+    # APIs tried per step (paper-style ReAct: 2 = one retry)
+    react_grid: tuple[int, ...] = bounded((1, 2, 3, 4, 5), lo=0, each=True)
+    # children per node (ToolLLM's DFSDT: 3)
+    dfsdt_grid: tuple[int, ...] = bounded((1, 2, 3, 4, 5), lo=0, each=True)
+    # Tool-Planner's effort knob (replans per task), tuned at k*
+    replan_grid: tuple[int, ...] = bounded((0, 1, 2, 3, 5), lo=0, each=True)
     n_val_worlds: int = bounded(2, lo=1)
     n_val_tasks: int = bounded(100, lo=1)
     n_bfcl_tasks: int = bounded(60, lo=0)
@@ -88,11 +86,7 @@ class Config(ExperimentConfig):
     write_traces: bool = True
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: the grids and the rules across fields
-        for name in ("k_grid", "react_grid", "dfsdt_grid", "replan_grid"):
-            g = getattr(self, name)
-            if not g or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in g):
-                raise ValueError(f"{name} must be a non-empty tuple of ints >= 0, got {g!r}")
+        super().__post_init__()  # the bounds declared above (grids element-wise); below: rules across fields
         if 1 not in self.k_grid or K_ALL not in self.k_grid:
             raise ValueError(f"k_grid must contain 1 and 0 (= N) for the k-curve claim, got {self.k_grid!r}")
         if self.min_steps > self.max_steps:

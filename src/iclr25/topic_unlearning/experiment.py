@@ -53,10 +53,13 @@ class Config(ExperimentConfig):
     m: int = bounded(80_000, lo=1)  # training documents
     m_small: int = bounded(10_000, lo=1)  # the smaller corpus of the cost comparison
     min_doc_freq: float = 0.01  # candidate anchors: document frequency ≥ 1 % of m
-    newton_grid: tuple[int, ...] = (1, 10, 100, 400)  # m_f ≤ 0.5 % of m
-    capacity_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000)
+    # documents deleted m_f (positive ints): ≤ 0.5 % of m
+    newton_grid: tuple[int, ...] = bounded((1, 10, 100, 400), lo=1, each=True)
+    capacity_grid: tuple[int, ...] = bounded((1, 3, 10, 30, 100, 300, 1000, 3000), lo=1, each=True)
     # up to the corpus size (m − 1000 documents deleted): the head capacity must be able to fall inside the grid
-    head_grid: tuple[int, ...] = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 20000, 40000, 79000)
+    head_grid: tuple[int, ...] = bounded(
+        (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 20000, 40000, 79000), lo=1, each=True
+    )
     epsilon: float = bounded(1.0, lo=0, lo_open=True)
     delta: float = bounded(1e-5, lo=0, hi=1, lo_open=True, hi_open=True)
     utility_threshold: float = 0.10  # max-column-L1(Ã, A*)
@@ -69,7 +72,7 @@ class Config(ExperimentConfig):
     timing_forget: int = bounded(100, lo=1)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: tuple fields and rules across fields
+        super().__post_init__()  # the bounds declared above (grids element-wise); below: rules across fields
         if self.m_small >= self.m:
             raise ValueError(f"m_small must be < m, got {self.m_small} >= {self.m}")
         if max(self.newton_grid) > 0.005 * self.m + 1e-9:

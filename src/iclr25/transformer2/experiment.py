@@ -86,13 +86,13 @@ class Config(ExperimentConfig):
     lora_dropout: float = 0.05
     lora_lr: float = bounded(3e-3, lo=0, lo_open=True)
     lora_steps: int = bounded(200, lo=1)
-    lora_tasks: tuple[str, ...] = ("A", "B", "C")
+    lora_tasks: tuple[str, ...] = bounded(("A", "B", "C"), choices=S.SKILLS, each=True)  # must include "A"
     # evaluation, dispatch and few-shot CEM
     n_test: int = bounded(2000, lo=1)
     n_route: int = bounded(600, lo=1)
     shift_lo: int = bounded(3, lo=0, hi=9)
     shift_hi: int = bounded(7, lo=0, hi=9)
-    shift_tasks: tuple[str, ...] = ("A", "C")
+    shift_tasks: tuple[str, ...] = bounded(("A", "C"), choices=S.SKILLS, each=True)
     shots: int = bounded(32, lo=1)
     cem_iters: int = bounded(20, lo=1)
     cem_pop: int = bounded(32, lo=1)
@@ -102,13 +102,9 @@ class Config(ExperimentConfig):
     raw_mixing: bool = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: rules across fields
+        super().__post_init__()  # the bounds declared above (task tuples element-wise); below: rules across fields
         if self.shift_lo > self.shift_hi:
             raise ValueError(f"shift_lo must be <= shift_hi ({self.shift_hi}), got {self.shift_lo}")
-        for name in ("lora_tasks", "shift_tasks"):
-            bad = [t for t in getattr(self, name) if t not in S.SKILLS]
-            if bad:
-                raise ValueError(f"{name} must hold tasks from {S.SKILLS}, got {getattr(self, name)!r}")
         if "A" not in self.lora_tasks:
             raise ValueError(
                 f"lora_tasks must include 'A' (the side-by-side comparison), got {self.lora_tasks!r}"
