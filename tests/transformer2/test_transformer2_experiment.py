@@ -9,6 +9,9 @@ import torch
 
 from iclr25.common.lm import byte_tokenizer, tiny_causal_lm
 from iclr25.common.results import write_run
+from iclr25.errors import UsageError
+from iclr25.runs import effective_config, experiment_module
+from iclr25.transformer2 import experiment
 from iclr25.transformer2 import skills as S
 from iclr25.transformer2.experiment import PRESETS, Config, one_seed, run
 
@@ -75,6 +78,54 @@ def test_config_validation():
         Config(shift_lo=8, shift_hi=2)
     with pytest.raises(ValueError, match="lora_tasks"):
         Config(lora_tasks=("Z",))
+
+
+class _Reached(Exception):
+    pass
+
+
+def test_dotted_overrides_reach_the_reinforce_config(monkeypatch):
+    """``--set rl.batch_size=32 --set rl.kl_coef=0.3`` (issue #39: the REINFORCE settings are the nested
+    ReinforceConfig) reach the config one_seed hands to ``train_reinforce`` and the prompts it draws."""
+    cfg, applied = effective_config(
+        experiment_module("transformer2"),
+        "smoke",
+        overrides=["rl.batch_size=32", "rl.kl_coef=0.3", "rl.greedy=true", "rl.eval_every=3"],
+    )
+    assert applied == {"rl.batch_size": 32, "rl.kl_coef": 0.3, "rl.greedy": True, "rl.eval_every": 3}
+    assert cfg.rl == dataclasses.replace(
+        PRESETS["smoke"].rl, batch_size=32, kl_coef=0.3, greedy=True, eval_every=3
+    )
+    seen = {}
+
+    def fake_train_reinforce(model, params, prompt_fn, reward_fn, rl_cfg, **kw):
+        seen.update(rl_cfg=rl_cfg, prompts=prompt_fn(0, torch.Generator().manual_seed(0)))
+        raise _Reached
+
+    monkeypatch.setattr(experiment, "train_reinforce", fake_train_reinforce)
+    monkeypatch.setattr(experiment, "_pretrain", lambda *a, **k: None)
+    with pytest.raises(_Reached):
+        one_seed(cfg, 0)
+    r = seen["rl_cfg"]
+    assert (r.batch_size, r.kl_coef, r.greedy, r.eval_every) == (32, 0.3, True, 3)
+    assert (r.max_grad_norm, r.kl_direction) == (1e-3, "ref_policy")
+    assert (r.steps, r.lr) == (cfg.rl_steps, cfg.rl_lr) and r.seed != 0  # per phase and seed
+    assert seen["prompts"][0].shape[0] == 32  # rl.batch_size is the prompts per step
+    lora = experiment._rl_config(cfg, 0, cfg.lora_steps, cfg.lora_lr, "lora_A")
+    assert lora == dataclasses.replace(cfg.rl, steps=cfg.lora_steps, lr=cfg.lora_lr, seed=lora.seed)
+
+
+def test_a_bad_nested_value_names_the_nested_field():
+    exp = experiment_module("transformer2")
+    with pytest.raises(UsageError, match=r"rl: batch_size must be a positive int, got 0"):
+        effective_config(exp, "smoke", overrides=["rl.batch_size=0"])
+    with pytest.raises(UsageError, match=r"rl: kl_direction must be one of"):
+        effective_config(exp, "smoke", overrides=["rl.kl_direction=sideways"])
+    for name, value in (("steps", "5"), ("lr", "0.1"), ("seed", "3")):
+        with pytest.raises(UsageError, match=rf"rl.{name} is set per phase and seed in _rl_config"):
+            effective_config(exp, "smoke", overrides=[f"rl.{name}={value}"])
+    with pytest.raises(UsageError, match=r"unknown config field 'rl_batch'.*rl.batch_size"):
+        effective_config(exp, "smoke", overrides=["rl_batch=32"])
 
 
 def test_skills_answers():

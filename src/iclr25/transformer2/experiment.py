@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,10 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 MATCH = {"A": "A", "B": "B", "C": "C", "D": "B"}  # the expert whose skill the (shifted / unseen) task needs
 
 
+# ReinforceConfig fields _rl_config sets per phase (steps, lr) and per seed; Config.rl keeps their defaults
+_PER_PHASE = {n: getattr(ReinforceConfig(), n) for n in ("steps", "lr", "seed")}
+
+
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     # tiny base model (Llama family) and its deliberately short pre-training
@@ -71,13 +75,20 @@ class Config(ExperimentConfig):
     targets: tuple[str, ...] = ALL_LINEAR
     svf_mode: str = bounded("official", choices=("official", "paper"))
     rl_steps: int = bounded(200, lo=1)
-    rl_batch: int = bounded(256, lo=1)
     rl_lr: float = bounded(1e-2, lo=0, lo_open=True)  # toy value (official 2e-3 with batch 256 on 8B models)
-    max_grad_norm: float = bounded(1e-3, lo=0, lo_open=True)
-    kl_coef: float = bounded(0.1, lo=0)
-    kl_direction: str = "ref_policy"
-    greedy_rollouts: bool = False  # sampled one-token rollouts (greedy = the official vLLM setting)
-    eval_every: int = bounded(20, lo=1)
+    # every REINFORCE run (SVF experts, classification expert, LoRA-RL), set with dotted overrides
+    # (``--set rl.batch_size=128 --set rl.kl_coef=0.2``); rl.batch_size is also the prompts per step of every RL
+    # and LoRA-SFT run. greedy=False: sampled one-token rollouts (greedy = the official vLLM setting). The steps and
+    # lr of each phase (rl_steps / rl_lr, cls_steps, lora_steps / lora_lr) and the seed are set in _rl_config, so
+    # rl.steps, rl.lr and rl.seed keep their defaults.
+    rl: ReinforceConfig = ReinforceConfig(
+        batch_size=256,
+        max_grad_norm=1e-3,
+        kl_coef=0.1,
+        kl_direction="ref_policy",
+        greedy=False,
+        eval_every=20,
+    )
     n_val: int = bounded(512, lo=1)
     cls_steps: int = bounded(50, lo=1)
     # LoRA baseline (PEFT) on the same matrices
@@ -103,6 +114,14 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (task tuples element-wise); below: rules across fields
+        if not isinstance(self.rl, ReinforceConfig):
+            raise ValueError(f"rl must be a ReinforceConfig, got {type(self.rl).__name__}")
+        for name, default in _PER_PHASE.items():
+            if getattr(self.rl, name) != default:
+                raise ValueError(
+                    f"rl.{name} is set per phase and seed in _rl_config (rl_steps / cls_steps / lora_steps, "
+                    f"rl_lr / lora_lr, the run seed); leave it at {default!r}, got {getattr(self.rl, name)!r}"
+                )
         if self.shift_lo > self.shift_hi:
             raise ValueError(f"shift_lo must be <= shift_hi ({self.shift_hi}), got {self.shift_lo}")
         if "A" not in self.lora_tasks:
@@ -111,14 +130,15 @@ class Config(ExperimentConfig):
             )
 
 
-_QUICK = Config(rl_steps=150, rl_batch=128, lora_steps=150, lora_tasks=("A",), cls_steps=30)
+_QUICK = Config(
+    rl_steps=150, rl=replace(Config.rl, batch_size=128), lora_steps=150, lora_tasks=("A",), cls_steps=30
+)
 PRESETS = {
     "smoke": Config(
         seeds=1,
         pretrain_steps=30,
         rl_steps=12,
-        rl_batch=64,
-        eval_every=4,
+        rl=replace(Config.rl, batch_size=64, eval_every=4),
         n_val=128,
         cls_steps=4,
         lora_steps=8,
@@ -140,8 +160,7 @@ PRESETS = {
         intermediate=1024,
         pretrain_steps=60,
         rl_steps=2000,
-        rl_batch=256,
-        eval_every=50,
+        rl=replace(Config.rl, batch_size=256, eval_every=50),
         n_val=2048,
         cls_steps=200,
         lora_steps=2000,
@@ -233,24 +252,14 @@ def _encode(sym: Symbols, batch: tuple) -> tuple:
 
 
 def _rl_config(cfg: Config, seed: int, steps: int, lr: float, tag: str) -> ReinforceConfig:
-    return ReinforceConfig(
-        steps=steps,
-        batch_size=cfg.rl_batch,
-        lr=lr,
-        max_grad_norm=cfg.max_grad_norm,
-        kl_coef=cfg.kl_coef,
-        kl_direction=cfg.kl_direction,
-        greedy=cfg.greedy_rollouts,
-        eval_every=cfg.eval_every,
-        seed=derive_seed(seed, "rl", tag),
-    )
+    return replace(cfg.rl, steps=steps, lr=lr, seed=derive_seed(seed, "rl", tag))
 
 
 def _skill_prompts(cfg: Config, sym: Symbols, task: str, dev):
-    """REINFORCE prompt source: fresh ``rl_batch`` prompts of ``task`` per step."""
+    """REINFORCE prompt source: fresh ``rl.batch_size`` prompts of ``task`` per step."""
 
     def pf(step, g):
-        ids, a = _encode(sym, S.skill_batch(task, cfg.rl_batch, g))
+        ids, a = _encode(sym, S.skill_batch(task, cfg.rl.batch_size, g))
         return ids.to(dev), None, a.to(dev)
 
     return pf
@@ -349,7 +358,7 @@ def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, d
     known = list(S.SKILLS)
 
     def cls_prompts(step, g):
-        ids, lab, _, _ = S.cls_batch(S.SKILLS, cfg.rl_batch, g)
+        ids, lab, _, _ = S.cls_batch(S.SKILLS, cfg.rl.batch_size, g)
         return sym(ids).to(dev), None, sym(lab).to(dev)
 
     cls_val = S.cls_batch(S.SKILLS, cfg.n_val, torch_generator(derive_seed(seed, "val", "cls")))
@@ -499,7 +508,7 @@ def lora_stage(cfg: Config, seed: int, base_copy, sym: Symbols, test: dict, dev)
 
 def _lora_sft(cfg: Config, seed: int, pm, sym: Symbols, task: str, dev) -> None:
     def sft_batch(step, g):
-        ids, a = _encode(sym, S.skill_batch(task, cfg.rl_batch, g))
+        ids, a = _encode(sym, S.skill_batch(task, cfg.rl.batch_size, g))
         x = torch.cat([ids, a[:, None]], 1)
         y = torch.full_like(x, -100)
         y[:, -1] = x[:, -1]
@@ -509,7 +518,7 @@ def _lora_sft(cfg: Config, seed: int, pm, sym: Symbols, task: str, dev) -> None:
         pm,
         cfg=LMTrainConfig(
             steps=cfg.lora_steps,
-            batch_size=cfg.rl_batch,
+            batch_size=cfg.rl.batch_size,
             seq_len=S.N_DIGITS + 3,
             lr=cfg.lora_lr,
             warmup_steps=0,
