@@ -281,16 +281,19 @@ class AugmentConfig:
     p_colored: float = bounded(0.2, lo=0, hi=1)
     p_gain: float = bounded(0.5, lo=0, hi=1)
     p_no_call: float = bounded(0.075, lo=0, hi=1)
-    snr_db: tuple[float, float] = (3.0, 30.0)
-    f_decay: tuple[float, float] = (-2.0, 2.0)
-    gain_db: tuple[float, float] = (-18.0, 6.0)
+    # (low, high) ranges
+    snr_db: tuple[float, float] = bounded((3.0, 30.0), each=True, length=2)
+    f_decay: tuple[float, float] = bounded((-2.0, 2.0), each=True, length=2)
+    gain_db: tuple[float, float] = bounded((-18.0, 6.0), each=True, length=2)
     library: str = bounded("audiomentations", choices=LIBRARIES)
     sample_rate: int = bounded(32_000, lo=1)  # Hz
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the bounds declared above; below: the (low, high) pairs
+        check_fields(self)  # the bounds declared above (pairs element-wise); below: low <= high
         for name in ("snr_db", "f_decay", "gain_db"):
-            _check_range_pair(name, getattr(self, name))
+            low, high = v = getattr(self, name)
+            if not low <= high:
+                raise ValueError(f"{name} must be a (low, high) range with low <= high, got {v!r}")
 
 
 def augment_batch(

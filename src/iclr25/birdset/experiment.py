@@ -75,9 +75,9 @@ class Config(ExperimentConfig):
     # focal recording lengths: "xeno_canto" = log-normal with Xeno-canto's mean length (46.3 s: BirdSet's XCL,
     # 528,434 recordings, > 6,800 h), log-sd focal_log_sd, clipped to focal_bounds; "uniform" = focal_duration
     focal_lengths: str = bounded("xeno_canto", choices=("xeno_canto", "uniform"))
-    focal_duration: tuple[float, float] = (8.0, 20.0)
+    focal_duration: tuple[float, float] = bounded((8.0, 20.0), lo=5.0, each=True, length=2)  # (low, high) s
     focal_log_sd: float = bounded(XC_LOG_SD, lo=0, hi=5, hi_open=True)
-    focal_bounds: tuple[float, float] = XC_BOUNDS
+    focal_bounds: tuple[float, float] = bounded(XC_BOUNDS, lo=5.0, each=True, length=2)
     # primary phrases per recording ∝ length (coverage 20 %); 0 = no cap (was 4)
     max_phrases: int = bounded(0, lo=0)
     n_soundscapes: int = bounded(20, lo=1)
@@ -112,14 +112,14 @@ class Config(ExperimentConfig):
         extension_time=8.0,
         augment=AugmentConfig(sample_rate=16_000),
     )
-    arms: tuple[str, ...] = ("A", "B", "C")
+    arms: tuple[str, ...] = bounded(("A", "B", "C"), choices=tuple(ARMS), each=True)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: the (low, high) pairs and the arms
-        if self.focal_duration[0] < 5.0 or self.focal_duration[1] < self.focal_duration[0]:
-            raise ValueError(f"focal_duration must be (low >= 5 s, high >= low), got {self.focal_duration!r}")
-        if self.focal_bounds[0] < 5.0 or self.focal_bounds[1] < self.focal_bounds[0]:
-            raise ValueError(f"focal_bounds must be (low >= 5 s, high >= low), got {self.focal_bounds!r}")
+        super().__post_init__()  # the bounds declared above (tuples element-wise); below: order, nesting, arms
+        for name in ("focal_duration", "focal_bounds"):
+            low, high = v = getattr(self, name)
+            if high < low:
+                raise ValueError(f"{name} must be (low >= 5 s, high >= low), got {v!r}")
         if not isinstance(self.mel, MelConfig):
             raise ValueError(f"mel must be a MelConfig, got {type(self.mel).__name__}")
         if not isinstance(self.train, BirdTrainConfig):
@@ -135,8 +135,7 @@ class Config(ExperimentConfig):
                     f"train.{name} is set per arm and seed in one_seed; leave it at {default!r}, "
                     f"got {getattr(self.train, name)!r}"
                 )
-        bad = [a for a in self.arms if a not in ARMS]
-        if bad or not {"A", "B", "C"} <= set(self.arms):
+        if not {"A", "B", "C"} <= set(self.arms):
             raise ValueError(
                 f"arms must include 'A', 'B' and 'C' (the claims compare them), got {self.arms!r}"
             )

@@ -39,18 +39,15 @@ class Step:
     """
 
     text: str = bounded(kind=str)
-    goals_after: tuple[str, ...]
-    start: tuple[int, int]
-    end: tuple[int, int]
+    goals_after: tuple[str, ...] = bounded(kind=str, each=True, length=(0, None))  # () = all closed
+    start: tuple[int, int] = bounded(kind=int, each=True, length=2)  # (line, column)
+    end: tuple[int, int] = bounded(kind=int, each=True, length=2)
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the type declared above; below: the tuples
-        if not (isinstance(self.goals_after, tuple) and all(isinstance(g, str) for g in self.goals_after)):
-            raise ValueError(f"goals_after must be a tuple of str, got {self.goals_after!r:.80}")
-        for name in ("start", "end"):
-            v = getattr(self, name)
-            if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) for x in v)):
-                raise ValueError(f"{name} must be a (line, column) pair of ints, got {v!r}")
+        check_fields(self)  # the bounds declared above (the tuples element-wise); below: tuples, not lists
+        for name in ("goals_after", "start", "end"):
+            if not isinstance(v := getattr(self, name), tuple):
+                raise ValueError(f"{name} must be a tuple, got {v!r:.80}")
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,13 @@ class DatasetProfile:
     ``end − start + 1`` with an exclusive end, i.e. frame count + 1, so its "MaE 15–240" is 14–239 frames here."""
 
     name: str
-    mae_len: tuple[int, int]
-    me_len: tuple[int, int]
+    mae_len: tuple[int, int] = bounded(lo=1, each=True, length=2)  # (min, max)
+    me_len: tuple[int, int] = bounded(lo=1, each=True, length=2)
     score_thr: tuple[float, float]  # (MaE, ME)
-    cap: tuple[int, int]  # max detections per video (MaE, ME)
-    thetas: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+    cap: tuple[int, int] = bounded(lo=0, each=True, length=2)  # max detections per video (MaE, ME)
+    thetas: tuple[float, ...] = bounded(
+        (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8), lo=0, hi=1, hi_open=True, each=True
+    )
     outer_ratio: float = 0.2
     apex_thr: float = 0.5
     apex_bonus: float = 0.2
@@ -53,15 +55,11 @@ class DatasetProfile:
     nms_iou: float = bounded(0.5, lo=0, hi=1, lo_open=True)
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the bounds declared above; below: the pairs and the theta list
+        check_fields(self)  # the bounds declared above (tuples element-wise); below: min <= max
         for nm in ("mae_len", "me_len"):
             lo, hi = getattr(self, nm)
-            if not 1 <= lo <= hi:
+            if not lo <= hi:
                 raise ValueError(f"{nm} must satisfy 1 <= min <= max, got {(lo, hi)}")
-        if any(c < 0 for c in self.cap):
-            raise ValueError(f"cap must be >= 0 per class, got {self.cap}")
-        if not self.thetas or any(not 0 <= t < 1 for t in self.thetas):
-            raise ValueError(f"thetas must be non-empty values in [0, 1), got {self.thetas}")
 
     def at_frame_rate(self, fps: float, reference_fps: float | None = None) -> DatasetProfile:
         """This profile for videos at ``fps`` frames per second; its length limits are frame counts at

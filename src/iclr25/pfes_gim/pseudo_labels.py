@@ -68,26 +68,21 @@ def scale_frames(n: int, scale: float, lo: int = 0) -> int:
 class GIMConfig:
     """Per-class constants (index 0 = MaE, 1 = ME) and the epoch schedule of the pseudo-label stages."""
 
-    k: tuple[int, int] = (32, 16)  # k_c: expected instance length (search radius k/4, count radius k/2)
-    cap: tuple[int, int] = (36, 16)  # upper bound of the duration d
+    # k_c: expected instance length (search radius k/4, count radius k/2)
+    k: tuple[int, int] = bounded((32, 16), lo=4, each=True, length=2)
+    cap: tuple[int, int] = bounded((36, 16), lo=0, each=True, length=2)  # upper bound of the duration d
     tau_start: float = bounded(0.8, lo=0, hi=1)
     tau_end: float = bounded(0.5, lo=0, hi=1)  # <= tau_start
     # τ = tau_start − (itr − gim_start)/tau_decay until it reaches tau_end
     tau_decay: float = bounded(80.0, lo=0, lo_open=True)
     duration_factor: float = bounded(1.2, lo=0, lo_open=True)
-    apex_half: tuple[int, int] = (2, 1)  # apex-branch positives â ± apex_half
-    hard_half: tuple[int, int] = (5, 3)  # hard stage window [p − h, p + h)
+    apex_half: tuple[int, int] = bounded((2, 1), lo=0, each=True, length=2)  # apex positives â ± apex_half
+    hard_half: tuple[int, int] = bounded((5, 3), lo=0, each=True, length=2)  # hard window [p − h, p + h)
     # first epoch that uses GIM (epochs 1..gim_start−1 use the medium stage)
     gim_start: int = bounded(5, lo=1)
 
     def __post_init__(self) -> None:
-        check_fields(self)  # the bounds declared above; below: the (MaE, ME) pairs, rules across fields
-        for name in ("k", "cap", "apex_half", "hard_half"):
-            v = getattr(self, name)
-            if len(v) != 2 or any(int(x) != x or x < 0 for x in v):
-                raise ValueError(f"{name} must be a pair of non-negative ints (MaE, ME), got {v!r}")
-        if any(k < 4 for k in self.k):
-            raise ValueError(f"k must be >= 4 for both classes, got {self.k!r}")
+        check_fields(self)  # the bounds declared above (pairs element-wise); below: rules across fields
         if any(c < k // 2 for c, k in zip(self.cap, self.k, strict=True)):
             raise ValueError(f"cap must be >= k/2 per class, got cap={self.cap!r}, k={self.k!r}")
         if not self.tau_end <= self.tau_start:

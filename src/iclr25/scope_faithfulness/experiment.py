@@ -66,7 +66,7 @@ class Config(ExperimentConfig):
     sft_lr: float = bounded(1e-3, lo=0, lo_open=True)
     # noisy generation (paper: α = 0.5, T = 0.6, top-p 0.9, first 2 tokens from p_θ₀)
     alpha: float = bounded(0.5, lo=0, hi=1)
-    alphas: tuple[float, ...] = (0.1, 0.5, 0.9)
+    alphas: tuple[float, ...] = bounded((0.1, 0.5, 0.9), lo=0, hi=1, lo_open=True, each=True)
     temperature: float = bounded(0.6, lo=0, lo_open=True)
     top_p: float = bounded(0.9, lo=0, hi=1, lo_open=True)
     n_untouched: int = bounded(2, lo=0)
@@ -81,11 +81,9 @@ class Config(ExperimentConfig):
     cad_alpha: float = bounded(0.5, lo=0, lo_open=True)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above; below: the tuple, the path and the cross-field rules
+        super().__post_init__()  # the bounds declared above (alphas element-wise); below: the path and cross-field rules
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-        if not self.alphas or any(not (0.0 < a <= 1.0) for a in self.alphas):
-            raise ValueError(f"alphas must be a non-empty tuple of values in (0, 1], got {self.alphas!r}")
         for a in (0.1, self.alpha):
             if a not in self.alphas:
                 raise ValueError(
