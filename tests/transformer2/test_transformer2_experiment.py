@@ -70,8 +70,8 @@ def test_smoke_run_claims_and_resume(tmp_path):
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="rl_steps"):
-        Config(rl_steps=0)
+    with pytest.raises(ValueError, match="steps"):
+        Config(rl=dataclasses.replace(Config.rl, steps=0))
     with pytest.raises(ValueError, match="svf_mode"):
         Config(svf_mode="lora")
     with pytest.raises(ValueError, match="shift_lo"):
@@ -90,11 +90,17 @@ def test_dotted_overrides_reach_the_reinforce_config(monkeypatch):
     cfg, applied = effective_config(
         experiment_module("transformer2"),
         "smoke",
-        overrides=["rl.batch_size=32", "rl.kl_coef=0.3", "rl.greedy=true", "rl.eval_every=3"],
+        overrides=["rl.batch_size=32", "rl.kl_coef=0.3", "rl.greedy=true", "rl.eval_every=3", "rl.steps=7"],
     )
-    assert applied == {"rl.batch_size": 32, "rl.kl_coef": 0.3, "rl.greedy": True, "rl.eval_every": 3}
+    assert applied == {
+        "rl.batch_size": 32,
+        "rl.kl_coef": 0.3,
+        "rl.greedy": True,
+        "rl.eval_every": 3,
+        "rl.steps": 7,
+    }
     assert cfg.rl == dataclasses.replace(
-        PRESETS["smoke"].rl, batch_size=32, kl_coef=0.3, greedy=True, eval_every=3
+        PRESETS["smoke"].rl, batch_size=32, kl_coef=0.3, greedy=True, eval_every=3, steps=7
     )
     seen = {}
 
@@ -109,7 +115,10 @@ def test_dotted_overrides_reach_the_reinforce_config(monkeypatch):
     r = seen["rl_cfg"]
     assert (r.batch_size, r.kl_coef, r.greedy, r.eval_every) == (32, 0.3, True, 3)
     assert (r.max_grad_norm, r.kl_direction) == (1e-3, "ref_policy")
-    assert (r.steps, r.lr) == (cfg.rl_steps, cfg.rl_lr) and r.seed != 0  # per phase and seed
+    assert (r.steps, r.lr) == (
+        7,
+        1e-2,
+    ) and r.seed != 0  # the SVF experts' steps / lr; seed per seed and phase
     assert seen["prompts"][0].shape[0] == 32  # rl.batch_size is the prompts per step
     lora = experiment._rl_config(cfg, 0, cfg.lora_steps, cfg.lora_lr, "lora_A")
     assert lora == dataclasses.replace(cfg.rl, steps=cfg.lora_steps, lr=cfg.lora_lr, seed=lora.seed)
@@ -121,9 +130,10 @@ def test_a_bad_nested_value_names_the_nested_field():
         effective_config(exp, "smoke", overrides=["rl.batch_size=0"])
     with pytest.raises(UsageError, match=r"rl: kl_direction must be one of"):
         effective_config(exp, "smoke", overrides=["rl.kl_direction=sideways"])
-    for name, value in (("steps", "5"), ("lr", "0.1"), ("seed", "3")):
-        with pytest.raises(UsageError, match=rf"rl.{name} is set per phase and seed in _rl_config"):
-            effective_config(exp, "smoke", overrides=[f"rl.{name}={value}"])
+    with pytest.raises(UsageError, match=r"rl.seed is derived per seed and phase in _rl_config"):
+        effective_config(exp, "smoke", overrides=["rl.seed=3"])
+    with pytest.raises(UsageError, match=r"unknown config field 'rl_steps'.*rl.steps"):
+        effective_config(exp, "smoke", overrides=["rl_steps=32"])
     with pytest.raises(UsageError, match=r"unknown config field 'rl_batch'.*rl.batch_size"):
         effective_config(exp, "smoke", overrides=["rl_batch=32"])
 
@@ -184,7 +194,7 @@ def test_model_path_route_on_a_saved_tiny_llama(tmp_path):
         model_path=str(tmp_path / "m"),
         targets=("gate_proj", "up_proj", "down_proj"),
         pretrain_steps=5,
-        rl_steps=3,
+        rl=dataclasses.replace(PRESETS["smoke"].rl, steps=3),
         cls_steps=2,
         lora_steps=2,
         n_test=64,

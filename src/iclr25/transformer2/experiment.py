@@ -52,8 +52,8 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 MATCH = {"A": "A", "B": "B", "C": "C", "D": "B"}  # the expert whose skill the (shifted / unseen) task needs
 
 
-# ReinforceConfig fields _rl_config sets per phase (steps, lr) and per seed; Config.rl keeps their defaults
-_PER_PHASE = {n: getattr(ReinforceConfig(), n) for n in ("steps", "lr", "seed")}
+# the ReinforceConfig field _rl_config sets per seed and phase; Config.rl keeps its default
+_RL_SEED_DEFAULT = ReinforceConfig().seed
 
 
 @dataclass(frozen=True)
@@ -74,14 +74,15 @@ class Config(ExperimentConfig):
     # SVF experts (official form) trained with REINFORCE
     targets: tuple[str, ...] = ALL_LINEAR
     svf_mode: str = bounded("official", choices=("official", "paper"))
-    rl_steps: int = bounded(200, lo=1)
-    rl_lr: float = bounded(1e-2, lo=0, lo_open=True)  # toy value (official 2e-3 with batch 256 on 8B models)
     # every REINFORCE run (SVF experts, classification expert, LoRA-RL), set with dotted overrides
-    # (``--set rl.batch_size=128 --set rl.kl_coef=0.2``); rl.batch_size is also the prompts per step of every RL
-    # and LoRA-SFT run. greedy=False: sampled one-token rollouts (greedy = the official vLLM setting). The steps and
-    # lr of each phase (rl_steps / rl_lr, cls_steps, lora_steps / lora_lr) and the seed are set in _rl_config, so
-    # rl.steps, rl.lr and rl.seed keep their defaults.
+    # (``--set rl.steps=300 --set rl.kl_coef=0.2``): rl.steps / rl.lr are the SVF experts' (lr 1e-2 is a toy value;
+    # official 2e-3 with batch 256 on 8B models), the classification expert takes cls_steps at rl.lr and LoRA-RL
+    # lora_steps at lora_lr; rl.batch_size is also the prompts per step of every RL and LoRA-SFT run.
+    # greedy=False: sampled one-token rollouts (greedy = the official vLLM setting). rl.seed is derived per seed
+    # and phase in _rl_config (it keeps its default here).
     rl: ReinforceConfig = ReinforceConfig(
+        steps=200,
+        lr=1e-2,
         batch_size=256,
         max_grad_norm=1e-3,
         kl_coef=0.1,
@@ -116,12 +117,11 @@ class Config(ExperimentConfig):
         super().__post_init__()  # the bounds declared above (task tuples element-wise); below: rules across fields
         if not isinstance(self.rl, ReinforceConfig):
             raise ValueError(f"rl must be a ReinforceConfig, got {type(self.rl).__name__}")
-        for name, default in _PER_PHASE.items():
-            if getattr(self.rl, name) != default:
-                raise ValueError(
-                    f"rl.{name} is set per phase and seed in _rl_config (rl_steps / cls_steps / lora_steps, "
-                    f"rl_lr / lora_lr, the run seed); leave it at {default!r}, got {getattr(self.rl, name)!r}"
-                )
+        if self.rl.seed != _RL_SEED_DEFAULT:
+            raise ValueError(
+                f"rl.seed is derived per seed and phase in _rl_config (set seed instead); leave it at "
+                f"{_RL_SEED_DEFAULT!r}, got {self.rl.seed!r}"
+            )
         if self.shift_lo > self.shift_hi:
             raise ValueError(f"shift_lo must be <= shift_hi ({self.shift_hi}), got {self.shift_lo}")
         if "A" not in self.lora_tasks:
@@ -131,14 +131,13 @@ class Config(ExperimentConfig):
 
 
 _QUICK = Config(
-    rl_steps=150, rl=replace(Config.rl, batch_size=128), lora_steps=150, lora_tasks=("A",), cls_steps=30
+    rl=replace(Config.rl, steps=150, batch_size=128), lora_steps=150, lora_tasks=("A",), cls_steps=30
 )
 PRESETS = {
     "smoke": Config(
         seeds=1,
         pretrain_steps=30,
-        rl_steps=12,
-        rl=replace(Config.rl, batch_size=64, eval_every=4),
+        rl=replace(Config.rl, steps=12, batch_size=64, eval_every=4),
         n_val=128,
         cls_steps=4,
         lora_steps=8,
@@ -159,8 +158,7 @@ PRESETS = {
         heads=8,
         intermediate=1024,
         pretrain_steps=60,
-        rl_steps=2000,
-        rl=replace(Config.rl, batch_size=256, eval_every=50),
+        rl=replace(Config.rl, steps=2000, batch_size=256, eval_every=50),
         n_val=2048,
         cls_steps=200,
         lora_steps=2000,
@@ -316,7 +314,7 @@ def experts_stage(
             svf_parameters(model),
             _skill_prompts(cfg, sym, task, dev),
             _reward,
-            _rl_config(cfg, seed, cfg.rl_steps, cfg.rl_lr, task),
+            _rl_config(cfg, seed, cfg.rl.steps, cfg.rl.lr, task),
             reference=lambda: svf_disabled(model),
             val_fn=lambda v=val: _acc(model, v, dev),
             desc=f"SVF expert {task}",
@@ -368,7 +366,7 @@ def dispatch_stage(cfg: Config, seed: int, model, sym: Symbols, experts: dict, d
         svf_parameters(model),
         cls_prompts,
         _reward,
-        _rl_config(cfg, seed, cfg.cls_steps, cfg.rl_lr, "cls"),
+        _rl_config(cfg, seed, cfg.cls_steps, cfg.rl.lr, "cls"),
         reference=lambda: svf_disabled(model),
         val_fn=lambda: _acc(model, cls_val, dev),
         desc="SVF classification expert",

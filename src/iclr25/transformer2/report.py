@@ -111,7 +111,7 @@ def report_md(cfg: Config, ps: dict) -> str:
         "Llama-3-8B and GSM8K/MBPP/ARC; rollouts are one forward pass (a contextual bandit).",
         "- SVF on all 7 matrices of every block (paper: MLP only; its Table 4 also tunes q/v); official "
         "sigmoid + nuclear-norm form; sampled rollouts (official: greedy); Adam lr 1e-2 (official 2e-3); "
-        f"batch {cfg.rl.batch_size}, {cfg.rl_steps} steps; λ = {cfg.rl.kl_coef} on KL(π_ref‖π).",
+        f"batch {cfg.rl.batch_size}, {cfg.rl.steps} steps; λ = {cfg.rl.kl_coef} on KL(π_ref‖π).",
         "- LoRA baseline r=4 on the same matrices (paper: r=16 on q/v, SFT on solutions); trained with the "
         "same RL loss and with SFT on fresh data each step, so it is not over-fitting-prone as on LLMs.",
         f"- CEM: {cfg.shots} shots, pop {cfg.cem_pop}, {cfg.cem_iters} iterations, scalar α per expert, "
