@@ -17,12 +17,6 @@ DET = np.array([[10, 20, 0, 0.9], [12, 22, 0, 0.8]])
 @pytest.mark.parametrize(
     "field,value",
     [
-        ("lambda_iac", math.inf),
-        ("lambda_iac", math.nan),
-        ("lambda_iac", -1.0),
-        ("lambda_sparsity", math.inf),
-        ("lr", math.inf),
-        ("weight_decay", math.nan),
         ("a_margin", -1),
         ("loso_videos_per_subject", 0),
         ("thr_grid", (0.1, math.nan)),
@@ -34,9 +28,35 @@ def test_config_rejects_non_finite_and_out_of_range(field, value):
         Config(**{field: value})
 
 
-def test_set_lambda_iac_infinity_is_a_usage_error_not_a_traceback():
-    with pytest.raises(UsageError, match=r"lambda_iac must be a non-negative number \(finite\), got inf"):
-        effective_config(experiment_module("pfes_gim"), "quick", overrides=["lambda_iac=Infinity"])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        (
+            "train.loss.lambda_iac=Infinity",
+            r"train: loss: lambda_iac must be a non-negative number \(finite\), got inf",
+        ),
+        ("train.loss.lambda_iac=NaN", "train: loss: lambda_iac"),
+        ("train.loss.lambda_iac=-1", "train: loss: lambda_iac"),
+        ("train.loss.lambda_sparsity=Infinity", "train: loss: lambda_sparsity"),
+        ("train.lr=Infinity", r"train: lr must be a positive number \(finite\), got inf"),
+        ("train.weight_decay=NaN", "train: weight_decay"),
+        ("train.epochs=0", "train: epochs must be a positive int, got 0"),
+    ],
+)
+def test_bad_training_values_are_usage_errors_naming_the_nested_field(override, message):
+    with pytest.raises(UsageError, match=message):
+        effective_config(experiment_module("pfes_gim"), "quick", overrides=[override])
+
+
+@pytest.mark.parametrize("field,value", [("pseudo_labels", "hard"), ("device", "cuda")])
+def test_per_arm_training_fields_are_refused(field, value):
+    with pytest.raises(UsageError, match=rf"train\.{field} is set per arm and run in one_seed"):
+        effective_config(experiment_module("pfes_gim"), "quick", overrides=[f"train.{field}={value}"])
+
+
+def test_flat_training_names_point_to_the_nested_ones():
+    with pytest.raises(UsageError, match=r"did you mean train\.loss\.lambda_iac\?"):
+        effective_config(experiment_module("pfes_gim"), "quick", overrides=["lambda_iac=0.1"])
 
 
 def test_loss_and_train_configs_reject_inf():

@@ -41,13 +41,14 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path | None:
 
 
 def _setup(cfg: Config) -> str:
+    t, loss = cfg.train, cfg.train.loss
     return (
         f"Videos of {cfg.n_frames} frames × 12 channels (noise σ = 0.25), {cfg.n_train} training / {cfg.n_val} "
         f"validation / {cfg.n_test} test videos per seed. Model: 3-layer dilated 1-D conv backbone "
-        f"({cfg.channels} ch) + the paper's two heads (dropout {cfg.dropout}). Training: Adam lr {cfg.lr:g} "
-        f"(paper 2e-5; raised for {cfg.epochs} epochs from scratch at this scale), weight decay {cfg.weight_decay:g}, "
-        f"StepLR({cfg.step_size}, 0.5), batch 1, λ_IAC = {cfg.lambda_iac:g}, λ_s = {cfg.lambda_sparsity:g}, "
-        f"smoothness '{cfg.smooth}'. Both arms share epochs, init, data order and the threshold-selection protocol."
+        f"({cfg.channels} ch) + the paper's two heads (dropout {cfg.dropout}). Training: Adam lr {t.lr:g} "
+        f"(paper 2e-5; raised for {t.epochs} epochs from scratch at this scale), weight decay {t.weight_decay:g}, "
+        f"StepLR({t.step_size}, {t.gamma:g}), batch 1, λ_IAC = {loss.lambda_iac:g}, λ_s = {loss.lambda_sparsity:g}, "
+        f"smoothness '{loss.smooth}'. Both arms share epochs, init, data order and the threshold-selection protocol."
     )
 
 
