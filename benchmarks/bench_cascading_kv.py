@@ -40,6 +40,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 METHODS = ("cascade", "streaming", "sliding", "full", "quantized")  # prefill / memory
@@ -226,11 +227,11 @@ def recall(a) -> dict:
     from iclr25.common.seeding import derive_seed, torch_generator
 
     torch.set_num_threads(a.threads)
-    cfg = ex.Config(seeds=1, train_steps=a.recall_steps, trials=a.recall_trials)
+    cfg = ex.Config(seeds=1, train=replace(ex.Config.train, steps=a.recall_steps), trials=a.recall_trials)
     dev = torch.device("cpu")
     model, _ = ex.train_recall_model(cfg, 0, dev)
     twin = sliding_twin(model, cfg.sink_tokens + cfg.cache_size)
-    res: dict = {"train_steps": cfg.train_steps, "trials": cfg.trials, "slots": cfg.sink_tokens + cfg.cache_size,
+    res: dict = {"train_steps": cfg.train.steps, "trials": cfg.trials, "slots": cfg.sink_tokens + cfg.cache_size,
                  "stream_length": cfg.stream_length, "stride": cfg.stride, "acc": {}}  # fmt: skip
     for d in cfg.distances:
         g = torch_generator(derive_seed(0, "eval", d))  # the experiment's streams of seed 0

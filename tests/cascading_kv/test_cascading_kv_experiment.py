@@ -93,3 +93,52 @@ def test_benchmark_goals_are_ratios_of_this_run():
     assert mem["ratio"] == 1.5 and mem["met"]  # ≤ 1.5
     dec32 = g["decode tok/s, cascade (compiled) / HF sliding window, 32K"]
     assert math.isnan(dec32["ratio"]) and not dec32["met"]
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_dotted_overrides_reach_the_training_config_train_lm_receives(monkeypatch):
+    """``--set train.lr=… train.grad_clip=…`` reach the LMTrainConfig the recall model trains with; the seed is
+    derived per run seed and the batches come from the recall generator at ``train.batch_size``."""
+    from iclr25.cascading_kv import experiment as ex
+    from iclr25.common.seeding import derive_seed
+    from iclr25.runs import effective_config, experiment_module
+
+    cfg = effective_config(
+        experiment_module("cascading_kv"),
+        "smoke",
+        overrides=["train.lr=0.001", "train.grad_clip=1.5", "train.steps=7", "train.batch_size=5"],
+    )[0]
+    seen = {}
+
+    def fake_train_lm(model, cfg, batch_fn, device, desc):
+        seen["cfg"], seen["batch"] = cfg, batch_fn(0, torch_generator(0))
+        raise _Stop
+
+    monkeypatch.setattr(ex, "train_lm", fake_train_lm)
+    with pytest.raises(_Stop):
+        ex.train_recall_model(cfg, 3, torch.device("cpu"))
+    t = seen["cfg"]
+    assert (t.lr, t.grad_clip, t.steps, t.batch_size) == (0.001, 1.5, 7, 5)
+    assert (t.warmup_steps, t.min_lr_ratio, t.beta2, t.seq_len) == (0, 1.0, 0.999, 97)
+    assert t.seed == derive_seed(3, "train")
+    assert seen["batch"][0].shape[0] == 5
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("train.lr=Infinity", r"train: lr must be a positive number \(finite\), got inf"),
+        ("train.steps=0", "train: steps must be a positive int, got 0"),
+        ("train.seq_len=64", r"train.seq_len must be the longest of train_lengths \+ 1 = 97"),
+        ("train.seed=4", "train.seed is derived from each run seed"),
+        ("grad_clip=1", r"did you mean train\.grad_clip\?"),
+    ],
+)
+def test_a_bad_training_value_names_the_nested_field(override, message):
+    from iclr25.runs import UsageError, effective_config, experiment_module
+
+    with pytest.raises(UsageError, match=message):
+        effective_config(experiment_module("cascading_kv"), "quick", overrides=[override])

@@ -19,13 +19,14 @@ path or hub id, GPU): passkey retrieval at the same distance multiples of ``N`` 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.device import get_device
 from iclr25.common.fields import bounded
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import progress
@@ -58,10 +59,14 @@ class Config(ExperimentConfig):
     )
     n_filler: int = bounded(64, lo=1)
     n_values: int = bounded(32, lo=1)
-    train_steps: int = bounded(400, lo=1)
-    batch_size: int = bounded(32, lo=1)
-    lr: float = 3e-3
     train_lengths: tuple[int, ...] = bounded((32, 64, 96), lo=8, each=True)
+    # training of the recall model, every LMTrainConfig field (``--set train.steps=600 train.lr=1e-3``): plain AdamW
+    # at a constant learning rate (README, "Reproduction") — no warm-up/decay, no clipping, torch's default betas.
+    # train.seq_len is the longest training stream + 1; train.seed is derived per seed (left at 0 here).
+    train: LMTrainConfig = LMTrainConfig(
+        steps=400, batch_size=32, seq_len=97, lr=3e-3, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.01,
+        beta2=0.999, grad_clip=0.0, eval_every=0,
+    )  # fmt: skip
     # cache (README; the paper's scripts use 64 sinks, β = 0.9999 and much larger caches)
     sink_tokens: int = bounded(4, lo=0)
     cache_size: int = bounded(64, lo=1)
@@ -88,6 +93,17 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if not isinstance(self.train, LMTrainConfig):
+            raise ValueError(f"train must be an LMTrainConfig, got {type(self.train).__name__}")
+        if self.train.seq_len != max(self.train_lengths) + 1:
+            raise ValueError(
+                f"train.seq_len must be the longest of train_lengths + 1 = {max(self.train_lengths) + 1} (the "
+                f"training streams' length), got {self.train.seq_len}"
+            )
+        if self.train.seed != 0:
+            raise ValueError(
+                f"train.seed is derived from each run seed; leave it at 0, got {self.train.seed!r}"
+            )
         if self.cache_size % self.cascades:
             raise ValueError(
                 f"cache_size ({self.cache_size}) must be divisible by cascades ({self.cascades})"
@@ -128,8 +144,10 @@ class Config(ExperimentConfig):
 
 
 PRESETS = {
-    "smoke": Config(seeds=1, train_steps=80, trials=8, valid_trials=32, timing_repeats=1),
-    "quick": Config(seeds=3, train_steps=300, trials=50),
+    "smoke": Config(
+        seeds=1, train=replace(Config.train, steps=80), trials=8, valid_trials=32, timing_repeats=1
+    ),
+    "quick": Config(seeds=3, train=replace(Config.train, steps=300), trials=50),
     "full": Config(
         seeds=1,
         mode="pretrained",
@@ -185,8 +203,8 @@ def recall_batch(cfg: Config, n: int, length: int, distance: torch.Tensor | int,
 def train_batch_fn(cfg: Config):
     def fn(step: int, g: torch.Generator):
         L = cfg.train_lengths[int(torch.randint(len(cfg.train_lengths), (1,), generator=g))]
-        d = torch.randint(1, L - 3, (cfg.batch_size,), generator=g)
-        x, v = recall_batch(cfg, cfg.batch_size, L, d, g)
+        d = torch.randint(1, L - 3, (cfg.train.batch_size,), generator=g)
+        x, v = recall_batch(cfg, cfg.train.batch_size, L, d, g)
         x = torch.cat([x, v[:, None]], dim=1)  # the answer follows QUERY; loss only on it
         y = torch.full_like(x, -100)
         y[:, -1] = v
@@ -259,18 +277,15 @@ def train_recall_model(cfg: Config, seed: int, dev: torch.device):
     Also used by ``benchmarks/bench_cascading_kv.py`` (needle recall of each cache beside its speed)."""
     seed_everything(seed)
     model = build_model(cfg, seed)
-    # plain AdamW at a constant learning rate (README, "Reproduction"): no warm-up/decay, no clipping, torch's default betas
-    tcfg = LMTrainConfig(steps=cfg.train_steps, batch_size=cfg.batch_size, seq_len=max(cfg.train_lengths) + 1,
-                         lr=cfg.lr, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.01, beta2=0.999, grad_clip=0.0,
-                         eval_every=0, seed=derive_seed(seed, "train"))  # fmt: skip
+    tcfg = replace(
+        cfg.train, seed=derive_seed(seed, "train")
+    )  # cfg.train: plain AdamW, constant lr (see Config)
     hist = train_lm(model, cfg=tcfg, batch_fn=train_batch_fn(cfg), device=dev, desc=f"train seed {seed}")
     return model.eval(), hist
 
 
 def one_seed_recall(cfg: Config, seed: int) -> dict:
-    dev = torch.device(
-        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    )
+    dev = get_device(cfg.device)
     t0 = time.perf_counter()
     model, hist = train_recall_model(cfg, seed, dev)
     train_s = time.perf_counter() - t0
@@ -337,9 +352,7 @@ def one_seed_pretrained(cfg: Config, seed: int) -> dict:
     from .streaming import generate_streaming
 
     seed_everything(seed)
-    dev = torch.device(
-        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    )
+    dev = get_device(cfg.device)
     model, tok = _load_pretrained(cfg, dev)
     res: dict = {"full": {"in_dist_acc": float("nan")}, "cascade": {}, "streaming": {}}
     g = torch_generator(derive_seed(seed, "passkey"))

@@ -39,7 +39,7 @@ def report_md(cfg: Config, per_seed: dict) -> str:
     pre = ""
     if cfg.mode == "recall":
         pre = (f"Full-attention in-distribution accuracy (lengths {list(cfg.train_lengths)}): "
-               f"{mean_std(v('full/in_dist_acc'), 2)}. Training {cfg.train_steps} steps per seed.\n\n")  # fmt: skip
+               f"{mean_std(v('full/in_dist_acc'), 2)}. Training {cfg.train.steps} steps per seed.\n\n")  # fmt: skip
     return f"""## Results
 
 {pre}Retrieval accuracy (mean ± std over seeds {cfg.seed_list}, {cfg.trials} streams per cell, chance

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .fields import bounded, check_fields
 from .io import atomic_torch_save
 from .progress import progress
 from .schedule import warmup_cosine_factor, warmup_cosine_schedule  # noqa: F401  (re-exported)
@@ -28,34 +29,30 @@ IGNORE = -100
 
 @dataclass(frozen=True)
 class LMTrainConfig:
-    steps: int = 500
-    batch_size: int = 16  # global batch (split across DDP ranks)
-    seq_len: int = 128
-    lr: float = 3e-3
-    warmup_steps: int = 50
-    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0  # max global grad-norm; 0 disables
-    eval_every: int = 100  # 0 disables periodic evaluation (a final one still runs when val data is given)
-    eval_batches: int = 8
-    checkpoint_every: int = 0  # 0: checkpoint only at the end (when a checkpoint_dir is given)
-    seed: int = 0
+    """Optimisation of :func:`train_lm`: AdamW (β1, β2, weight decay) with linear warm-up and a cosine decay to
+    ``lr * min_lr_ratio``, global grad-norm clipping, periodic evaluation and checkpoints."""
+
+    steps: int = bounded(500, lo=1)
+    batch_size: int = bounded(16, lo=1)  # global batch (split across DDP ranks)
+    seq_len: int = bounded(
+        128, lo=1
+    )  # the window of the token stream (unused when a batch_fn gives the batches)
+    lr: float = bounded(3e-3, lo=0, lo_open=True)
+    warmup_steps: int = bounded(50, lo=0)
+    min_lr_ratio: float = bounded(0.1, lo=0, hi=1)  # cosine decays to lr * min_lr_ratio
+    weight_decay: float = bounded(0.1, lo=0)
+    beta1: float = bounded(0.9, lo=0, hi=1, hi_open=True)
+    beta2: float = bounded(0.95, lo=0, hi=1, hi_open=True)
+    grad_clip: float = bounded(1.0, lo=0)  # max global grad-norm; 0 disables
+    eval_every: int = bounded(
+        100, lo=0
+    )  # 0 disables periodic evaluation (a final one still runs with val data)
+    eval_batches: int = bounded(8, lo=1)
+    checkpoint_every: int = bounded(0, lo=0)  # 0: checkpoint only at the end (when a checkpoint_dir is given)
+    seed: int = bounded(0, lo=0)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "seq_len", "eval_batches"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("warmup_steps", "eval_every", "checkpoint_every"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr!r}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        check_fields(self)  # the bounds declared above
 
 
 def lr_at(step: int, cfg: LMTrainConfig) -> float:
