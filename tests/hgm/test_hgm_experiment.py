@@ -63,10 +63,10 @@ def test_full_preset_builds_and_its_model_runs_at_toy_batch():
     quick = PRESETS["quick"]
     assert cfg.n_train > quick.n_train and cfg.steps >= 1000 and cfg.budget_s is None  # step-limited, long
     assert quick.budget_s is not None and quick.budget_s > 0  # quick: equal CPU-time budget per arm
-    data = make_toyhumans(1, seed=0, size=cfg.image_size, num_points=2000)
+    data = make_toyhumans(1, seed=0, size=cfg.model.image_size, num_points=2000)
     m = _model(cfg, True, data.prior_vertices.shape[1])
     out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)
-    assert out.merged.num == cfg.splat_size**2 and torch.isfinite(out.merged.means).all()
+    assert out.merged.num == cfg.model.splat_size**2 and torch.isfinite(out.merged.means).all()
 
 
 def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
@@ -114,3 +114,57 @@ def test_supervision_views_and_refinement_threshold_reject_bad_input():
         Config(body_refine_threshold=float("nan"))
     with pytest.raises(ValueError, match="body_refine_threshold"):
         Config(body_refine_threshold=1.0)
+
+
+class _Reached(Exception):
+    pass
+
+
+def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
+    """``--set model.heads=2 --set model.grid=8`` (issue #39: the model is the nested HGMConfig) reach the HGMConfig
+    each trained model is built from; one_seed sets the vertex count and the arm (image-only, then dual)."""
+    import dataclasses
+
+    from iclr25.hgm import experiment
+    from iclr25.runs import effective_config, experiment_module
+
+    cfg, applied = effective_config(
+        experiment_module("hgm"), "smoke", overrides=["model.heads=2", "model.grid=8", "model.code_dim=8"]
+    )
+    assert applied == {"model.heads": 2, "model.grid": 8, "model.code_dim": 8}
+    assert cfg.model == dataclasses.replace(PRESETS["smoke"].model, heads=2, grid=8, code_dim=8)
+    seen = []
+    real = experiment.HGM
+
+    def fake_hgm(mcfg):
+        seen.append(mcfg)
+        if len(seen) == 2:
+            raise _Reached
+        return real(mcfg)
+
+    monkeypatch.setattr(experiment, "HGM", fake_hgm)
+    monkeypatch.setattr(experiment, "_train", lambda *a, **k: {"steps": 0, "cpu_s": 0.0, "wall_s": 0.0})
+    with pytest.raises(_Reached):
+        experiment.one_seed(cfg, 0)
+    nv = experiment.make_data(cfg)[0].prior_vertices.shape[1]
+    for mcfg, use_body in zip(seen, (False, True)):
+        assert mcfg == dataclasses.replace(cfg.model, num_vertices=nv, use_body=use_body)
+        assert (mcfg.heads, mcfg.grid, mcfg.code_dim, mcfg.image_size, mcfg.feat_dim) == (2, 8, 8, 16, 16)
+
+
+def test_a_bad_nested_value_names_the_nested_field():
+    from iclr25.errors import UsageError
+    from iclr25.runs import effective_config, experiment_module
+
+    exp = experiment_module("hgm")
+    with pytest.raises(UsageError, match=r"model: heads must be a positive int, got 0"):
+        effective_config(exp, "smoke", overrides=["model.heads=0"])
+    with pytest.raises(UsageError, match=r"model: feat_dim \(16\) must be divisible by heads \(3\)"):
+        effective_config(exp, "smoke", overrides=["model.heads=3"])
+    with pytest.raises(UsageError, match=r"model: channels must each be a multiple of 4"):
+        effective_config(exp, "smoke", overrides=["model.channels=8,16,18"])
+    for name, value in (("use_body", "false"), ("num_vertices", "100")):
+        with pytest.raises(UsageError, match=rf"model.{name} is set per body model and arm"):
+            effective_config(exp, "smoke", overrides=[f"model.{name}={value}"])
+    with pytest.raises(UsageError, match=r"aux_downscale must divide model.image_size/2; got 3 for 16"):
+        effective_config(exp, "smoke", overrides=["aux_downscale=3"])

@@ -11,7 +11,10 @@ import torch
 from iclr25.cli import run_experiment
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.io import read_json
+from iclr25.errors import UsageError
 from iclr25.quantum_peft import experiment as exp
+from iclr25.quantum_peft.model import QuantumPEFTConfig
+from iclr25.runs import effective_config, experiment_module
 
 CLAIM_IDS = {"adapter_learns", "param_ratio", "competitive", "log_scaling"}
 
@@ -57,6 +60,72 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError, match="param_widths"):
         exp.Config(param_widths=(64,))
     assert set(exp.PRESETS) == {"smoke", "quick", "full"}
+
+
+class _Reached(Exception):
+    pass
+
+
+def test_dotted_overrides_reach_the_adapters_one_seed_builds(monkeypatch) -> None:
+    """``--set qpeft.rank=3 ...`` (issue #39: the adapter is the nested QuantumPEFTConfig) reaches the config
+    one_seed hands to ``get_qpeft_model``; ``qpeft.target_modules`` is the LoRA arm's target_modules too."""
+    cfg, applied = effective_config(
+        experiment_module("quantum_peft"),
+        "smoke",
+        overrides=["qpeft.rank=3", "qpeft.layers=2", "qpeft.alpha=0.5", "qpeft.target_modules=['q_proj']"],
+    )
+    assert applied == {
+        "qpeft.rank": 3, "qpeft.layers": 2, "qpeft.alpha": 0.5, "qpeft.target_modules": ["q_proj"]
+    }  # fmt: skip
+    assert cfg.qpeft == QuantumPEFTConfig(
+        target_modules=["q_proj"], rank=3, layers=2, alpha=0.5, init_std=0.5
+    )
+    seen: dict = {}
+    import peft
+
+    real_peft = peft.get_peft_model
+
+    def fake_peft(model, lc):
+        seen["lora"] = lc
+        return real_peft(model, lc)
+
+    def fake_qpeft(model, qc):
+        seen["qpeft"] = qc
+        raise _Reached
+
+    monkeypatch.setattr(exp, "train", lambda *a, **k: [0.0])  # no training: only the adapters are built
+    monkeypatch.setattr(peft, "get_peft_model", fake_peft)
+    monkeypatch.setattr(exp, "get_qpeft_model", fake_qpeft)
+    with pytest.raises(_Reached):
+        exp.one_seed(cfg, 0)
+    qc = seen["qpeft"]
+    assert (qc.rank, qc.layers, qc.alpha, qc.init_std, qc.target_modules) == (3, 2, 0.5, 0.5, ["q_proj"])
+    # the per-seed/arm parts make_adapted sets
+    assert qc.modules_to_save == ["classifier"] and qc.init_seed == exp.derive_seed(0, "qpeft", 64)
+    assert qc == dataclasses.replace(cfg.qpeft, modules_to_save=["classifier"], init_seed=qc.init_seed)
+    assert set(seen["lora"].target_modules) == {"q_proj"}  # one source of truth for both adapters' targets
+
+
+def test_a_bad_nested_value_names_the_nested_field() -> None:
+    e = experiment_module("quantum_peft")
+    with pytest.raises(UsageError, match=r"^qpeft: rank must be a positive int, got 0$"):
+        effective_config(e, "smoke", overrides=["qpeft.rank=0"])
+    with pytest.raises(UsageError, match=r"^qpeft: alpha must be a number \(finite\), got nan$"):
+        effective_config(e, "smoke", overrides=["qpeft.alpha=nan"])
+    # the experiment's stricter rule on the scale s (the library allows any finite alpha)
+    with pytest.raises(UsageError, match=r"qpeft.alpha must be a number > 0 \(the scale s\), got 0.0"):
+        effective_config(e, "smoke", overrides=["qpeft.alpha=0"])
+    for item, name in (
+        ("qpeft.init_seed=3", "init_seed"),
+        ("qpeft.modules_to_save=['x']", "modules_to_save"),
+    ):
+        with pytest.raises(UsageError, match=rf"qpeft.{name} is set in make_adapted"):
+            effective_config(e, "smoke", overrides=[item])
+    for flat in ("rank", "target_modules"):  # the flat names are gone
+        with pytest.raises(
+            UsageError, match=rf"unknown config field '{flat}' \(did you mean qpeft.{flat}\?\)"
+        ):
+            effective_config(e, "smoke", overrides=[f"{flat}=2"])
 
 
 def test_lr_sweep_same_grid_for_every_method() -> None:

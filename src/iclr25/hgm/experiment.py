@@ -32,7 +32,7 @@ them together; the figure and the report text are in :mod:`iclr25.hgm.report`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +66,9 @@ ARM_METRICS = (
     "chamfer_alpha05",
     "frac_alpha05",
 )
+# HGMConfig fields set where the models are built (:func:`_model`): the body model's vertex count (from the data)
+# and the arm (image-only / dual); Config.model keeps their defaults
+_PER_ARM = {n: getattr(HGMConfig(), n) for n in ("num_vertices", "use_body")}
 REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
     "back_psnr_coarse_render",
     "back_psnr_refined_render",
@@ -76,8 +79,12 @@ REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
 class Config(ExperimentConfig):
     n_train: int = bounded(300, lo=1)
     n_test: int = bounded(50, lo=1)
-    image_size: int = bounded(32, lo=8)
-    splat_size: int = bounded(16, lo=1)
+    # every trained model's HGM (and the refiner's channels), every HGMConfig field set with dotted overrides
+    # (``--set model.heads=2``); model.image_size is also the rendered ToyHumans' size. feat_dim is its own field
+    # (the presets keep it = channels[1]); num_vertices and use_body are set per body model and arm in _model.
+    model: HGMConfig = HGMConfig(
+        image_size=32, splat_size=16, channels=(16, 32, 64), feat_dim=32, code_dim=16, heads=4, grid=16
+    )
     num_points: int = bounded(16000, lo=1)
     pose_noise_deg: float = bounded(7.0, lo=0)
     steps: int = bounded(400, lo=1)  # step cap per trained model (identical for every arm)
@@ -91,8 +98,6 @@ class Config(ExperimentConfig):
     # render the auxiliary sets G_I, G_S at 1/aux_downscale resolution in training
     aux_downscale: int = bounded(1, lo=1)
     lr: float = bounded(1e-3, lo=0, lo_open=True)
-    # HGMConfig.channels and the refiner's: three multiples of 4 (GroupNorm(4, c))
-    channels: tuple[int, int, int] = bounded((16, 32, 64), lo=4, each=True, length=3)
     # Chamfer uses the chamfer_frac most opaque merged Gaussians of each subject
     chamfer_frac: float = bounded(0.25, lo=0, hi=1, lo_open=True)
     # E3 (report-only; the released code's 20 Adam steps); 0 disables it
@@ -103,14 +108,19 @@ class Config(ExperimentConfig):
     data_seed: int = bounded(1234)
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above (channels element-wise); below: multiples, cross-field
-        if any(c % 4 for c in self.channels):  # as HGMConfig checks it, so `--set` refuses it up front
+        super().__post_init__()  # the bounds declared above; below: the nested model, cross-field
+        if not isinstance(self.model, HGMConfig):
+            raise ValueError(f"model must be an HGMConfig, got {type(self.model).__name__}")
+        for name, default in _PER_ARM.items():
+            if getattr(self.model, name) != default:
+                raise ValueError(
+                    f"model.{name} is set per body model and arm where the models are built; leave it at "
+                    f"{default!r}, got {getattr(self.model, name)!r}"
+                )
+        if self.model.image_size % (2 * self.aux_downscale):
             raise ValueError(
-                f"channels must each be a multiple of 4 (GroupNorm(4, c)); got {self.channels!r}"
-            )
-        if self.image_size % (2 * self.aux_downscale):
-            raise ValueError(
-                f"aux_downscale must divide image_size/2; got {self.aux_downscale} for {self.image_size}"
+                f"aux_downscale must divide model.image_size/2; got {self.aux_downscale} for "
+                f"{self.model.image_size}"
             )
 
 
@@ -119,13 +129,11 @@ PRESETS = {
         seeds=2,
         n_train=4,
         n_test=2,
-        image_size=16,
-        splat_size=4,
+        model=replace(Config.model, image_size=16, splat_size=4, channels=(8, 16, 16), feat_dim=16),
         num_points=2000,
         steps=2,
         refiner_steps=2,
         batch_size=2,
-        channels=(8, 16, 16),
         aux_downscale=2,
         body_refine_steps=2,
     ),
@@ -158,20 +166,8 @@ PRESETS = {
 
 
 def _model(cfg: Config, use_body: bool, nv: int) -> HGM:
-    c = cfg.channels
-    return HGM(
-        HGMConfig(
-            image_size=cfg.image_size,
-            splat_size=cfg.splat_size,
-            channels=c,
-            feat_dim=c[1],
-            code_dim=16,
-            heads=4,
-            num_vertices=nv,
-            grid=16,
-            use_body=use_body,
-        )
-    )
+    """``cfg.model`` for a body model with ``nv`` vertices, dual branch (``use_body``) or image-only."""
+    return HGM(replace(cfg.model, num_vertices=nv, use_body=use_body))
 
 
 def supervision_views(
@@ -314,7 +310,7 @@ def _metrics(out, r, data, frac: float) -> dict:
 def make_data(cfg: Config, cache_dir: Path | None = None) -> tuple[ToyHumans, ToyHumans]:
     """The shared (train, test) ToyHumans sets (seeded by ``cfg.data_seed``, the same for every seed), cached in
     ``cache_dir`` when given."""
-    kw = {"size": cfg.image_size, "num_points": cfg.num_points, "pose_noise_deg": cfg.pose_noise_deg}
+    kw = {"size": cfg.model.image_size, "num_points": cfg.num_points, "pose_noise_deg": cfg.pose_noise_deg}
     train = make_toyhumans(cfg.n_train, seed=cfg.data_seed, cache_dir=cache_dir, **kw)
     return train, make_toyhumans(cfg.n_test, seed=cfg.data_seed + 1, cache_dir=cache_dir, **kw)
 
@@ -336,7 +332,7 @@ def _train_refiner(
             )
             backs.append(render_gaussians(*o.merged, cam[[BACK]]).image[:, 0])
         backs = torch.cat(backs)
-    ref = BackViewRefiner(cfg.channels).to(dev)
+    ref = BackViewRefiner(cfg.model.channels).to(dev)
     opt = torch.optim.AdamW(ref.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.05)
     t0, c0, rsteps = time.perf_counter(), time.process_time(), 0
     while rsteps < cfg.refiner_steps and (

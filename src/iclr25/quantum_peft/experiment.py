@@ -7,7 +7,8 @@ config is pre-trained on the source, then fine-tuned on the target with a fresh 
 
 * ``head_only``: only the head;
 * ``lora_r1``: PEFT's ``LoraConfig(r=1, lora_alpha=1)`` on q and v (+ head);
-* ``qpeft``: Quantum-PEFT K=2, L=1 on q and v (+ head), separate learning rates for the angles and Λ;
+* ``qpeft``: Quantum-PEFT K=2, L=1 on q and v (+ head), separate learning rates for the angles and Λ
+  (``Config.qpeft``, a ``QuantumPEFTConfig`` set with dotted overrides: ``--set qpeft.rank=4``);
 * ``full_ft``: every parameter.
 
 Claims (ids fixed by the issue): ``adapter_learns``, ``param_ratio``, ``competitive``, ``log_scaling``.
@@ -40,6 +41,11 @@ from .params import comparison_table
 METHODS = ("head_only", "lora_r1", "qpeft", "full_ft")
 LR_GRID = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the one grid every method is tuned on
 TUNE_SEEDS = (10, 11, 12)  # held-out seeds for the tuning (the reported seeds are 0, 1, 2)
+# QuantumPEFTConfig fields make_adapted sets itself (Config.qpeft keeps their defaults): why, for the refusal
+_PER_ARM = {
+    "init_seed": "derived per seed and width",
+    "modules_to_save": "['classifier'] (the fresh head) for the Quantum-PEFT arm",
+}
 
 
 @dataclass(frozen=True)
@@ -66,13 +72,15 @@ class Config(ExperimentConfig):
     lr_lambda: float = bounded(1e-1, lo=0, lo_open=True)  # Quantum-PEFT Λ and the head
     lr_full: float = bounded(3e-3, lo=0, lo_open=True)
     weight_decay: float = 0.01  # pre-training / full FT; adapters use 0
-    rank: int = bounded(2, lo=1)  # Quantum-PEFT K
-    layers: int = bounded(1, lo=0)  # Quantum-PEFT L
-    alpha: float = bounded(1.0, lo=0, lo_open=True)  # Quantum-PEFT scale s
-    init_std: float = 0.5  # θ ~ N(0, 0.5²)
+    # the Quantum-PEFT adapter, every QuantumPEFTConfig field, set with dotted overrides (``--set qpeft.rank=4``):
+    # K = rank, L = layers, scale s = alpha (> 0 here), θ ~ N(0, init_std²). qpeft.target_modules is also the LoRA
+    # arm's target_modules (one source of truth: both adapters always wrap the same layers). init_seed and
+    # modules_to_save are set per seed/width and arm in make_adapted (defaults here).
+    qpeft: QuantumPEFTConfig = QuantumPEFTConfig(
+        target_modules=["q_proj", "v_proj"], rank=2, layers=1, alpha=1.0, init_std=0.5
+    )
     lora_rank: int = bounded(1, lo=1)
     lora_alpha: float = bounded(1.0, lo=0, lo_open=True)
-    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
     param_widths: tuple[int, ...] = (64, 128)  # widths whose adapter sizes are counted (claim param_ratio)
     # N = M = 2^n for the log-scaling table
     scaling_qubits: tuple[int, ...] = bounded(tuple(range(6, 15)), lo=1, each=True)
@@ -80,6 +88,17 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if not isinstance(self.qpeft, QuantumPEFTConfig):
+            raise ValueError(f"qpeft must be a QuantumPEFTConfig, got {type(self.qpeft).__name__}")
+        if not self.qpeft.alpha > 0:  # the library allows any finite scale; the experiment's s is positive
+            raise ValueError(f"qpeft.alpha must be a number > 0 (the scale s), got {self.qpeft.alpha!r}")
+        for name, why in _PER_ARM.items():
+            default = getattr(QuantumPEFTConfig(), name)
+            if getattr(self.qpeft, name) != default:
+                raise ValueError(
+                    f"qpeft.{name} is set in make_adapted ({why}); leave it at {default!r}, "
+                    f"got {getattr(self.qpeft, name)!r}"
+                )
         if any(d % self.heads for d in self.widths):
             raise ValueError(f"widths must each be divisible by heads={self.heads}, got {self.widths!r}")
         if self.source_frac + self.target_train_frac >= 1:
@@ -227,11 +246,12 @@ def make_adapted(
     if method == "lora_r1":
         from peft import LoraConfig, get_peft_model
 
+        tm = cfg.qpeft.target_modules  # the same layers as the Quantum-PEFT arm
         lc = LoraConfig(
             r=cfg.lora_rank,
             lora_alpha=cfg.lora_alpha,
             lora_dropout=0.0,
-            target_modules=list(cfg.target_modules),
+            target_modules=tm if isinstance(tm, str) else list(tm),
             modules_to_save=["classifier"],
         )
         torch.manual_seed(derive_seed(seed, "lora", width))  # PEFT initialises A from the global RNG
@@ -240,14 +260,8 @@ def make_adapted(
         n = sum(p.numel() for n_, p in pm.named_parameters() if "lora_" in n_)
         return pm, [{"params": params, "lr": cfg.lr_lora, "weight_decay": 0.0}], n
     if method == "qpeft":
-        qc = QuantumPEFTConfig(
-            target_modules=list(cfg.target_modules),
-            rank=cfg.rank,
-            layers=cfg.layers,
-            alpha=cfg.alpha,
-            init_std=cfg.init_std,
-            modules_to_save=["classifier"],
-            init_seed=derive_seed(seed, "qpeft", width),
+        qc = dataclasses.replace(
+            cfg.qpeft, modules_to_save=["classifier"], init_seed=derive_seed(seed, "qpeft", width)
         )
         qm = get_qpeft_model(model, qc)
         return qm, qm.param_groups(cfg.lr_angles, cfg.lr_lambda, cfg.lr_lambda), qm.n_adapter_params()

@@ -49,6 +49,7 @@ def figure(
 def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods: Sequence[str]) -> str:
     from .experiment import LR_GRID, TUNE_SEEDS
 
+    q = cfg.qpeft  # the Quantum-PEFT adapter's QuantumPEFTConfig
     lines = ["## Results (target = 90°-rotated digits, test accuracy, mean ± std over seeds)", ""]
     lines += ["| d | method | adapter params (excl. head) | accuracy |", "|---|---|---|---|"]
     for w in cfg.widths:
@@ -70,7 +71,7 @@ def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], metho
         "- Paper: DeBERTaV3/Mistral-7B on GLUE, GPT-2 Medium on E2E, ViT on CIFAR-10. Here: a 2-block ViT "
         "(transformers `ViTForImageClassification` built from a config) on scikit-learn digits, adapted to rotated "
         'digits (README, "Reproduction"), 3 seeds on CPU. Absolute accuracies are not comparable with the paper\'s tables.',
-        f"- Quantum-PEFT K={cfg.rank}, L={cfg.layers}, s={cfg.alpha}, θ~N(0,{cfg.init_std}²), Λ=0; LoRA r={cfg.lora_rank} "
+        f"- Quantum-PEFT K={q.rank}, L={q.layers}, s={q.alpha}, θ~N(0,{q.init_std}²), Λ=0; LoRA r={cfg.lora_rank} "
         "(PEFT); AdamW + OneCycle, the same epochs and batches for every method. Learning rates (fair-baseline "
         "protocol): every method gets one LR for all its trainable parameters, head included, chosen from the same "
         f"grid {{{', '.join(f'{x:g}' for x in LR_GRID)}}} by mean target accuracy on held-out seeds "
