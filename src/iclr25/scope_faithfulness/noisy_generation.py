@@ -16,8 +16,11 @@ the noise model keeps its own KV cache and is advanced with the token actually c
 
 Where the math comes from: Duong et al., ICLR 2025 (arXiv 2502.13674), Fig. 1 (the mixture of p_LM and p_θ₀ that
 generates the synthetic preference dataset). The per-step switch with a binary α_t is written out as
-``y_t ~ p_θ(·|y<t, x) + α_t p_LM(·|y<t)``, α_t ∈ {0, 1}, in the authors' ``flbbb/scope-decoding`` README. The
-paper's own section/equation number for this step is not cited: it was not confirmed from the paper's text.
+``y_t ~ p_θ(·|y<t, x) + α_t p_LM(·|y<t)``, α_t ∈ {0, 1}, in the authors' ``flbbb/scope-decoding`` README.
+Paper location: Fig. 1 (as above) and (paper §3, Algorithm 1) — the §3 / Algorithm 1 number comes from the
+comments of a third-party SCOPE re-implementation, not from the paper's own text (only its abstract and the start
+of its introduction could be read), so it is the weaker kind of citation; no equation number is cited. See the
+method card's "Paper locations cited in the code".
 """
 
 from __future__ import annotations
@@ -160,8 +163,9 @@ def check_same_vocabulary(model, lm, tokenizer=None, lm_tokenizer=None) -> None:
 class ScopeNoiseProcessor(UnbatchedClassifierFreeGuidanceLogitsProcessor):
     r"""Per-token switch between the grounded model's scores and a context-free noise LM (SCOPE's noisy generation).
 
-    The paper's mixture of p_θ₀ and p_LM (arXiv 2502.13674, Fig. 1; the formula as in the authors'
-    ``scope-decoding`` README, see the module docstring): at each step a coin z_t ~ Bernoulli(α) picks
+    The paper's mixture of p_θ₀ and p_LM (arXiv 2502.13674, Fig. 1; paper §3, Algorithm 1 — number from a
+    third-party re-implementation, see the module docstring; the formula as in the authors' ``scope-decoding``
+    README): at each step a coin z_t ~ Bernoulli(α) picks
     p_LM(·|y⁻<t) (z_t = 1) or p_θ₀(·|x, y⁻<t) (z_t = 0), so sampling follows (1 − α)·p_θ₀ + α·p_LM per token.
 
     Use one instance per ``generate`` call (it keeps the LM branch's KV cache). Greedy or sampling decoding with
@@ -339,7 +343,8 @@ def generate_unfaithful(
     **generate_kwargs,
 ):
     """Sample unfaithful continuations y⁻ of ``inputs`` with SCOPE's noisy decoding (the paper's mixture of p_θ₀
-    = ``model`` and p_LM = ``lm``, Fig. 1; see :class:`ScopeNoiseProcessor`).
+    = ``model`` and p_LM = ``lm``, Fig. 1; paper §3, Algorithm 1 per a third-party re-implementation; see
+    :class:`ScopeNoiseProcessor`).
 
     ``inputs``: a *left-padded* batch (``BatchEncoding`` / dict with ``input_ids`` and ``attention_mask``, or an
     id tensor) of prompts built from the contexts x. Returns the generated ids ``(B, T)`` (padding after EOS), and

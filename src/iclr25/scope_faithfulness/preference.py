@@ -13,8 +13,11 @@ with sequence log-probabilities summed over the response tokens (prompt masked, 
 
 Where the math comes from: Duong et al., ICLR 2025 (arXiv 2502.13674), Fig. 1 — the split of D into D₁ (SFT of
 p_LM into p_θ₀) and D₂ (noisy samples and preference fine-tuning). The loss above is the DPO objective of Rafailov
-et al., NeurIPS 2023 (arXiv 2305.18290), with π_ref = p_θ₀. The SCOPE paper's own section/equation numbers for
-the split and the loss are not cited: they were not confirmed from the paper's text.
+et al., NeurIPS 2023 (arXiv 2305.18290), with π_ref = p_θ₀. Paper location: Fig. 1 only (its caption and number
+as reproduced on third-party paper pages). The SCOPE paper's own section/equation numbers for the split, the SFT
+stage and the preference loss are not cited: none was seen in the paper's text or in any page searched for issue
+#39 (the paper's §3 is named, by a third-party re-implementation, only for the noisy generation — see
+:mod:`.noisy_generation`).
 """
 
 from __future__ import annotations
