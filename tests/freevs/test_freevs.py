@@ -484,3 +484,33 @@ def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
     assert ex.PRESETS["full"].device == "cuda"
     main(["config", "freevs", "--preset", "full"])
     assert "cuda" in capsys.readouterr().out
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_dotted_edm_overrides_reach_training(monkeypatch):
+    """``--set edm.drop_prob=… edm.p_mean=…`` reach the EDMConfig the training loss receives; a bad value names the
+    nested field."""
+    from iclr25.freevs import experiment as ex
+    from iclr25.runs import UsageError, effective_config, experiment_module
+
+    mod = experiment_module("freevs")
+    cfg = effective_config(mod, "smoke", overrides=["edm.drop_prob=0.1", "edm.p_mean=-1.0"])[0]
+    seen = []
+
+    def fake_loss(model, x0, p, ref, edm, g):
+        seen.append(edm)
+        raise _Stop
+
+    monkeypatch.setattr(ex, "edm_loss", fake_loss)
+    with pytest.raises(_Stop):
+        ex.train_variant(cfg, ex.build_data(cfg), 0.5, 0, torch.device("cpu"))
+    assert seen[0].drop_prob == 0.1 and seen[0].p_mean == -1.0 and seen[0].sigma_max == 80.0
+    with pytest.raises(UsageError, match=r"edm: drop_prob must be a number in \[0, 1\) \(finite\), got 1.0"):
+        effective_config(mod, "quick", overrides=["edm.drop_prob=1.0"])
+    with pytest.raises(UsageError, match=r"edm: sigma_min must be < sigma_max"):
+        effective_config(mod, "quick", overrides=["edm.sigma_min=100"])
+    with pytest.raises(UsageError, match=r"did you mean edm\.drop_prob\?"):
+        effective_config(mod, "quick", overrides=["drop_prob=0.1"])

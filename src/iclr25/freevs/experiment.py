@@ -65,7 +65,9 @@ class Config(ExperimentConfig):
     lr: float = bounded(2e-3, lo=0, lo_open=True)
     sample_steps: int = bounded(10, lo=1)
     guidance: float = bounded(2.0)
-    drop_prob: float = bounded(0.2, lo=0, hi=1, hi_open=True)
+    # EDM preconditioning, training noise, pseudo-image noise and condition dropout of training and sampling: every
+    # EDMConfig field, set with dotted overrides (``--set edm.drop_prob=0.1 edm.p_mean=-1.0``)
+    edm: EDMConfig = EDMConfig()
     probe_steps: int = bounded(200, lo=0)
     # training curve: held-out PSNR measured at this many evenly spaced steps (0 = off)
     curve_points: int = bounded(6, lo=0)
@@ -73,6 +75,8 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
+        if not isinstance(self.edm, EDMConfig):
+            raise ValueError(f"edm must be an EDMConfig, got {type(self.edm).__name__}")
         if any(s + self.clip_len > self.n_frames for s in self.test_starts):
             raise ValueError(
                 f"test_starts must leave a clip of {self.clip_len} frames inside {self.n_frames} frames"
@@ -273,7 +277,7 @@ def _monitor_psnr(cfg: Config, model: FreeVSTiny, mon, seed: int, device) -> lis
             model,
             pseudo.to(device),
             ref.to(device),
-            EDMConfig(drop_prob=cfg.drop_prob),
+            cfg.edm,
             cfg.sample_steps,
             cfg.guidance,
             g,
@@ -290,7 +294,7 @@ def train_variant(
 ) -> tuple[FreeVSTiny, dict]:
     torch.manual_seed(seed)
     g = torch.Generator(device="cpu").manual_seed(seed)
-    edm = EDMConfig(drop_prob=cfg.drop_prob)
+    edm = cfg.edm
     model = FreeVSTiny(cfg.channels, cfg.cond_channels).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     gt = torch.tensor(data["train_gt"]) * 2 - 1  # (S, F, H, W, 3)
@@ -397,7 +401,7 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
                 model,
                 pseudo.to(dev),
                 ref.to(dev),
-                EDMConfig(drop_prob=cfg.drop_prob),
+                cfg.edm,
                 cfg.sample_steps,
                 cfg.guidance,
                 g,
