@@ -13,12 +13,10 @@ def _llama(seed: int = 0):
     cfg = tf.LlamaConfig(vocab_size=99, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                          pad_token_id=0, bos_token_id=1, eos_token_id=2)  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)  # the weights are a function of the seed, not of the tests that ran before
         model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
-    with (
-        torch.no_grad()
-    ):  # weights large enough that attention is peaked and score competitions split the rows
+        # weights large enough that attention is peaked and the score competitions split the rows
         for n, p in model.named_parameters():
             if p.ndim == 2 and "embed" not in n:
                 p.normal_(0, 0.15)
