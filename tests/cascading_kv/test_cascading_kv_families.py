@@ -47,10 +47,10 @@ FAMILIES = {
 def build(family: str, seed: int = 0, **over):
     cls, extra = FAMILIES[family]
     cfg = cls(**{**BASE, **extra, **over})
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)  # the weights are a function of the seed, not of the tests that ran before
         model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
-    with torch.no_grad():  # random weights large enough that RoPE/softcap mistakes show in the logits
+        # random weights large enough that RoPE/softcap mistakes show in the logits
         for n, p in model.named_parameters():
             if p.ndim == 2 and "embed" not in n:
                 p.normal_(0, 0.15)
