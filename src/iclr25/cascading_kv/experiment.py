@@ -60,8 +60,9 @@ class Config(ExperimentConfig):
     n_filler: int = bounded(64, lo=1)
     n_values: int = bounded(32, lo=1)
     train_lengths: tuple[int, ...] = bounded((32, 64, 96), lo=8, each=True)
-    # training of the recall model, every LMTrainConfig field (``--set train.steps=600 train.lr=1e-3``): plain AdamW
-    # at a constant learning rate (README, "Reproduction") — no warm-up/decay, no clipping, torch's default betas.
+    # training of the recall model, every LMTrainConfig field (``--set train.steps=600 --set train.lr=1e-3``):
+    # plain AdamW at a constant learning rate (README, "Reproduction") — no warm-up/decay, no clipping, torch's
+    # default betas.
     # train.seq_len is the longest training stream + 1; train.seed is derived per seed (left at 0 here).
     train: LMTrainConfig = LMTrainConfig(
         steps=400, batch_size=32, seq_len=97, lr=3e-3, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.01,

@@ -66,7 +66,7 @@ class Config(ExperimentConfig):
     sample_steps: int = bounded(10, lo=1)
     guidance: float = bounded(2.0)
     # EDM preconditioning, training noise, pseudo-image noise and condition dropout of training and sampling: every
-    # EDMConfig field, set with dotted overrides (``--set edm.drop_prob=0.1 edm.p_mean=-1.0``)
+    # EDMConfig field, set with dotted overrides (``--set edm.drop_prob=0.1 --set edm.p_mean=-1.0``)
     edm: EDMConfig = EDMConfig()
     probe_steps: int = bounded(200, lo=0)
     # training curve: held-out PSNR measured at this many evenly spaced steps (0 = off)
