@@ -109,3 +109,37 @@ def test_bad_requests(tmp_path, hub):
         load_birdset(root, "HSN", "valid")
     with pytest.raises(ValueError, match="is it a BirdSet copy"):
         load_birdset(tmp_path, "HSN", "train")
+
+
+def test_train_split_rows_feed_the_training_pipeline(hub, tmp_path):
+    """The hub calls a recording's seconds ``length``; the loader adds the ``duration`` the training decodes
+    against, so load → map_events → smart_sampling → decode_batch works on a hub copy as it does in the run."""
+    from iclr25.birdset.audio import AudioCache
+    from iclr25.birdset.train import _check_rows, decode_batch
+
+    root, focal, _ = hub
+    tr = load_birdset(root, "HSN", "train")
+    assert np.allclose(tr.meta["duration"], [r.duration for r in focal])
+    assert np.allclose(tr.meta["duration"], tr.meta["length"])
+    rows = smart_sampling(map_events(tr.meta), class_limit=500, event_limit=5)
+    targets = tr.multi_hot()[rows["file_id"].to_numpy()]
+    _check_rows(rows, targets)  # every column the training needs is there
+    audio = AudioCache(sample_rate=focal[0].sample_rate)
+    x = decode_batch(rows.iloc[:2], audio, "event", 5.0, 0.5, np.random.default_rng(0))
+    assert x.shape == (2, 5 * focal[0].sample_rate) and x.abs().sum() > 0
+
+
+def test_train_duration_from_the_audio_header_or_a_clear_error(tmp_path):
+    d = tmp_path / "XCL"
+    d.mkdir()
+    for i, n in enumerate(("XCL_0.wav", "XCL_1.wav")):
+        sf.write(d / n, np.zeros(16_000 * (i + 1)), 16_000)
+    meta = pd.DataFrame({"filepath": ["XCL_0.wav", "XCL_1.wav"], "ebird_code": ["a", "b"]})
+    meta.to_parquet(d / "XCL_metadata.parquet")
+    assert load_birdset(tmp_path, "XCL", "train").meta["duration"].tolist() == [
+        1.0,
+        2.0,
+    ]  # no length: the header
+    meta.assign(length=[1.0, float("nan")]).to_parquet(d / "XCL_metadata.parquet")
+    with pytest.raises(ValueError, match=r"length must be a positive number of seconds .* at rows \[1\]"):
+        load_birdset(tmp_path, "XCL", "train")

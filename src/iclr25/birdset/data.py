@@ -207,9 +207,28 @@ def load_birdset(
         if still:
             raise ValueError(f"{len(still)} audio file(s) not found in the shards, e.g. {sorted(still)[:3]}")
     meta["filepath"] = [str(find(n)) for n in names]
+    if split == "train" and "duration" not in meta.columns:
+        meta["duration"] = _durations(meta)
     if classes is None:
         classes = sorted({c for codes in BirdSetSplit(config, split, meta, []).code_lists() for c in codes})
     return BirdSetSplit(config, split, meta, [str(c) for c in classes])
+
+
+def _durations(meta: pd.DataFrame) -> np.ndarray:
+    """Seconds of audio per training row — the column the training pipeline decodes against (``duration``). The
+    hub's train metadata calls it ``length``; a copy without it gets each file's length from its audio header."""
+    if "length" in meta.columns:
+        d = pd.to_numeric(meta["length"], errors="coerce").to_numpy(float)
+        if np.isfinite(d).all() and (d > 0).all():
+            return d
+        bad = np.flatnonzero(~(np.isfinite(d) & (d > 0)))[:3].tolist()
+        raise ValueError(
+            f"length must be a positive number of seconds in every train row (the recording's duration), got "
+            f"{meta['length'].iloc[bad].tolist()} at rows {bad}"
+        )
+    import soundfile as sf
+
+    return np.array([sf.info(fp).duration for fp in meta["filepath"]], float)
 
 
 def class_list(*splits: BirdSetSplit) -> list[str]:
