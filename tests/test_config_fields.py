@@ -58,7 +58,7 @@ CASES = {
     "birdset": [("n_species", 1), ("event_limit", 0), ("class_limit", True), ("max_phrases", -1),
                 ("focal_log_sd", math.nan), ("valid_frac", 1.0), ("soundscape_s", math.inf), ("model", "resnet"),
                 ("focal_duration", (3.0, 10.0)), ("arms", ("A", "B", "D"))],
-    "improver": [("n", 0), ("m", True), ("prev_k", -1), ("p_have", math.nan), ("lm_lr", 0.0),
+    "improver": [("n_theorems", 0), ("lm_steps", True), ("train_variants", -1), ("p_have", math.nan), ("lm_lr", 0.0),
                  ("temperature", math.inf), ("backend", "coq"), ("lean_file", None)],
     "fosp": [("wm_updates", 0), ("eval_episodes", True), ("max_steps", -1), ("noref_adv_temperature", math.nan),
              ("noref_qc_tolerance", math.inf), ("official_arm", 1)],

@@ -15,7 +15,7 @@ def test_config_validation_and_presets():
     with pytest.raises(ValueError, match="temperature"):
         Config(temperature=float("nan"))
     q = PRESETS["quick"]
-    assert (q.n, q.m, q.prev_k, q.n_theorems, q.seeds) == (3, 5, 1, 120, 3)
+    assert (q.agent.n, q.agent.m, q.agent.prev_k, q.n_theorems, q.seeds) == (3, 5, 1, 120, 3)
     assert q.agent_config("improver").generations == 15 and q.agent_config("baseline").generations == 1
     assert not q.agent_config("improver_no_cos").chain_of_states and PRESETS["full"].backend == "lean"
 
@@ -37,3 +37,28 @@ def test_smoke_run_writes_consistent_results(tmp_path):
     assert "ImProver on generated propositional theorems" in res.report_md
     saved = json.loads((tmp_path / "seeds" / "seed_0.json").read_text())
     assert saved["result"]["tinylm"]["baseline"]["accuracy"] == s["tinylm"]["baseline"]["accuracy"]
+
+
+def test_dotted_agent_overrides_reach_every_improver_arm_and_not_the_baseline():
+    """``--set agent.m=2 --set agent.keep_best=false`` reach the ImProverConfig of every ImProver arm (each
+    ablation still switches off only its part); the single-shot baseline stays the paper's."""
+    from iclr25.improver.agent import ImProverConfig
+    from iclr25.runs import UsageError, effective_config, experiment_module
+
+    mod = experiment_module("improver")
+    cfg = effective_config(
+        mod, "quick", overrides=["agent.m=2", "agent.keep_best=false", "agent.examples=3"]
+    )[0]
+    for arm in ("improver", "improver_no_cos", "improver_no_history"):
+        a = cfg.agent_config(arm)
+        assert (a.m, a.keep_best, a.examples, a.n, a.prev_k) == (2, False, 3, 3, 1)
+    assert not cfg.agent_config("improver_no_cos").chain_of_states
+    assert cfg.agent_config("improver_no_cos").error_history
+    assert not cfg.agent_config("improver_no_history").error_history
+    assert cfg.agent_config("baseline") == ImProverConfig.baseline()
+    with pytest.raises(UsageError, match="agent: n must be a positive int, got 0"):
+        effective_config(mod, "quick", overrides=["agent.n=0"])
+    with pytest.raises(UsageError, match="agent.chain_of_states is switched off per arm"):
+        effective_config(mod, "quick", overrides=["agent.chain_of_states=false"])
+    with pytest.raises(UsageError, match=r"did you mean agent\.prev_k\?"):
+        effective_config(mod, "quick", overrides=["prev_k=2"])

@@ -124,7 +124,12 @@ def test_full_preset_runs_end_to_end_with_a_fake_lake_and_a_stub_server(
     monkeypatch.setenv("OPENAI_BASE_URL", server)
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     cfg = dataclasses.replace(
-        PRESETS["full"], lean_project=str(lean_project), lean_file="Demo.lean", llm_model="stub", seeds=2, m=2
+        PRESETS["full"],
+        lean_project=str(lean_project),
+        lean_file="Demo.lean",
+        llm_model="stub",
+        seeds=2,
+        agent=dataclasses.replace(PRESETS["full"].agent, m=2),
     )
     res = run(cfg, tmp_path / "out")
     assert [c.id for c in res.claims] == ["improved_accuracy", "length_gain", "cos_helps"] and res.valid

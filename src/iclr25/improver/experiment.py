@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from .toy import ToyTacticChecker
 from .toy_theorems import make_benchmark, rewrite_pairs
 
 ARMS = ("baseline", "improver", "improver_no_cos", "improver_no_history")
+_PER_ARM = ("chain_of_states", "error_history")  # ImProverConfig switches the ablation arms turn off
 BACKENDS = ("toy", "lean")
 
 
@@ -52,11 +53,11 @@ class Config(ExperimentConfig):
     backend: str = bounded("toy", choices=BACKENDS)
     n_theorems: int = bounded(120, lo=1)
     p_have: float = bounded(0.5, lo=0, hi=1)  # verbosity of the seed proofs
-    # ImProver (benchmark/tools.py::improver): refinement(best_of_n(3), m=5, prev_k=1, keep_best)
-    n: int = bounded(3, lo=1)
-    m: int = bounded(5, lo=1)
-    prev_k: int = bounded(1, lo=0)
-    examples: int = bounded(10, lo=0)
+    # the ImProver agent (benchmark/tools.py::improver: refinement(best_of_n(3), m=5, prev_k=1, keep_best)), every
+    # ImProverConfig field set with dotted overrides (``--set agent.m=3``); the ablation arms switch off
+    # chain_of_states / error_history themselves and the baseline arm is ImProverConfig.baseline(), so those two
+    # stay at their defaults here
+    agent: ImProverConfig = ImProverConfig()
     # the tiny LM trained in the run
     train_theorems: int = bounded(600, lo=1)
     train_variants: int = bounded(3, lo=1)
@@ -78,7 +79,15 @@ class Config(ExperimentConfig):
     lean_timeout_s: float = bounded(300.0, lo=0, lo_open=True)  # per REPL answer
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above (no rule across fields)
+        super().__post_init__()  # the bounds declared above; below: the nested agent
+        if not isinstance(self.agent, ImProverConfig):
+            raise ValueError(f"agent must be an ImProverConfig, got {type(self.agent).__name__}")
+        for name in _PER_ARM:
+            if getattr(self.agent, name) is not True:
+                raise ValueError(
+                    f"agent.{name} is switched off per arm (improver_no_cos / improver_no_history); leave it at "
+                    f"True, got {getattr(self.agent, name)!r}"
+                )
 
     @property
     def result_key(self) -> str:
@@ -88,17 +97,12 @@ class Config(ExperimentConfig):
     def agent_config(self, arm: str) -> ImProverConfig:
         if arm == "baseline":
             return ImProverConfig.baseline()
-        base = ImProverConfig(n=self.n, m=self.m, prev_k=self.prev_k, examples=self.examples)
         if arm == "improver":
-            return base
+            return self.agent
         if arm == "improver_no_cos":
-            return ImProverConfig(
-                n=self.n, m=self.m, prev_k=self.prev_k, examples=self.examples, chain_of_states=False
-            )
+            return replace(self.agent, chain_of_states=False)
         if arm == "improver_no_history":
-            return ImProverConfig(
-                n=self.n, m=self.m, prev_k=self.prev_k, examples=self.examples, error_history=False
-            )
+            return replace(self.agent, error_history=False)
         raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
 
 
@@ -111,7 +115,7 @@ PRESETS = {
         lm_steps=15,
         lm_batch=8,
         lm_hidden=32,
-        m=2,
+        agent=replace(Config.agent, m=2),
         max_new_tokens=32,
         ablate_history=False,
         min_single_shot_correct=0.0,

@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import Config
 
 
+def _keep(cfg: Config) -> str:
+    return "keep-best" if cfg.agent.keep_best else "latest candidate (keep_best off)"
+
+
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Length Improvement and improved accuracy of every arm (bars: mean over seeds, dots: seeds), and the
     paired per-seed CoS − no-CoS differences with their 95 % interval."""
@@ -108,7 +112,7 @@ def report_md(cfg: Config, per_seed: dict) -> str:
                 f"## ImProver on {cfg.lean_file} (Lean REPL, length metric)",
                 "",
                 f"{s0['n_theorems']} theorems; generator {s0['model']!r} at {s0['server']}; ImProver = "
-                f"refinement(best_of_{cfg.n}, m={cfg.m}, prev_k={cfg.prev_k}, keep-best), CoS, error history. "
+                f"refinement(best_of_{cfg.agent.n}, m={cfg.agent.m}, prev_k={cfg.agent.prev_k}, {_keep(cfg)}), CoS, error history. "
                 f"Scores in % (mean ± std over repetitions {seeds}).",
                 "",
                 *_table(per_seed, "lean", LEAN_ARMS),
@@ -122,8 +126,8 @@ def report_md(cfg: Config, per_seed: dict) -> str:
         "",
         f"{cfg.n_theorems} theorems with verbose seed proofs; generator: a {tr['params']:,}-parameter Llama-style "
         f"LM trained in the run for {cfg.lm_steps} steps on {tr['pairs']} (verbose → short) pairs "
-        f"(loss {tr['loss_first']:.2f} → {tr['loss_last']:.2f}); ImProver = refinement(best_of_{cfg.n}, "
-        f"m={cfg.m}, prev_k={cfg.prev_k}, keep-best), CoS, error history; baseline = one sample, no CoS, no "
+        f"(loss {tr['loss_first']:.2f} → {tr['loss_last']:.2f}); ImProver = refinement(best_of_{cfg.agent.n}, "
+        f"m={cfg.agent.m}, prev_k={cfg.agent.prev_k}, {_keep(cfg)}), CoS, error history; baseline = one sample, no CoS, no "
         f"history. Scores in % (mean ± std over seeds {seeds}). Accuracy 100 % for ImProver follows from "
         "keep-best (a sanity check, not a claim).",
         "",
