@@ -36,7 +36,7 @@ CASES = {
                               ("bins_sweep", (10, 0)), ("bins_sweep", ())],
     "mofflow": [("n_train", 0), ("n_euler", 1), ("batch_size", 10**8), ("atom_batch_size", True), ("lr", math.nan),
                 ("steps_per_size", (520, 0, 240)), ("atom_steps_per_size", (360, True, 23))],
-    "dst_robustness": [("delta_t", 0), ("delta_t", True), ("n_test", 5), ("ra_points", 1), ("ra_max_radius", 0.0),
+    "dst_robustness": [("noise_shot", (1.0, 0.0)), ("methods", ()), ("n_test", 5), ("ra_points", 1), ("ra_max_radius", 0.0),
                        ("arch", "vgg16"), ("widths", (4, 0, 8)), ("sparsities", (0.5, 1.0))],
     "ohio": [("horizon", 0), ("k", True), ("n_noisy", -1), ("prior", math.nan), ("adam_lr", 0.0),
              ("hr_velocity_gain", math.inf), ("solver", "sgd")],

@@ -97,3 +97,35 @@ def test_config_validation():
         Config(methods=("snip",))
     with pytest.raises(ValueError, match="claim_sparsity"):
         Config(sparsities=(0.3,), claim_sparsity=0.5)
+
+
+def test_dotted_overrides_reach_every_arm_and_the_training():
+    """``--set dst.delta_t=… dst.p0=… train.lr=…`` reach each DST arm's DSTConfig (method, sparsity and regrow
+    still from the arm) and the SGD recipe every arm trains with; bad values name the nested field."""
+    from iclr25.runs import UsageError, effective_config, experiment_module
+
+    mod = experiment_module("dst_robustness")
+    cfg = effective_config(
+        mod, "quick", overrides=["dst.delta_t=7", "dst.p0=0.3", "dst.mest_lambda=0.5", "train.lr=0.01"]
+    )[0]
+    arms = dict(cfg.arms())
+    assert arms["dense"] is None and set(arms) == {"dense", "rigl_s50", "set_s50"}
+    for name, method in (("rigl_s50", "rigl"), ("set_s50", "set")):
+        d = arms[name]
+        assert (d.method, d.sparsity, d.regrow, d.delta_t, d.p0, d.mest_lambda) == (
+            method,
+            0.5,
+            None,
+            7,
+            0.3,
+            0.5,
+        )
+    assert (cfg.train.lr, cfg.train.epochs, cfg.train.momentum) == (0.01, 12, 0.9)
+    with pytest.raises(UsageError, match="dst: delta_t must be a positive int, got 0"):
+        effective_config(mod, "quick", overrides=["dst.delta_t=0"])
+    with pytest.raises(UsageError, match=r"train: momentum must be a number in \[0, 1\)"):
+        effective_config(mod, "quick", overrides=["train.momentum=1.0"])
+    with pytest.raises(UsageError, match="dst.sparsity is set per arm"):
+        effective_config(mod, "quick", overrides=["dst.sparsity=0.9"])
+    with pytest.raises(UsageError, match=r"did you mean dst\.delta_t\?"):
+        effective_config(mod, "quick", overrides=["delta_t=7"])

@@ -21,7 +21,7 @@ paired one-sided 95 % Student-t bound(s) and says whether the claim is decisive 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,8 @@ from .spectral import max_radius, ra_curve
 from .training import ClassifierTrainConfig, train_classifier
 
 SLUG = "dst_robustness"
+# DSTConfig fields each arm sets (Config.arms); Config.dst keeps their defaults
+_PER_ARM = {n: getattr(DSTConfig(), n) for n in ("method", "sparsity", "regrow")}
 
 
 def parse_method(spec: str) -> tuple[str, str | None]:
@@ -70,22 +72,17 @@ class Config(ExperimentConfig):
     arch: str = bounded("vgg_small", choices=("vgg_small", "resnet18"))
     widths: tuple[int, int, int] = bounded((32, 64, 128), lo=1, each=True, length=3)  # conv widths c1, c2, c3
     fc: int = 256
-    epochs: int = 30
-    batch_size: int = 64
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    crop_pad: int = 2
+    # every arm's SGD recipe, each ClassifierTrainConfig field a dotted override (``--set train.epochs=20``)
+    train: ClassifierTrainConfig = ClassifierTrainConfig()
     methods: tuple[str, ...] = bounded(("rigl", "set"), kind=str, each=True)  # each parsed by parse_method
     sparsities: tuple[float, ...] = bounded((0.5,), kind=float, lo=0, hi=1, hi_open=True, each=True)
     claim_method: str = "rigl"  # the pre-registered DST arm of the claims (with claim_sparsity)
     claim_sparsity: float = 0.5
-    distribution: str = "erk"
-    delta_t: int = bounded(20, lo=1)  # ΔT in optimiser steps (~700 steps in all at the default scale)
-    p0: float = 0.5
-    t_end_frac: float = 0.75
-    soft_bound: float = 0.1  # MEST
-    init_density: float = 0.8  # GraNet
+    # the DST arms' topology updates, each DSTConfig field a dotted override (``--set dst.delta_t=50``): ΔT = 20
+    # optimiser steps (~700 steps in all at the default scale), ERK, p0 0.5 cosine-decayed to 0 at 75 % of training,
+    # MEST's soft bound 0.1, GraNet's initial density 0.8. method / sparsity / regrow come from each arm
+    # (``methods`` × ``sparsities``), so they stay at their defaults here.
+    dst: DSTConfig = DSTConfig(delta_t=20)
     split_seed: int = 0
     corruption_seed: int = 0
     frost_source: str = "corrupt_tta"  # the real frost photos (vision extra); "procedural" without them
@@ -115,38 +112,36 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"claim_sparsity must be one of sparsities {self.sparsities}, got {self.claim_sparsity!r}"
             )
-        ClassifierTrainConfig(
-            self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad
-        )
-
-    @property
-    def train_config(self) -> ClassifierTrainConfig:
-        return ClassifierTrainConfig(
-            self.epochs, self.batch_size, self.lr, self.momentum, self.weight_decay, self.crop_pad
-        )
+        if not isinstance(self.train, ClassifierTrainConfig):
+            raise ValueError(f"train must be a ClassifierTrainConfig, got {type(self.train).__name__}")
+        if not isinstance(self.dst, DSTConfig):
+            raise ValueError(f"dst must be a DSTConfig, got {type(self.dst).__name__}")
+        for name, default in _PER_ARM.items():
+            if getattr(self.dst, name) != default:
+                raise ValueError(
+                    f"dst.{name} is set per arm (from methods and sparsities); leave it at {default!r}, got "
+                    f"{getattr(self.dst, name)!r}"
+                )
 
     def arms(self) -> list[tuple[str, DSTConfig | None]]:
         out: list[tuple[str, DSTConfig | None]] = [("dense", None)]
         for s in self.sparsities:
             for m in self.methods:
                 base, regrow = parse_method(m)
-                dst = DSTConfig(
-                    method=base, sparsity=s, distribution=self.distribution, delta_t=self.delta_t, p0=self.p0,
-                    t_end_frac=self.t_end_frac, regrow=regrow, soft_bound=self.soft_bound,
-                    init_density=self.init_density,
-                )  # fmt: skip
+                dst = replace(self.dst, method=base, sparsity=s, regrow=regrow)
                 out.append((arm_name(m, s), dst))
         return out
 
 
 PRESETS = {
     "smoke": Config(
-        seeds=1, widths=(4, 8, 8), fc=16, epochs=1, delta_t=5, n_test=40, ra_points=3, min_clean_acc=0.0,
-        methods=("set", "rigl"),
+        seeds=1, widths=(4, 8, 8), fc=16, train=replace(Config.train, epochs=1), dst=replace(Config.dst, delta_t=5),
+        n_test=40, ra_points=3, min_clean_acc=0.0, methods=("set", "rigl"),
     ),
-    "quick": Config(seeds=10, widths=(8, 16, 32), fc=64, epochs=12, delta_t=20),
+    "quick": Config(seeds=10, widths=(8, 16, 32), fc=64, train=replace(Config.train, epochs=12)),
     "full": Config(
-        seeds=5, arch="resnet18", widths=(64, 64, 64), epochs=160, delta_t=100,
+        seeds=5, arch="resnet18", widths=(64, 64, 64), train=replace(Config.train, epochs=160),
+        dst=replace(Config.dst, delta_t=100),
         methods=("rigl", "set", "mest_r", "mest_g", "granet_r", "granet_g"),
         sparsities=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), claim_sparsity=0.5, ra_points=12,
         device="cuda",  # ResNet-18, 160 epochs, 43 arms per seed: a GPU run
@@ -209,7 +204,7 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
     for name, dst in cfg.arms():
         t0 = time.perf_counter()
         model, engine, info = train_classifier(
-            lambda: build_model(cfg.arch, 10, cfg.widths, cfg.fc), data["xtr"], data["ytr"], cfg.train_config,
+            lambda: build_model(cfg.arch, 10, cfg.widths, cfg.fc), data["xtr"], data["ytr"], cfg.train,
             seed, dst, mean, std, dev,
         )  # fmt: skip
         train_s = time.perf_counter() - t0

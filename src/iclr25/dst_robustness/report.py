@@ -82,9 +82,9 @@ Per corruption (mean over severities), dense vs the pre-registered DST arm `{bes
   numpy-view "swap" is a copy), motion blur / snow re-implement ImageMagick's MotionBlurImage (offsets along
   +θ), frost source: {cfg.frost_source} ("corrupt_tta" = the real frost photos shipped in the corrupt-tta wheel).
 - Model: {cfg.arch} widths {cfg.widths}, FC {cfg.fc} (paper: VGG16 / ResNet34 / EfficientNet-B0 on CIFAR/TinyImageNet).
-- Training: SGD {cfg.momentum} lr {cfg.lr} cosine, wd {cfg.weight_decay}, batch {cfg.batch_size},
-  {cfg.epochs} epochs, crop pad {cfg.crop_pad}. DST: {cfg.distribution.upper()}, ΔT = {cfg.delta_t} steps,
-  p0 = {cfg.p0} cosine-decayed to 0 at {cfg.t_end_frac:.0%} of training; drop k = ⌊p_t·nnz⌋ by magnitude,
+- Training: SGD {cfg.train.momentum} lr {cfg.train.lr} cosine, wd {cfg.train.weight_decay}, batch {cfg.train.batch_size},
+  {cfg.train.epochs} epochs, crop pad {cfg.train.crop_pad}. DST: {cfg.dst.distribution.upper()}, ΔT = {cfg.dst.delta_t} steps,
+  p0 = {cfg.dst.p0} cosine-decayed to 0 at {cfg.dst.t_end_frac:.0%} of training; drop k = ⌊p_t·nnz⌋ by magnitude,
   regrow random (SET) or by dense |grad| (RigL), new weights 0 with zero momentum.
 - Baseline is vanilla dense training of the same network and recipe (as in the paper).
 - Claims use one pre-registered DST arm, `{cfg.claim_method}` at sparsity {cfg.claim_sparsity} (fixed before
