@@ -88,6 +88,8 @@ LIB_CASES = [
     ("law.memit", "LamSearch", "decay", 1.0),
     ("law.world", "WorldConfig", "relation_first", 1),
     ("mofflow.network", "MOFFlowConfig", "radius", 0.0),
+    ("mofflow.atom_flow", "AtomFlowConfig", "layers", 0),
+    ("mofflow.atom_flow", "AtomFlowConfig", "rbf_max", math.inf),
     ("mofflow.toymof", "ToyMOFConfig", "angle_low", 80.0),
     ("mofflow.training", "FlowTrainConfig", "self_condition", 1.5),
     ("mofflow.toymof", "ToyMOFConfig", "sizes", (4, 32)),

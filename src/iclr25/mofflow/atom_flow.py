@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.common.fields import bounded, check_fields
 from iclr25.common.progress import progress
 
 from .building_blocks import MOF
@@ -89,13 +90,16 @@ def atom_collate(mofs: list[MOF], device: str | torch.device = "cpu") -> AtomBat
 
 @dataclass(frozen=True)
 class AtomFlowConfig:
-    width: int = 64
-    layers: int = 3
-    heads: int = 4
-    n_rbf: int = 16
-    rbf_max: float = 20.0
+    """Widths of the atom-level flow baseline (a transformer over all atoms with distance/same-block biases)."""
+
+    width: int = bounded(64, lo=1)
+    layers: int = bounded(3, lo=1)
+    heads: int = bounded(4, lo=1)
+    n_rbf: int = bounded(16, lo=1)
+    rbf_max: float = bounded(20.0, lo=0, lo_open=True)  # Å
 
     def __post_init__(self) -> None:
+        check_fields(self)  # the bounds declared above; below: the rule across fields
         if self.width % self.heads:
             raise ValueError(f"width must be divisible by heads={self.heads}, got {self.width}")
 

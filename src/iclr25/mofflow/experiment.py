@@ -9,7 +9,7 @@ Euler steps, and score every method (plus random search and prior-only) with
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +59,10 @@ class Config(ExperimentConfig):
     lr: float = bounded(3e-3, lo=0, lo_open=True)
     n_euler: int = bounded(50, lo=2, hi=MAX_COUNT)  # paper: 50 at inference
     rot_rate: float = 10.0  # exponential rotation schedule
-    c_s: int = 64
-    c_z: int = 32
-    n_trunk: int = 2
-    atom_width: int = 64
-    atom_layers: int = 3
+    # MOFFlow-tiny's widths, every MOFFlowConfig field a dotted override (``--set net.c_s=128``); the atom-level
+    # baseline's transformer (``--set atom.layers=4``) and its block encoder (``net``)
+    net: MOFFlowConfig = MOFFlowConfig()
+    atom: AtomFlowConfig = AtomFlowConfig()
     rs_k: int = 20
     baseline_n: int = 16  # test cells (M = 4) scored for random search / prior only
 
@@ -73,6 +72,10 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"test_sizes must contain 4 and 16 (for scales_with_size), got {self.test_sizes}"
             )
+        if not isinstance(self.net, MOFFlowConfig):
+            raise ValueError(f"net must be a MOFFlowConfig, got {type(self.net).__name__}")
+        if not isinstance(self.atom, AtomFlowConfig):
+            raise ValueError(f"atom must be an AtomFlowConfig, got {type(self.atom).__name__}")
         for k in ("steps_per_size", "atom_steps_per_size"):
             v = getattr(self, k)
             if not isinstance(v, tuple) or len(v) != len(self.test_sizes):
@@ -80,9 +83,6 @@ class Config(ExperimentConfig):
                     f"{k} must be a tuple of {len(self.test_sizes)} ints >= 1 (one per size in test_sizes="
                     f"{self.test_sizes}), got {v!r}"
                 )
-
-    def net(self) -> MOFFlowConfig:
-        return MOFFlowConfig(c_s=self.c_s, c_z=self.c_z, n_trunk=self.n_trunk)
 
     def plan(self, atom: bool = False) -> dict[int, int]:
         """``{M: steps}`` for MOFFlow (or the atom-level flow)."""
@@ -99,7 +99,8 @@ PRESETS = {
     "full": Config(
         n_train=20000, test_per_size=100, steps_per_size=(10000, 10000, 10000),
         atom_steps_per_size=(10000, 10000, 10000), batch_size=160, atom_batch_size=32,
-        c_s=256, c_z=128, n_trunk=6, atom_width=256, atom_layers=6, lr=1e-4, baseline_n=100, device="auto",
+        net=replace(Config.net, c_s=256, c_z=128, n_trunk=6), atom=replace(Config.atom, width=256, layers=6),
+        lr=1e-4, baseline_n=100, device="auto",
     ),
 }  # fmt: skip
 
@@ -170,12 +171,12 @@ def one_seed(cfg: Config, seed: int) -> dict:
     plan, aplan = cfg.plan(), cfg.plan(atom=True)
     tc = FlowTrainConfig(steps=sum(plan.values()), batch_size=cfg.batch_size, lr=cfg.lr)
     torch.manual_seed(derive_seed(seed, "init"))
-    model = MOFFlowNet(cfg.net())
+    model = MOFFlowNet(cfg.net)
     t0 = clock()
     hist = train_mofflow(model, train, lp, tc, derive_seed(seed, "train_loop"), dev, steps_per_size=plan)
     t_train = clock() - t0
     torch.manual_seed(derive_seed(seed, "init_atom"))
-    amodel = AtomFlowNet(AtomFlowConfig(cfg.atom_width, cfg.atom_layers), cfg.net())
+    amodel = AtomFlowNet(cfg.atom, cfg.net)
     atc = FlowTrainConfig(steps=sum(aplan.values()), batch_size=cfg.atom_batch_size, lr=cfg.lr)
     t0 = clock()
     ahist = train_atom_flow(

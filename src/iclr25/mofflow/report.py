@@ -94,7 +94,7 @@ def report_md(cfg: Config, per_seed: dict) -> str:
         "ground truth at every Euler step.\n\n" + "\n".join(drows) + "\n\n"
         "## Deviations at this scale\n"
         f"- Data: procedural ToyMOF pcu cells ({cfg.n_train} train, {cfg.test_per_size} test per size), not BW-DB.\n"
-        f"- MOFFlow-tiny (c_s={cfg.c_s}, c_z={cfg.c_z}, {cfg.n_trunk} trunk blocks) trained "
+        f"- MOFFlow-tiny (c_s={cfg.net.c_s}, c_z={cfg.net.c_z}, {cfg.net.n_trunk} trunk blocks) trained "
         f"{sum(cfg.steps_per_size)} steps (batch {cfg.batch_size}, lr {cfg.lr}, cosine) instead of the official "
         "model for days on 8 GPUs.\n"
         f"- Atom-level baseline: our own DiffCSP-like Cartesian flow (transformer over atoms), not DiffCSP; "
