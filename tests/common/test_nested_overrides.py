@@ -101,5 +101,34 @@ def test_fosp_agent_fields_reach_every_arm_that_shares_them():
     assert cfg.agent_config("fosp").tau_r == cfg.agent_config("fosp_noref").tau_r == 0.3
     assert cfg.agent_config("safedreamer").tau_r == 0.5 and cfg.agent_config("official").tau_r == 0.2
     assert cfg.agent_config("fosp_noref").ref is False and cfg.agent_config("fosp").ref is True
-    with pytest.raises(UsageError, match=r"agent.device must stay 'cpu'"):
+    with pytest.raises(
+        UsageError,
+        match=r"agent.device is the run's device \(the config's device / --device\); leave it at 'cpu'",
+    ):
         effective_config(exp, "smoke", overrides=["agent.device=cuda"])
+
+
+def test_check_nested_names_the_type_and_the_fixed_field():
+    """The one validator for nested library configs: the type, then each fixed field against the class default."""
+    from dataclasses import dataclass
+
+    from iclr25.common.fields import check_nested
+
+    @dataclass(frozen=True)
+    class Lib:
+        lr: float = 0.1
+        seed: int = 0
+        mode: str = "a"
+
+    @dataclass(frozen=True)
+    class Exp:
+        lib: object = Lib()
+
+    check_nested(Exp(), "lib", Lib, ("seed", "mode"), "set per arm")  # defaults pass
+    check_nested(Exp(Lib(lr=0.5)), "lib", Lib, ("seed",), "set per arm")  # a free field may change
+    with pytest.raises(ValueError, match=r"^lib must be of type Lib, got dict$"):
+        check_nested(Exp({"lr": 0.5}), "lib", Lib)
+    with pytest.raises(ValueError, match=r"^lib\.seed is set per seed; leave it at 0, got 3$"):
+        check_nested(Exp(Lib(seed=3)), "lib", Lib, ("seed", "mode"), {"seed": "set per seed", "mode": "x"})
+    with pytest.raises(ValueError, match=r"^lib\.mode is set per arm; leave it at 'a', got 'b'$"):
+        check_nested(Exp(Lib(mode="b")), "lib", Lib, ("seed", "mode"), "set per arm")

@@ -45,7 +45,7 @@ def test_config_validation():
         Config(dataset="CASME3")
     with pytest.raises(ValueError, match="loso_subjects"):
         Config(loso_subjects=1)
-    with pytest.raises(ValueError, match="train must be a SpottingTrainConfig"):
+    with pytest.raises(ValueError, match="train must be of type SpottingTrainConfig, got dict"):
         Config(train={"lr": 0.0})
     with pytest.raises(ValueError, match="train.pseudo_labels is set per arm"):
         Config(train=replace(Config.train, pseudo_labels="hard"))

@@ -28,7 +28,7 @@ import torch
 
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note
@@ -63,8 +63,6 @@ REQUIRED = (
     "C/scape/cmAP",
     "data/scape_classes_present",
 )
-# BirdTrainConfig fields one_seed sets per arm (decoding) and per seed; Config.train keeps their defaults
-_PER_ARM = {n: getattr(BirdTrainConfig(), n) for n in ("decoding", "seed")}
 
 
 @dataclass(frozen=True)
@@ -120,21 +118,13 @@ class Config(ExperimentConfig):
             low, high = v = getattr(self, name)
             if high < low:
                 raise ValueError(f"{name} must be (low >= 5 s, high >= low), got {v!r}")
-        if not isinstance(self.mel, MelConfig):
-            raise ValueError(f"mel must be a MelConfig, got {type(self.mel).__name__}")
-        if not isinstance(self.train, BirdTrainConfig):
-            raise ValueError(f"train must be a BirdTrainConfig, got {type(self.train).__name__}")
+        check_nested(self, "mel", MelConfig)
+        check_nested(self, "train", BirdTrainConfig, ("decoding", "seed"), "set per arm and seed in one_seed")
         if self.train.augment.sample_rate != self.mel.sample_rate:
             raise ValueError(
                 f"train.augment.sample_rate must equal mel.sample_rate (the audio's rate), got "
                 f"{self.train.augment.sample_rate!r} and {self.mel.sample_rate!r}"
             )
-        for name, default in _PER_ARM.items():
-            if getattr(self.train, name) != default:
-                raise ValueError(
-                    f"train.{name} is set per arm and seed in one_seed; leave it at {default!r}, "
-                    f"got {getattr(self.train, name)!r}"
-                )
         if not {"A", "B", "C"} <= set(self.arms):
             raise ValueError(
                 f"arms must include 'A', 'B' and 'C' (the claims compare them), got {self.arms!r}"

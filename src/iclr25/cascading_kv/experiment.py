@@ -27,7 +27,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -94,16 +94,11 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
-        if not isinstance(self.train, LMTrainConfig):
-            raise ValueError(f"train must be an LMTrainConfig, got {type(self.train).__name__}")
+        check_nested(self, "train", LMTrainConfig, ("seed",), "derived from each run seed")
         if self.train.seq_len != max(self.train_lengths) + 1:
             raise ValueError(
                 f"train.seq_len must be the longest of train_lengths + 1 = {max(self.train_lengths) + 1} (the "
                 f"training streams' length), got {self.train.seq_len}"
-            )
-        if self.train.seed != 0:
-            raise ValueError(
-                f"train.seed is derived from each run seed; leave it at 0, got {self.train.seed!r}"
             )
         if self.cache_size % self.cascades:
             raise ValueError(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,6 +196,27 @@ def check_value(name: str, v: Any, check: Check) -> None:
     """Raise ``ValueError("<name> must be <expected>, got <v>")`` unless ``v`` satisfies ``check``."""
     if not check.ok(v):
         raise ValueError(f"{name} must be {check.expected()}, got {v!r}")
+
+
+def check_nested(
+    cfg: Any, name: str, cls: type, fixed: Sequence[str] = (), why: str | Mapping[str, str] = ""
+) -> None:
+    """``cfg.<name>`` is a ``cls``: a library config nested whole in an experiment config (dotted overrides reach
+    its fields). Its ``fixed`` fields — those the experiment sets itself per arm, seed or run — must keep ``cls``'s
+    defaults; ``why`` says where they are set (one text, or one per field) for the error::
+
+        check_nested(self, "train", SpottingTrainConfig, ("pseudo_labels",), "set per arm in one_seed")
+        # ValueError: train.pseudo_labels is set per arm in one_seed; leave it at 'gim', got 'hard'
+    """
+    v = getattr(cfg, name)
+    if not isinstance(v, cls):
+        raise ValueError(f"{name} must be of type {cls.__name__}, got {type(v).__name__}")
+    if fixed:
+        ref = cls()
+        for f in fixed:
+            if getattr(v, f) != getattr(ref, f):
+                w = why[f] if isinstance(why, Mapping) else why
+                raise ValueError(f"{name}.{f} is {w}; leave it at {getattr(ref, f)!r}, got {getattr(v, f)!r}")
 
 
 def check_fields(obj: Any) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
@@ -49,8 +49,6 @@ from .spectral import max_radius, ra_curve
 from .training import ClassifierTrainConfig, train_classifier
 
 SLUG = "dst_robustness"
-# DSTConfig fields each arm sets (Config.arms); Config.dst keeps their defaults
-_PER_ARM = {n: getattr(DSTConfig(), n) for n in ("method", "sparsity", "regrow")}
 
 
 def parse_method(spec: str) -> tuple[str, str | None]:
@@ -112,16 +110,14 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"claim_sparsity must be one of sparsities {self.sparsities}, got {self.claim_sparsity!r}"
             )
-        if not isinstance(self.train, ClassifierTrainConfig):
-            raise ValueError(f"train must be a ClassifierTrainConfig, got {type(self.train).__name__}")
-        if not isinstance(self.dst, DSTConfig):
-            raise ValueError(f"dst must be a DSTConfig, got {type(self.dst).__name__}")
-        for name, default in _PER_ARM.items():
-            if getattr(self.dst, name) != default:
-                raise ValueError(
-                    f"dst.{name} is set per arm (from methods and sparsities); leave it at {default!r}, got "
-                    f"{getattr(self.dst, name)!r}"
-                )
+        check_nested(self, "train", ClassifierTrainConfig)
+        check_nested(
+            self,
+            "dst",
+            DSTConfig,
+            ("method", "sparsity", "regrow"),
+            "set per arm (from methods and sparsities)",
+        )
 
     def arms(self) -> list[tuple[str, DSTConfig | None]]:
         out: list[tuple[str, DSTConfig | None]] = [("dense", None)]

@@ -25,7 +25,7 @@ import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
@@ -109,13 +109,9 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # every bounded field
-        if not isinstance(self.agent, FOSPConfig):
-            raise ValueError(f"agent must be a FOSPConfig, got {type(self.agent).__name__}")
-        if self.agent.device != "cpu":
-            raise ValueError(
-                f"agent.device must stay 'cpu' (the run's device is the config's device / --device), got "
-                f"{self.agent.device!r}"
-            )
+        check_nested(
+            self, "agent", FOSPConfig, ("device",), "the run's device (the config's device / --device)"
+        )
         min_steps = self.online_envs * self.agent.seq_len
         if not isinstance(self.online_env_steps, int) or self.online_env_steps < min_steps:
             raise ValueError(

@@ -25,7 +25,7 @@ import torch
 
 from ..common.claims import Claim, all_of, make_claim
 from ..common.device import get_device
-from ..common.fields import bounded
+from ..common.fields import bounded, check_nested
 from ..common.io import atomic_write_with
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from ..common.stats import mean_std, paired_note
@@ -75,8 +75,7 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
-        if not isinstance(self.edm, EDMConfig):
-            raise ValueError(f"edm must be an EDMConfig, got {type(self.edm).__name__}")
+        check_nested(self, "edm", EDMConfig)
         if any(s + self.clip_len > self.n_frames for s in self.test_starts):
             raise ValueError(
                 f"test_starts must leave a clip of {self.clip_len} frames inside {self.n_frames} frames"

@@ -41,7 +41,7 @@ from torch import Tensor
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import seed_everything
 from iclr25.common.stats import interval_note, paired_note
@@ -66,9 +66,6 @@ ARM_METRICS = (
     "chamfer_alpha05",
     "frac_alpha05",
 )
-# HGMConfig fields set where the models are built (:func:`_model`): the body model's vertex count (from the data)
-# and the arm (image-only / dual); Config.model keeps their defaults
-_PER_ARM = {n: getattr(HGMConfig(), n) for n in ("num_vertices", "use_body")}
 REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
     "back_psnr_coarse_render",
     "back_psnr_refined_render",
@@ -109,14 +106,13 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above; below: the nested model, cross-field
-        if not isinstance(self.model, HGMConfig):
-            raise ValueError(f"model must be an HGMConfig, got {type(self.model).__name__}")
-        for name, default in _PER_ARM.items():
-            if getattr(self.model, name) != default:
-                raise ValueError(
-                    f"model.{name} is set per body model and arm where the models are built; leave it at "
-                    f"{default!r}, got {getattr(self.model, name)!r}"
-                )
+        check_nested(
+            self,
+            "model",
+            HGMConfig,
+            ("num_vertices", "use_body"),
+            "set per body model and arm where the models are built",
+        )
         if self.model.image_size % (2 * self.aux_downscale):
             raise ValueError(
                 f"aux_downscale must divide model.image_size/2; got {self.aux_downscale} for "

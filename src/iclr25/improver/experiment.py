@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note, sign_note, t_interval95
@@ -43,7 +43,6 @@ from .toy import ToyTacticChecker
 from .toy_theorems import make_benchmark, rewrite_pairs
 
 ARMS = ("baseline", "improver", "improver_no_cos", "improver_no_history")
-_PER_ARM = ("chain_of_states", "error_history")  # ImProverConfig switches the ablation arms turn off
 BACKENDS = ("toy", "lean")
 
 
@@ -80,14 +79,10 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above; below: the nested agent
-        if not isinstance(self.agent, ImProverConfig):
-            raise ValueError(f"agent must be an ImProverConfig, got {type(self.agent).__name__}")
-        for name in _PER_ARM:
-            if getattr(self.agent, name) is not True:
-                raise ValueError(
-                    f"agent.{name} is switched off per arm (improver_no_cos / improver_no_history); leave it at "
-                    f"True, got {getattr(self.agent, name)!r}"
-                )
+        check_nested(
+            self, "agent", ImProverConfig, ("chain_of_states", "error_history"),
+            "switched off per arm (improver_no_cos / improver_no_history)",
+        )  # fmt: skip
 
     @property
     def result_key(self) -> str:

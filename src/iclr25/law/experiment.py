@@ -29,7 +29,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
@@ -116,10 +116,8 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
-        if not isinstance(self.world, WorldConfig):
-            raise ValueError(f"world must be a WorldConfig, got {type(self.world).__name__}")
-        if not isinstance(self.z, ZConfig):
-            raise ValueError(f"z must be a ZConfig, got {type(self.z).__name__}")
+        check_nested(self, "world", WorldConfig)
+        check_nested(self, "z", ZConfig)
         if self.world.seed != _WORLD_SEED:
             raise ValueError(
                 f"world.seed is the run's seed (make_world sets it from seed); leave it at {_WORLD_SEED!r} and set "

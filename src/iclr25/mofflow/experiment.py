@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.fmt import fmt_num
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -72,10 +72,8 @@ class Config(ExperimentConfig):
             raise ValueError(
                 f"test_sizes must contain 4 and 16 (for scales_with_size), got {self.test_sizes}"
             )
-        if not isinstance(self.net, MOFFlowConfig):
-            raise ValueError(f"net must be a MOFFlowConfig, got {type(self.net).__name__}")
-        if not isinstance(self.atom, AtomFlowConfig):
-            raise ValueError(f"atom must be an AtomFlowConfig, got {type(self.atom).__name__}")
+        check_nested(self, "net", MOFFlowConfig)
+        check_nested(self, "atom", AtomFlowConfig)
         for k in ("steps_per_size", "atom_steps_per_size"):
             v = getattr(self, k)
             if not isinstance(v, tuple) or len(v) != len(self.test_sizes):

@@ -29,7 +29,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import interval_note, sign_note, t_interval95
@@ -41,9 +41,6 @@ from .model import ConvBackbone, SpottingModel
 from .proposals import PROFILES, generate_proposals
 from .pseudo_labels import gim_pseudo_labels, hard_pseudo_labels
 from .training import SpottingTrainConfig, counts, evaluate_loso, fit, predict
-
-# SpottingTrainConfig fields one_seed sets per arm (pseudo_labels) and per run (device); Config.train keeps defaults
-_PER_ARM = {n: getattr(SpottingTrainConfig(), n) for n in ("pseudo_labels", "device")}
 
 
 @dataclass(frozen=True)
@@ -84,14 +81,11 @@ class Config(ExperimentConfig):
         super().__post_init__()  # the bounds declared above (grids element-wise); below: what bounded cannot say
         if self.loso_subjects == 1:
             raise ValueError("loso_subjects must be 0 (skip) or >= 2")
-        if not isinstance(self.train, SpottingTrainConfig):
-            raise ValueError(f"train must be a SpottingTrainConfig, got {type(self.train).__name__}")
-        for name, default in _PER_ARM.items():
-            if getattr(self.train, name) != default:
-                raise ValueError(
-                    f"train.{name} is set per arm and run in one_seed (the pseudo-label mode per arm, the device "
-                    f"from the config's device / --device); leave it at {default!r}, got {getattr(self.train, name)!r}"
-                )
+        check_nested(
+            self, "train", SpottingTrainConfig, ("pseudo_labels", "device"),
+            "set per arm and run in one_seed (the pseudo-label mode per arm, the device from the config's device / "
+            "--device)",
+        )  # fmt: skip
 
 
 PRESETS = {

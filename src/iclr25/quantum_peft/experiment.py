@@ -29,7 +29,7 @@ from torch import nn
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
@@ -43,8 +43,8 @@ LR_GRID = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the one grid every method is tuned o
 TUNE_SEEDS = (10, 11, 12)  # held-out seeds for the tuning (the reported seeds are 0, 1, 2)
 # QuantumPEFTConfig fields make_adapted sets itself (Config.qpeft keeps their defaults): why, for the refusal
 _PER_ARM = {
-    "init_seed": "derived per seed and width",
-    "modules_to_save": "['classifier'] (the fresh head) for the Quantum-PEFT arm",
+    "init_seed": "set in make_adapted (derived per seed and width)",
+    "modules_to_save": "set in make_adapted (['classifier'] (the fresh head) for the Quantum-PEFT arm)",
 }
 
 
@@ -88,17 +88,9 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (tuples element-wise); below: rules across fields
-        if not isinstance(self.qpeft, QuantumPEFTConfig):
-            raise ValueError(f"qpeft must be a QuantumPEFTConfig, got {type(self.qpeft).__name__}")
+        check_nested(self, "qpeft", QuantumPEFTConfig, tuple(_PER_ARM), _PER_ARM)
         if not self.qpeft.alpha > 0:  # the library allows any finite scale; the experiment's s is positive
             raise ValueError(f"qpeft.alpha must be a number > 0 (the scale s), got {self.qpeft.alpha!r}")
-        for name, why in _PER_ARM.items():
-            default = getattr(QuantumPEFTConfig(), name)
-            if getattr(self.qpeft, name) != default:
-                raise ValueError(
-                    f"qpeft.{name} is set in make_adapted ({why}); leave it at {default!r}, "
-                    f"got {getattr(self.qpeft, name)!r}"
-                )
         if any(d % self.heads for d in self.widths):
             raise ValueError(f"widths must each be divisible by heads={self.heads}, got {self.widths!r}")
         if self.source_frac + self.target_train_frac >= 1:

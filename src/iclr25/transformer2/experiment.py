@@ -23,7 +23,7 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
@@ -53,7 +53,6 @@ MATCH = {"A": "A", "B": "B", "C": "C", "D": "B"}  # the expert whose skill the (
 
 
 # the ReinforceConfig field _rl_config sets per seed and phase; Config.rl keeps its default
-_RL_SEED_DEFAULT = ReinforceConfig().seed
 
 
 @dataclass(frozen=True)
@@ -115,13 +114,13 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (task tuples element-wise); below: rules across fields
-        if not isinstance(self.rl, ReinforceConfig):
-            raise ValueError(f"rl must be a ReinforceConfig, got {type(self.rl).__name__}")
-        if self.rl.seed != _RL_SEED_DEFAULT:
-            raise ValueError(
-                f"rl.seed is derived per seed and phase in _rl_config (set seed instead); leave it at "
-                f"{_RL_SEED_DEFAULT!r}, got {self.rl.seed!r}"
-            )
+        check_nested(
+            self,
+            "rl",
+            ReinforceConfig,
+            ("seed",),
+            "derived per seed and phase in _rl_config (set seed instead)",
+        )
         if self.shift_lo > self.shift_hi:
             raise ValueError(f"shift_lo must be <= shift_hi ({self.shift_hi}), got {self.shift_lo}")
         if "A" not in self.lora_tasks:
