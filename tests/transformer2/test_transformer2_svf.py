@@ -71,9 +71,10 @@ def test_spectrum_and_nuclear_norm():
         )  # |σ z| in paper mode
         if mode == "official":  # Σσ' == Σσ
             assert abs(float(got.sum() / S.sum()) - 1) < 1e-5
-    # same singular vectors: Uᵀ W' V is diagonal
+    # same singular vectors: Uᵀ W' V is diagonal (U, V of the base weight; SVFLinear stores only the square one)
     W = svf.merged_weight().detach()
-    D = svf.U.T @ W @ svf.Vh.T
+    U, _, Vh = torch.linalg.svd(lin.weight.detach(), full_matrices=False)
+    D = U.T @ W @ Vh.T
     assert torch.allclose(D, torch.diag(torch.diagonal(D)), atol=1e-10)
 
 

@@ -9,7 +9,9 @@ answers with the chosen or mixed expert.
 
 Public API::
 
-    apply_svf(model, target_modules, mode)     inject SVFLinear into an HF model (paper σ·z or official sigmoid mask)
+    apply_svf(model, target_modules, mode)     inject SVFLinear into an HF model (paper σ·z or official sigmoid mask);
+                                               nn.Linear and GPT-2 Conv1D; SVD cached (SVDCache: memory or a folder)
+    using_row_experts(model, experts, index)   a different expert per row of one batch (vectorised)
     train_reinforce(model, params, ...)        the RL loss (±1 rewards, KL(π_ref‖π) by default) for SVF or LoRA
     make_lora(model, r, alpha, ...)            the PEFT LoRA baseline
     prompt_dispatch / expert_dispatch / two_pass     the two-pass inference ("other" → base weights)
@@ -38,8 +40,10 @@ from .reinforce import (
     rollout,
     train_reinforce,
 )
+from .svd_cache import MEMORY_SVD_CACHE, SVDCache
 from .svf import (
     ATTN_MODULES,
+    GPT2_MLP_MODULES,
     MLP_MODULES,
     SVFLinear,
     apply_svf,
@@ -57,6 +61,7 @@ from .svf import (
     svf_modules,
     svf_parameters,
     using_expert,
+    using_row_experts,
     using_scales,
 )
 
@@ -65,9 +70,12 @@ __all__ = [
     "CEMResult",
     "CLASSIFICATION_PROMPT",
     "FewShotResult",
+    "GPT2_MLP_MODULES",
+    "MEMORY_SVD_CACHE",
     "MLP_MODULES",
     "OTHER",
     "ReinforceConfig",
+    "SVDCache",
     "SVFLinear",
     "apply_svf",
     "cem_search",
@@ -100,5 +108,6 @@ __all__ = [
     "train_reinforce",
     "two_pass",
     "using_expert",
+    "using_row_experts",
     "using_scales",
 ]
