@@ -23,6 +23,7 @@ stage and the preference loss are not cited: none was seen in the paper's text o
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import tempfile
 import warnings
@@ -230,23 +231,79 @@ def dpo_config(output_dir: str | None = None, **overrides):
     return DPOConfig(**kw)
 
 
+def _foreign_forward(fn, own: set[int]) -> bool:
+    """True when ``fn`` (an instance-level ``forward``) reaches — through bound methods, closures, ``__wrapped__``
+    and ``functools.partial`` — a module outside ``own`` (e.g. TRL's fused head over the original's forward,
+    wrapped again by accelerate's autocast)."""
+    stack, seen = [fn], set()
+    while stack:
+        f = stack.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        if isinstance(f, torch.nn.Module):
+            if id(f) not in own:
+                return True
+            continue
+        if isinstance(f, functools.partial):
+            stack.extend([f.func, *f.args, *f.keywords.values()])
+            continue
+        owner = getattr(f, "__self__", None)
+        if owner is not None:
+            stack.append(owner)
+        func = getattr(f, "__func__", f)
+        if callable(func):
+            if hasattr(func, "__wrapped__"):
+                stack.append(func.__wrapped__)
+            for cell in getattr(func, "__closure__", None) or ():
+                try:
+                    stack.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    continue
+    return False
+
+
 def independent_copy(model):
     """``copy.deepcopy`` that is safe after TRL has patched ``model``.
 
-    TRL's trainers replace ``model.forward`` by a closure over the *original* object's forward (its fused LM head);
-    a plain deepcopy of such a model keeps computing with the original's weights. The copy drops that instance
-    attribute so it runs its own class ``forward`` (TRL patches it again when it trains it).
+    TRL's trainers (``SFTTrainer``, ``DPOTrainer``, …) replace ``model.forward`` by a closure over the *original*
+    object's forward (their fused LM head). ``copy.deepcopy`` copies the parameters but not that closure, so the copy
+    keeps computing with the original's weights — and follows them as the original trains. The copy drops every
+    instance-level ``forward`` that closes over a module outside the copy, so it runs its own class ``forward`` (TRL
+    patches it again when it trains it); instance forwards that refer to the copy itself (e.g. ``accelerate``
+    device hooks, re-bound by ``deepcopy``) are kept.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     new = copy.deepcopy(model)
+    own = {id(m) for m in new.modules()}
     for m in new.modules():
-        m.__dict__.pop("forward", None)
+        fn = m.__dict__.get("forward")
+        if fn is not None and _foreign_forward(fn, own):
+            del m.__dict__["forward"]
     return new
 
 
-def make_dpo_trainer(model, pairs, tokenizer, *, ref_model=None, args=None, **config_overrides):
-    """A ``trl.DPOTrainer`` for SCOPE: policy = ``model`` (p_θ₀), reference = a frozen copy of it by default."""
+def _is_peft_model(model) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a declared dependency of the llm extra
+        return False
+    return isinstance(model, PeftModel)
+
+
+def make_dpo_trainer(
+    model, pairs, tokenizer, *, ref_model=None, peft_config=None, args=None, **config_overrides
+):
+    """A ``trl.DPOTrainer`` for SCOPE: policy = ``model`` (p_θ₀), reference π_ref = p_θ₀ frozen.
+
+    - default: π_ref = :func:`independent_copy` of ``model``, frozen (safe after TRL's ``SFTTrainer`` or an earlier
+      ``DPOTrainer`` patched ``model.forward``; a plain ``deepcopy`` would follow the policy's weights);
+    - ``peft_config`` (a ``peft.PeftConfig``, e.g. ``LoraConfig``): TRL wraps ``model`` in that adapter and trains
+      only the adapter; π_ref = the same network with the adapter disabled, i.e. p_θ₀ itself (no copy is made);
+    - ``model`` already a ``PeftModel``: TRL adds a frozen copy of its adapter as the reference (adapter ``"ref"``);
+    - a given ``ref_model`` is used as is (TRL runs it under ``no_grad``).
+    """
     from datasets import Dataset
     from trl import DPOTrainer
 
@@ -259,36 +316,58 @@ def make_dpo_trainer(model, pairs, tokenizer, *, ref_model=None, args=None, **co
             raise ValueError(f"pairs must have columns prompt/chosen/rejected (TRL format), missing {col!r}")
     if len(pairs) == 0:
         raise ValueError("pairs is empty")
+    if peft_config is not None:
+        from peft import PeftConfig
+
+        if not isinstance(peft_config, PeftConfig):
+            raise ValueError(
+                f"peft_config must be a peft.PeftConfig (e.g. peft.LoraConfig(r=8, target_modules=...)), "
+                f"got {type(peft_config).__name__}"
+            )
+        if _is_peft_model(model):
+            raise ValueError(
+                "peft_config was given but model is already a peft.PeftModel; pass the base model with "
+                "peft_config, or the PeftModel without it (its adapter is then trained against a frozen copy)"
+            )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if (
-        ref_model is None
-    ):  # π_ref = a frozen copy of the initial policy p_θ₀ (a given ref_model is used as is:
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)  # TRL runs it under no_grad)
+    if ref_model is None and peft_config is None and not _is_peft_model(model):
+        # π_ref = a frozen copy of the initial policy p_θ₀ (with PEFT, TRL disables the adapter instead)
+        ref_model = independent_copy(model).eval().requires_grad_(False)
     args = args if args is not None else dpo_config(**config_overrides)
     return DPOTrainer(
-        model=model, ref_model=ref_model, args=args, train_dataset=pairs, processing_class=tokenizer
+        model=model,
+        ref_model=ref_model,
+        args=args,
+        train_dataset=pairs,
+        processing_class=tokenizer,
+        peft_config=peft_config,
     )
 
 
-def scope_dpo(model, pairs, tokenizer, *, ref_model=None, **config_overrides):
+def scope_dpo(model, pairs, tokenizer, *, ref_model=None, peft_config=None, **config_overrides):
     """Preference-tune the SFT model on SCOPE pairs with TRL's DPO; returns ``(model, log_history)``.
 
     The preference fine-tuning stage of the paper's Fig. 1 (loss: DPO, Rafailov et al. 2023; see the module docstring).
 
     Keyword overrides go to :func:`dpo_config` (e.g. ``learning_rate=1e-4, num_train_epochs=2`` at toy scale).
+    With ``peft_config`` the returned model is TRL's ``peft.PeftModel`` (only the adapter trained; π_ref = the
+    adapter disabled), ready for ``merge_and_unload()`` or ``save_pretrained`` of the adapter alone.
     """
     from transformers.trainer_callback import PrinterCallback
 
-    trainer = make_dpo_trainer(model, pairs, tokenizer, ref_model=ref_model, **config_overrides)
+    trainer = make_dpo_trainer(
+        model, pairs, tokenizer, ref_model=ref_model, peft_config=peft_config, **config_overrides
+    )
     trainer.remove_callback(PrinterCallback)  # logs stay in the returned history instead of stdout
     with warnings.catch_warnings():  # TRL 1.x reads the deprecated alias; nothing the caller can act on
         warnings.filterwarnings(
             "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
         )
         trainer.train()
-    model.eval()
-    return model, list(trainer.state.log_history)
+    out = trainer.model if peft_config is not None else model
+    out.eval()
+    return out, list(trainer.state.log_history)
 
 
 def sequence_logps(model, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> torch.Tensor:
