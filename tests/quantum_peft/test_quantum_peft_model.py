@@ -79,8 +79,8 @@ def test_regex_targets_and_llama_injection() -> None:
     assert torch.isfinite(out).all()
     with pytest.raises(ValueError, match="matched no module"):
         get_qpeft_model(_vit(), QuantumPEFTConfig(target_modules=["nope"]))
-    with pytest.raises(ValueError, match="nn.Linear"):
-        get_qpeft_model(_vit(), QuantumPEFTConfig(target_modules=["projection"]))  # a Conv2d
+    with pytest.raises(ValueError, match="target module .*layernorm_before' is a LayerNorm; .*nn.Linear"):
+        get_qpeft_model(_vit(), QuantumPEFTConfig(target_modules=["layernorm_before"]))
 
 
 def test_batched_factors_equal_per_layer_forward_and_grad() -> None:

@@ -1,4 +1,4 @@
-"""The Quantum-PEFT linear layer: a frozen ``nn.Linear`` plus ΔW = s · U Λ Vᵀ with circuit-generated U, V.
+"""The Quantum-PEFT layers: a frozen ``nn.Linear`` (or conv / embedding) plus ΔW = s · U Λ Vᵀ with circuit U, V.
 
 Paper eq. (SVD-form update)::
 
@@ -7,6 +7,10 @@ Paper eq. (SVD-form update)::
 W ∈ R^{N×M} (out × in), Λ = diag(λ_1..λ_K). Trainable: θ_U, θ_V (O(L log N) angles each) and λ (K values).
 Λ is zero-initialised, so the wrapped layer starts exactly equal to the base layer; θ ~ N(0, σ²).
 The forward pass never forms ΔW: ``y = W x + b + s · U (λ ⊙ (Vᵀ x))`` costs O((N+M)K) per token.
+
+The update is defined for any N×M weight matrix; the paper applies it to the linear projections of transformers.
+``QuantumPEFTConv`` (W = the out × in·k view of a kernel) and ``QuantumPEFTEmbedding`` (W = the embedding table)
+use the same matrix views as PEFT's LoRA for those layers — our extension, not evaluated in the paper.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kbit import add_to_quantised, bnb_kind, unsupported_quantised
 from .unitary import NODES, columns_param_count, node_columns
 
 
@@ -153,13 +158,53 @@ def _check_adapter_name(adapter_name: object) -> str:
     return adapter_name
 
 
-class QuantumPEFTLinear(nn.Module):
-    """Wraps an existing ``nn.Linear`` or GPT-2 ``Conv1D`` (kept, frozen, weights not copied) with ΔW = s·UΛVᵀ.
+BASE_ADAPTER = (
+    "__base__"  # in ``adapter_names`` of a mixed batch: this row runs through the base model (as PEFT)
+)
+
+
+def _groups(names: list[str]) -> dict[str, list[int]]:
+    """{adapter name: the batch rows that use it} for a mixed-adapter batch."""
+    out: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        out.setdefault(n, []).append(i)
+    return out
+
+
+class MixedBatch:
+    """Per-row adapter names of a mixed-adapter batch, set on every wrapped module for one forward / generate.
+
+    ``expand`` allows a batch that is a multiple of the names (``generate`` with beams or several returned
+    sequences repeats every row in place), each name then covering its row's copies.
+    """
+
+    def __init__(self, names: list[str], expand: bool) -> None:
+        self.names, self.expand = list(names), expand
+
+    def rows(self, batch: int) -> list[str]:
+        n = len(self.names)
+        if batch == n:
+            return self.names
+        if self.expand and batch % n == 0:
+            return [name for name in self.names for _ in range(batch // n)]
+        raise ValueError(
+            f"adapter_names has {n} names but a wrapped layer received a batch of {batch} rows "
+            "(one name per row of the batch expected)"
+        )
+
+
+class QuantumPEFTLayer(nn.Module):
+    """Wraps an existing layer (kept, frozen, weights not copied) with ΔW = s·UΛVᵀ on its weight matrix W (N×M).
+
+    Subclasses say what W is and how the update acts on an input: :class:`QuantumPEFTLinear` (``nn.Linear``,
+    GPT-2 ``Conv1D``, bitsandbytes 4-/8-bit linears), :class:`QuantumPEFTConv` (``nn.Conv1d/2d/3d``, W viewed as
+    out × in·k) and :class:`QuantumPEFTEmbedding` (``nn.Embedding``, W = the num_embeddings × dim table).
 
     The layer holds one or several named adapters (``qpeft_adapters``, a ``ModuleDict`` of
     :class:`QuantumPEFTAdapter`, as PEFT's LoRA layers hold ``lora_A[name]``); only the active one
     (``active_adapter``) is applied and trainable — the others' parameters have ``requires_grad=False``.
-    ``theta_u``, ``theta_v``, ``lam``, ``rank``, ``scaling``, … read the active adapter.
+    ``theta_u``, ``theta_v``, ``lam``, ``rank``, ``scaling``, … read the active adapter. A mixed-adapter batch
+    (``mixed`` set by the model for one call) sends each row through its own adapter instead.
 
     Parameters ``theta_u`` (count(N)), ``theta_v`` (count(M)), ``lam`` (K,) are kept in float32 (float64 for a
     float64 base) whatever the base dtype — bf16/fp16 angles would lose orthogonality and most AdamW updates —
@@ -186,22 +231,38 @@ class QuantumPEFTLinear(nn.Module):
         adapter_name: str = "default",
     ) -> None:
         super().__init__()
-        if not is_linear_like(base_layer):
-            raise ValueError(
-                f"base_layer must be a torch.nn.Linear or transformers Conv1D, got {type(base_layer).__name__}"
-            )
-        self.fan_in_fan_out = not isinstance(base_layer, nn.Linear)  # Conv1D: weight is (in, out)
-        w = base_layer.weight
-        m_in, n_out = (w.shape[0], w.shape[1]) if self.fan_in_fan_out else (w.shape[1], w.shape[0])
-        self.out_features, self.in_features = n_out, m_in
+        self._check_base(base_layer)
+        self.out_features, self.in_features = self._matrix_shape(base_layer)  # N, M of W (N × M)
         self.base_layer = base_layer
         self.qpeft_adapters = nn.ModuleDict()
         self.active_adapter: str = _check_adapter_name(adapter_name)
         self.merged_adapter: str | None = None
         self.disabled = False
+        self.mixed: MixedBatch | None = None  # set by the model for one mixed-adapter call
+        self.tied_with: list[str] = []  # other modules sharing the base weight (set by the model): no merge
         self.add_adapter(adapter_name, rank, layers, alpha, dropout, init_std, node, angle_bits, generator)
         for p in self.base_layer.parameters():
             p.requires_grad_(False)
+
+    # -- what W is and how ΔW acts (subclasses) ----------------------------------------------------
+    @staticmethod
+    def _check_base(base_layer: nn.Module) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _matrix_shape(base_layer: nn.Module) -> tuple[int, int]:
+        """(N, M) of the weight matrix W the update ΔW (N × M) is added to."""
+        raise NotImplementedError
+
+    def _update(
+        self, x: torch.Tensor, ad: QuantumPEFTAdapter, u: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        """ΔW applied to the input ``x`` (the part added to the base output), in the adapter dtype."""
+        raise NotImplementedError
+
+    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
+        """ΔW of an adapter in the layout and dtype of the base weight."""
+        raise NotImplementedError
 
     # -- named adapters ----------------------------------------------------------------------------
     def add_adapter(
@@ -296,7 +357,7 @@ class QuantumPEFTLinear(nn.Module):
     def merged(self) -> bool:
         return self.merged_adapter is not None
 
-    # -- the update ---------------------------------------------------------------------------------
+    # -- the factors --------------------------------------------------------------------------------
     def node_specs(self) -> tuple[tuple, tuple]:
         """(signature, angles) of the active adapter's U and V nodes; equal signatures are batched together."""
         return self._adapter().node_specs()
@@ -327,7 +388,7 @@ class QuantumPEFTLinear(nn.Module):
         """(U, V) of an adapter (default: the active one): precomputed for this forward, cached, or built."""
         is_active = adapter_name is None or adapter_name == self.active_adapter
         ad = self._adapter(adapter_name)
-        if ad._factors is not None:
+        if is_active and ad._factors is not None:
             return ad._factors
         cached = self.cached_factors() if is_active else ad.cached_factors()
         if cached is not None:
@@ -345,41 +406,74 @@ class QuantumPEFTLinear(nn.Module):
         return self.factors()[1]
 
     def delta_weight(self, adapter_name: str | None = None) -> torch.Tensor:
-        """ΔW = s · U Λ Vᵀ, (N, M) = (out, in), in the adapter dtype (default: the active adapter)."""
+        """ΔW = s · U Λ Vᵀ, (N, M), in the adapter dtype (default: the active adapter)."""
         ad = self._adapter(adapter_name)
         u, v = self.factors(adapter_name)
         return ad.scaling * (u * ad.lam) @ v.T
 
+    # -- forward ------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.disabled and self.merged:
             self.unmerge()
+        if self.mixed is not None and not self.disabled:
+            return self._mixed_forward(x, self.mixed.rows(x.shape[0]))
         y = self.base_layer(x)
         ad = self.active()
         if self.merged or self.disabled or ad is None:
             return y
         u, v = self.factors()
-        xa = ad.dropout(x).to(ad.lam.dtype)  # compute the update in the adapter dtype (fp32)
-        h = F.linear(xa, v.T) * ad.lam  # λ ⊙ (Vᵀ x): (..., K)
-        return y + (ad.scaling * F.linear(h, u)).to(y.dtype)  # + s · U (λ ⊙ Vᵀ x)
+        return y + self._update(x, ad, u, v).to(y.dtype)
+
+    def _mixed_forward(self, x: torch.Tensor, names: list[str]) -> torch.Tensor:
+        """Each batch row through its own adapter (``"__base__"``: none): one update per adapter on its rows."""
+        if self.merged:
+            raise ValueError(
+                "adapter_names cannot be used with a merged adapter: call unmerge_adapter() first"
+            )
+        y = self.base_layer(x)
+        adapters = self._modules["qpeft_adapters"]._modules  # type: ignore[union-attr]
+        for name, rows in _groups(names).items():
+            ad = adapters.get(name)
+            if ad is None:  # "__base__", or an adapter that does not wrap this layer
+                continue
+            u, v = self.factors(name)
+            if len(rows) == x.shape[0]:
+                y = y + self._update(x, ad, u, v).to(y.dtype)  # type: ignore[arg-type]
+                continue
+            idx = torch.tensor(rows, device=x.device)  # (rows,)
+            upd = self._update(x.index_select(0, idx), ad, u, v)  # type: ignore[arg-type]
+            y = y.index_add(0, idx, upd.to(y.dtype))
+        return y
 
     # -- merge ------------------------------------------------------------------------------------
-    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
-        d = self.delta_weight(adapter_name)
-        return (d.T if self.fan_in_fan_out else d).to(self.base_layer.weight.dtype)
+    def _check_mergeable(self) -> None:
+        if self.tied_with:
+            raise ValueError(
+                f"cannot merge into a weight tied with {self.tied_with} (e.g. tie_word_embeddings): merging would "
+                "change those modules too; keep the adapter unmerged (forward, generate and save work unmerged)"
+            )
 
     @torch.no_grad()
     def merge(self) -> None:
         """W ← W + ΔW of the active adapter (idempotent; no-op if this layer does not hold it)."""
         if not self.merged and self.active() is not None:
-            self.base_layer.weight += self._delta_for_base(self.active_adapter)
+            self._check_mergeable()
+            self._add_to_weight(self.active_adapter, +1.0)
             self.merged_adapter = self.active_adapter
 
     @torch.no_grad()
     def unmerge(self) -> None:
         """W ← W − ΔW of the merged adapter (idempotent; exact only up to the base dtype's rounding)."""
         if self.merged_adapter is not None:
-            self.base_layer.weight -= self._delta_for_base(self.merged_adapter)
+            self._add_to_weight(self.merged_adapter, -1.0)
             self.merged_adapter = None
+
+    def _add_to_weight(self, adapter_name: str, sign: float) -> None:
+        d = self._delta_for_base(adapter_name)
+        if sign > 0:
+            self.base_layer.weight += d
+        else:
+            self.base_layer.weight -= d
 
     def n_adapter_params(self, adapter_name: str | None = None) -> int:
         """Parameters of one adapter (default: the active one; 0 if this layer does not hold it)."""
@@ -389,5 +483,161 @@ class QuantumPEFTLinear(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"in={self.in_features}, out={self.out_features}, adapters={list(self.qpeft_adapters)}, "
-            f"active={self.active_adapter!r}, merged={self.merged_adapter!r}, fan_in_fan_out={self.fan_in_fan_out}"
+            f"active={self.active_adapter!r}, merged={self.merged_adapter!r}"
         )
+
+
+class QuantumPEFTLinear(QuantumPEFTLayer):
+    """Quantum-PEFT on an ``nn.Linear``, a GPT-2 ``Conv1D`` or a bitsandbytes ``Linear4bit`` / ``Linear8bitLt``.
+
+    ``y = W x + b + s · U (λ ⊙ (Vᵀ x))`` — ΔW is never formed; a quantised base weight is only read by the base
+    layer itself (merging dequantises, adds ΔW and re-quantises, see :mod:`.kbit`).
+    """
+
+    @staticmethod
+    def _check_base(base_layer: nn.Module) -> None:
+        if not is_linear_like(base_layer):
+            raise ValueError(
+                f"base_layer must be a torch.nn.Linear or transformers Conv1D, got {type(base_layer).__name__} "
+                "(QuantumPEFTConv wraps convolutions, QuantumPEFTEmbedding embeddings)"
+            )
+        why = unsupported_quantised(base_layer)
+        if why is not None:
+            raise ValueError(f"base_layer: {why}")
+
+    @staticmethod
+    def _matrix_shape(base_layer: nn.Module) -> tuple[int, int]:
+        if isinstance(base_layer, nn.Linear):  # in/out_features: a packed 4-bit weight has another shape
+            return base_layer.out_features, base_layer.in_features
+        w = base_layer.weight  # GPT-2 Conv1D: weight is (in, out)
+        return w.shape[1], w.shape[0]
+
+    @property
+    def fan_in_fan_out(self) -> bool:
+        return not isinstance(self.base_layer, nn.Linear)  # Conv1D: weight is (in, out)
+
+    def _update(
+        self, x: torch.Tensor, ad: QuantumPEFTAdapter, u: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        xa = ad.dropout(x).to(ad.lam.dtype)  # compute the update in the adapter dtype (fp32)
+        h = F.linear(xa, v.T) * ad.lam  # λ ⊙ (Vᵀ x): (..., K)
+        return ad.scaling * F.linear(h, u)  # s · U (λ ⊙ Vᵀ x): (..., N)
+
+    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
+        d = self.delta_weight(adapter_name)
+        return (d.T if self.fan_in_fan_out else d).to(self.base_layer.weight.dtype)
+
+    def _add_to_weight(self, adapter_name: str, sign: float) -> None:
+        if bnb_kind(self.base_layer) is not None:
+            add_to_quantised(self.base_layer, sign * self.delta_weight(adapter_name))
+            return
+        super()._add_to_weight(adapter_name, sign)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", fan_in_fan_out={self.fan_in_fan_out}"
+
+
+CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+_CONV_FN = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+class QuantumPEFTConv(QuantumPEFTLayer):
+    """Quantum-PEFT on an ``nn.Conv1d/2d/3d`` (``groups=1``): W viewed as the (out, in·k₁·…) matrix, as PEFT's LoRA.
+
+    ΔW = s·UΛVᵀ reshaped to the kernel; the forward pass never forms it: Vᵀ is a K-channel convolution with the
+    base layer's kernel size, stride, padding (mode) and dilation, λ scales its channels and U is a 1×1
+    convolution back to ``out`` channels — ``y = conv(x; W) + s · conv₁ₓ₁(λ ⊙ conv(x; Vᵀ); U)``.
+    """
+
+    @staticmethod
+    def _check_base(base_layer: nn.Module) -> None:
+        if not isinstance(base_layer, CONV_TYPES):
+            raise ValueError(f"base_layer must be a torch.nn.Conv1d/2d/3d, got {type(base_layer).__name__}")
+        if base_layer.groups != 1:
+            raise ValueError(
+                f"base_layer: a {type(base_layer).__name__} with groups={base_layer.groups} is not supported "
+                "(expected groups=1: ΔW = sUΛVᵀ is one out × in·k matrix, a grouped kernel is block-diagonal)"
+            )
+
+    @staticmethod
+    def _matrix_shape(base_layer: nn.Module) -> tuple[int, int]:
+        w = base_layer.weight  # (out, in, *kernel)
+        return w.shape[0], int(math.prod(w.shape[1:]))
+
+    def _update(
+        self, x: torch.Tensor, ad: QuantumPEFTAdapter, u: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        base = self.base_layer
+        w = base.weight
+        nd = w.dim() - 2
+        xa = ad.dropout(x).to(ad.lam.dtype)
+        v_kernel = v.T.reshape(ad.rank, *w.shape[1:])  # Vᵀ as K filters (K, in, *kernel)
+        h = base._conv_forward(xa, v_kernel, None)  # (B, K, *spatial), the base layer's stride/padding
+        h = h * ad.lam.view(1, -1, *([1] * nd))  # λ ⊙ (Vᵀ x)
+        return ad.scaling * _CONV_FN[nd](
+            h, u.reshape(*u.shape, *([1] * nd))
+        )  # s · U (…): 1×1 conv → (B, N, …)
+
+    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
+        w = self.base_layer.weight
+        return self.delta_weight(adapter_name).reshape(w.shape).to(w.dtype)
+
+
+class QuantumPEFTEmbedding(QuantumPEFTLayer):
+    """Quantum-PEFT on an ``nn.Embedding``: W is the (num_embeddings, dim) table, ΔW = s·UΛVᵀ of the same shape.
+
+    A lookup of ΔW is ``ΔW[ids] = s · (U[ids] ⊙ λ) Vᵀ``: the rows of U picked by the ids, never the full table.
+    Dropout is not applied to embeddings (the input is ids), as in PEFT's LoRA.
+    """
+
+    @staticmethod
+    def _check_base(base_layer: nn.Module) -> None:
+        if not isinstance(base_layer, nn.Embedding):
+            raise ValueError(f"base_layer must be a torch.nn.Embedding, got {type(base_layer).__name__}")
+
+    @staticmethod
+    def _matrix_shape(base_layer: nn.Module) -> tuple[int, int]:
+        return base_layer.num_embeddings, base_layer.embedding_dim
+
+    def _update(
+        self, x: torch.Tensor, ad: QuantumPEFTAdapter, u: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        h = F.embedding(x, u) * ad.lam  # U[ids] ⊙ λ: (..., K)
+        return ad.scaling * F.linear(h, v)  # s · (U[ids] ⊙ λ) Vᵀ: (..., dim)
+
+    def _delta_for_base(self, adapter_name: str) -> torch.Tensor:
+        return self.delta_weight(adapter_name).to(self.base_layer.weight.dtype)
+
+
+def layer_class(module: nn.Module) -> type[QuantumPEFTLayer] | None:
+    """The Quantum-PEFT wrapper for ``module`` (None when there is none)."""
+    if is_linear_like(module):
+        return QuantumPEFTLinear
+    if isinstance(module, CONV_TYPES):
+        return QuantumPEFTConv
+    if isinstance(module, nn.Embedding):
+        return QuantumPEFTEmbedding
+    return None
+
+
+def unsupported_reason(module: nn.Module) -> str | None:
+    """Why ``module`` cannot be a Quantum-PEFT target (None when it can)."""
+    cls = layer_class(module)
+    if cls is None:
+        return (
+            f"a {type(module).__name__}; Quantum-PEFT wraps torch.nn.Linear, transformers Conv1D, bitsandbytes "
+            "Linear4bit / Linear8bitLt, torch.nn.Conv1d/2d/3d (groups=1) and torch.nn.Embedding only"
+        )
+    try:
+        cls._check_base(module)
+    except ValueError as e:
+        return f"a {type(module).__name__}: {str(e).removeprefix('base_layer: ')}"
+    return None
+
+
+def wrap(module: nn.Module, **kwargs) -> QuantumPEFTLayer:
+    """``module`` wrapped by the Quantum-PEFT layer of its kind (``kwargs`` as :class:`QuantumPEFTLayer`)."""
+    cls = layer_class(module)
+    if cls is None:
+        raise ValueError(f"cannot wrap {unsupported_reason(module)}")
+    return cls(module, **kwargs)

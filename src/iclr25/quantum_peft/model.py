@@ -23,6 +23,7 @@ import dataclasses
 import inspect
 import json
 import re
+import tempfile
 import types
 import warnings
 from collections.abc import Iterator
@@ -35,7 +36,18 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..common.fields import bounded, check_fields
-from .layer import QuantumPEFTLinear, _check_adapter_name, is_linear_like, quantize_angles
+from .layer import (
+    BASE_ADAPTER,
+    MixedBatch,
+    QuantumPEFTLayer,
+    QuantumPEFTLinear,
+    _check_adapter_name,
+    _groups,
+    is_linear_like,
+    quantize_angles,
+    unsupported_reason,
+    wrap,
+)
 from .unitary import NODES, node_columns
 
 ADAPTER_WEIGHTS = "qpeft_adapter_model.safetensors"
@@ -130,6 +142,7 @@ class ModulesToSave(nn.Module):
         self.trained_modules = nn.ModuleDict()
         self.active_adapter = adapter_name
         self.disabled = False
+        self.mixed: MixedBatch | None = None  # set by the model for one mixed-adapter call
         for p in self.original_module.parameters():
             p.requires_grad_(False)
         self.add_copy(adapter_name)
@@ -163,7 +176,31 @@ class ModulesToSave(nn.Module):
         return self.original_module if self.disabled or trained is None else trained
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.active()(*args, **kwargs)
+        if self.mixed is None or self.disabled or not args:
+            return self.active()(*args, **kwargs)
+        return self._mixed_forward(*args, **kwargs)
+
+    def _mixed_forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """Each batch row through its adapter's copy (``"__base__"`` or no copy: the original module)."""
+        names = self.mixed.rows(x.shape[0])  # type: ignore[union-attr]
+        groups = _groups(names)
+        trained = self.trained_modules
+        pick = {n: trained[n] if n in trained else self.original_module for n in groups}
+        if len({id(m) for m in pick.values()}) == 1:  # every row uses the same module
+            return next(iter(pick.values()))(x, *args, **kwargs)
+        out: torch.Tensor | None = None
+        for name, rows in groups.items():
+            idx = torch.tensor(rows, device=x.device)  # (rows,)
+            o = pick[name](x.index_select(0, idx), *args, **kwargs)
+            if not isinstance(o, torch.Tensor):
+                raise TypeError(
+                    f"adapter_names: mixed batches need modules_to_save that return one tensor, "
+                    f"{type(self.original_module).__name__} returned {type(o).__name__}"
+                )
+            if out is None:
+                out = o.new_empty((x.shape[0], *o.shape[1:]))
+            out = out.index_copy(0, idx, o)
+        return out  # type: ignore[return-value]
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -181,7 +218,7 @@ def _user_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
         if any(n.startswith(w + ".") for w in inside):
             continue
         yield n, m
-        if isinstance(m, (QuantumPEFTLinear, ModulesToSave)):
+        if isinstance(m, (QuantumPEFTLayer, ModulesToSave)):
             inside.append(n)
 
 
@@ -229,6 +266,9 @@ class QuantumPEFTModel(nn.Module):
             p.requires_grad_(False)
         self._inject(adapter_name, config, generator)
         self._expose_forward_signature(model)
+        self.training = model.training  # the wrapper starts in the wrapped model's mode (model.eval() before)
+        if _checkpointing(model):  # enabled before wrapping (as PEFT checks)
+            self._enable_input_require_grads()
 
     def _inject(
         self, adapter_name: str, config: QuantumPEFTConfig, generator: torch.Generator | None
@@ -251,25 +291,30 @@ class QuantumPEFTModel(nn.Module):
                 f"target_modules={config.target_modules!r} matched no module of {type(model).__name__}"
             )
         for name, module in targets:  # validate everything before changing the model
-            if not (is_linear_like(module) or isinstance(module, QuantumPEFTLinear)):
-                raise ValueError(
-                    f"target module {name!r} is a {type(module).__name__}; Quantum-PEFT wraps torch.nn.Linear and "
-                    "transformers Conv1D only"
-                )
+            why = None if isinstance(module, QuantumPEFTLayer) else unsupported_reason(module)
+            if why is not None:
+                raise ValueError(f"target module {name!r} is {why}")
         for name in save_names:
-            if isinstance(model.get_submodule(name), QuantumPEFTLinear):
+            if isinstance(model.get_submodule(name), QuantumPEFTLayer):
                 raise ValueError(
                     f"modules_to_save entry {name!r} is a Quantum-PEFT target of another adapter; "
                     "a module cannot be both"
                 )
         kw = dict(rank=config.rank, layers=config.layers, alpha=config.alpha, dropout=config.dropout,
                   init_std=config.init_std, node=config.node, angle_bits=config.angle_bits)  # fmt: skip
+        owners: dict[int, list[str]] = {}  # id(weight) -> modules holding it (tied weights: several)
+        for n, m in model.named_modules():
+            w = m._parameters.get("weight")
+            if w is not None:
+                owners.setdefault(id(w), []).append(n)
         for name, module in targets:
-            if isinstance(module, QuantumPEFTLinear):
+            if isinstance(module, QuantumPEFTLayer):
                 module.add_adapter(adapter_name, generator=generator, **kw)
             else:
-                layer = QuantumPEFTLinear(module, generator=generator, adapter_name=adapter_name, **kw)
+                layer = wrap(module, generator=generator, adapter_name=adapter_name, **kw)
                 layer.set_adapter(self._active_adapter)
+                w = module._parameters.get("weight")
+                layer.tied_with = [o for o in owners.get(id(w), []) if o != name] if w is not None else []
                 _set_submodule(model, name, layer)
         for name in save_names:  # a trainable copy; the original stays untouched for unload()
             m = model.get_submodule(name)
@@ -330,14 +375,28 @@ class QuantumPEFTModel(nn.Module):
         object.__setattr__(self, "forward", types.MethodType(forward, self))
 
     # -- delegation ---------------------------------------------------------------------------------
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: Any, adapter_names: list[str] | None = None, **kwargs: Any) -> Any:
         """Run the wrapped model; the U, V factors of all layers are first built in batched calls.
 
         Nodes with the same (size, K, L, node) signature — e.g. every q/v projection of a transformer — are
         stacked along θ's batch dimension and computed by one ``node_columns`` call, instead of one small
         circuit simulation per layer (same numbers, far fewer kernel launches). In inference the factors are
-        cached in each layer and rebuilt only after the angles change.
+        cached in each layer and rebuilt only after the angles change. Under gradient checkpointing each layer
+        builds its own factors inside the checkpointed block instead (so the recomputation matches).
+
+        ``adapter_names`` (as PEFT, inference only): one adapter name per batch row — each row runs through its
+        own adapter, ``"__base__"`` through none; rows are grouped by adapter (one update per adapter and layer).
         """
+        if adapter_names is not None:
+            with self._mixed_batch(adapter_names, expand=False, args=args, kwargs=kwargs):
+                return self._forward(*args, **kwargs)
+        return self._forward(*args, **kwargs)
+
+    def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.training and _checkpointing(self.base_model):
+            # factors precomputed outside the checkpointed blocks would be freed (reentrant) or missing
+            # (non-reentrant) when a block is recomputed in backward: build them inside each block
+            return self.base_model(*args, **kwargs)
         layers = [
             m
             for _, m in self.qpeft_layers()
@@ -351,7 +410,61 @@ class QuantumPEFTModel(nn.Module):
             for m in layers:
                 m.set_precomputed(None)
 
-    def _precompute_factors(self, layers: list[QuantumPEFTLinear]) -> None:
+    def generate(self, *args: Any, adapter_names: list[str] | None = None, **kwargs: Any) -> Any:
+        """The wrapped model's ``generate``; ``adapter_names`` (one per prompt) as in :meth:`forward` (beam
+        search and ``num_return_sequences`` repeat a prompt's rows; its name covers all of them)."""
+        gen = getattr(self.base_model, "generate", None)
+        if gen is None:
+            raise AttributeError(f"{type(self.base_model).__name__} has no generate()")
+        if adapter_names is None:
+            return gen(*args, **kwargs)
+        with self._mixed_batch(adapter_names, expand=True, args=args, kwargs=kwargs):
+            return gen(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def _mixed_batch(self, adapter_names: object, expand: bool, args: tuple, kwargs: dict) -> Iterator[None]:
+        """Validate ``adapter_names`` and route each row of the next call(s) through its adapter."""
+        if isinstance(adapter_names, tuple):
+            adapter_names = list(adapter_names)
+        if not (
+            isinstance(adapter_names, list)
+            and adapter_names
+            and all(isinstance(n, str) for n in adapter_names)
+        ):
+            raise ValueError(
+                f"adapter_names must be a non-empty list of adapter names, got {adapter_names!r}"
+            )
+        if self.base_model.training:
+            raise ValueError(
+                "adapter_names is for inference (as in PEFT): call model.eval() first; training trains the active "
+                "adapter (set_adapter)"
+            )
+        unknown = sorted({n for n in adapter_names if n != BASE_ADAPTER and n not in self.peft_config})
+        if unknown:
+            raise ValueError(
+                f"adapter_names: unknown adapter(s) {unknown}; this model holds {sorted(self.peft_config)} "
+                f"(and {BASE_ADAPTER!r} for the base model)"
+            )
+        if any(m.merged for _, m in self.qpeft_layers()):
+            raise ValueError(
+                "adapter_names cannot be used with a merged adapter: call unmerge_adapter() first"
+            )
+        batch = _batch_size(args, kwargs)
+        if batch is not None and batch != len(adapter_names):
+            raise ValueError(
+                f"adapter_names has {len(adapter_names)} names for a batch of {batch} rows (one name per row expected)"
+            )
+        mixed = MixedBatch(adapter_names, expand)
+        wrapped = [m for m in self.base_model.modules() if isinstance(m, (QuantumPEFTLayer, ModulesToSave))]
+        for m in wrapped:
+            m.mixed = mixed
+        try:
+            yield
+        finally:
+            for m in wrapped:
+                m.mixed = None
+
+    def _precompute_factors(self, layers: list[QuantumPEFTLayer]) -> None:
         groups: dict[tuple, list[tuple[int, int, torch.Tensor]]] = {}
         for i, m in enumerate(layers):
             for j, (sig, th) in enumerate(m.node_specs()):
@@ -383,6 +496,37 @@ class QuantumPEFTModel(nn.Module):
     def get_base_model(self) -> nn.Module:
         """The wrapped model (with the Quantum-PEFT layers inside), as ``peft.PeftModel.get_base_model``."""
         return self.base_model
+
+    # -- gradient checkpointing (as PEFT: the wrapped model's, plus inputs that require grad) ------
+    def gradient_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+        """The wrapped model's ``gradient_checkpointing_enable`` (reentrant or not), then make the input
+        embeddings' output require grad, so a reentrant checkpoint of frozen blocks still reaches the adapter
+        (PEFT does the same)."""
+        self.base_model.gradient_checkpointing_enable(*args, **kwargs)
+        self._enable_input_require_grads()
+
+    def activation_checkpointing_enable(self, *args: Any, **kwargs: Any) -> None:
+        """transformers 5's name of :meth:`gradient_checkpointing_enable`."""
+        self.base_model.activation_checkpointing_enable(*args, **kwargs)
+        self._enable_input_require_grads()
+
+    def _enable_input_require_grads(self) -> None:
+        if getattr(self.base_model, "_require_grads_hook", None) is not None:
+            return  # already on (transformers' own hook)
+        if hasattr(self.base_model, "enable_input_require_grads"):
+            self.base_model.enable_input_require_grads()
+
+    def add_weighted_adapter(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: PEFT's ``add_weighted_adapter`` builds one new LoRA from a weighted sum of others (by
+        concatenating A, B or by an SVD of Σ wᵢΔWᵢ). A Quantum-PEFT update's U, V must be circuit outputs Q(θ)·I,
+        a polylog-dimensional family: Σ wᵢUᵢΛᵢVᵢᵀ is in general not of that form, so there is no exact
+        combination (only a lossy refit of the angles)."""
+        raise NotImplementedError(
+            "add_weighted_adapter is not supported by QuantumPEFTModel: a weighted sum of Quantum-PEFT updates "
+            "ΣwᵢUᵢΛᵢVᵢᵀ is in general not representable by one circuit-generated U, V (their angles are a "
+            "polylog-dimensional family), so no exact combined adapter exists; use adapter_names=[...] to run "
+            "batch rows through different adapters"
+        )
 
     # -- named adapters (as peft.PeftModel; never transformers' LoRA integration) ------------------
     @property
@@ -416,9 +560,12 @@ class QuantumPEFTModel(nn.Module):
             raise ValueError(f"peft_config must be a QuantumPEFTConfig, got {type(peft_config).__name__}")
         self._inject(adapter_name, peft_config, generator)
 
-    def set_adapter(self, adapter_name: str) -> None:
-        """Make ``adapter_name`` the active (applied, trainable) adapter; a merged adapter is unmerged first."""
+    def set_adapter(self, adapter_name: str, inference_mode: bool = False) -> None:
+        """Make ``adapter_name`` the active (applied) adapter, trainable unless ``inference_mode`` (as
+        ``peft.PeftModel.set_adapter``); a merged adapter is unmerged first."""
         self._check_known(adapter_name, "set_adapter")
+        if not isinstance(inference_mode, bool):
+            raise ValueError(f"inference_mode must be a bool, got {inference_mode!r}")
         if any(m.merged for _, m in self.qpeft_layers()) and adapter_name != self._active_adapter:
             warnings.warn("set_adapter on a merged model: unmerging the merged adapter first", stacklevel=2)
             self.unmerge_adapter()
@@ -428,6 +575,13 @@ class QuantumPEFTModel(nn.Module):
             if isinstance(m, ModulesToSave):
                 m.set_adapter(adapter_name)
         self._active_adapter = adapter_name
+        if inference_mode:
+            self._freeze_active()
+
+    def _freeze_active(self) -> None:
+        """requires_grad=False on every parameter of the active adapter (inference mode, ``is_trainable=False``)."""
+        for p in self._adapter_params(self._active_adapter).values():
+            p.requires_grad_(False)
 
     def delete_adapter(self, adapter_name: str) -> None:
         """Remove an adapter (unmerged first if merged); deleting the active one activates the first left.
@@ -481,9 +635,9 @@ class QuantumPEFTModel(nn.Module):
             self.enable_adapters()
 
     # -- introspection ------------------------------------------------------------------------------
-    def qpeft_layers(self) -> Iterator[tuple[str, QuantumPEFTLinear]]:
+    def qpeft_layers(self) -> Iterator[tuple[str, QuantumPEFTLayer]]:
         for n, m in self.base_model.named_modules():
-            if isinstance(m, QuantumPEFTLinear):
+            if isinstance(m, QuantumPEFTLayer):
                 yield n, m
 
     def adapter_parameters(self) -> dict[str, list[nn.Parameter]]:
@@ -518,7 +672,11 @@ class QuantumPEFTModel(nn.Module):
 
     def get_nb_trainable_parameters(self) -> tuple[int, int]:
         params = [p for n, p in self.base_model.named_parameters() if ".original_module." not in f".{n}"]
-        return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+        def count(p: torch.Tensor) -> int:  # a bitsandbytes 4-bit weight packs two values per uint8 (as PEFT)
+            return p.numel() * 2 if type(p).__name__ == "Params4bit" else p.numel()
+
+        return sum(count(p) for p in params if p.requires_grad), sum(count(p) for p in params)
 
     def print_trainable_parameters(self) -> None:
         t, a = self.get_nb_trainable_parameters()
@@ -634,10 +792,20 @@ class QuantumPEFTModel(nn.Module):
                     )
                 own[k].copy_(v)
 
-    def load_adapter(self, directory: str | Path, adapter_name: str) -> None:
-        """Add the adapter saved in ``directory`` under ``adapter_name`` (not activated), as
-        ``peft.PeftModel.load_adapter``."""
-        d = Path(directory)
+    def load_adapter(
+        self,
+        directory: str | Path,
+        adapter_name: str,
+        is_trainable: bool = False,
+        revision: str | None = None,
+        subfolder: str | None = None,
+        token: str | bool | None = None,
+    ) -> None:
+        """Add the adapter saved in ``directory`` (a folder, or a Hugging Face Hub repo id) under
+        ``adapter_name``, not activated, as ``peft.PeftModel.load_adapter``: it stays frozen until
+        ``set_adapter(adapter_name)``; ``is_trainable=False`` (PEFT's default) also puts the model in eval mode."""
+        _check_bool(is_trainable, "is_trainable")
+        d = _resolve_adapter_dir(directory, "load_adapter", revision, subfolder, token)
         cfg = _read_config(adapter_files(d, "load_adapter")[0])
         self.add_adapter(adapter_name, cfg)
         try:
@@ -645,16 +813,124 @@ class QuantumPEFTModel(nn.Module):
         except ValueError:
             self.delete_adapter(adapter_name)
             raise
+        if not is_trainable:
+            self.eval()
 
     @classmethod
     def from_pretrained(
-        cls, model: nn.Module, directory: str | Path, adapter_name: str = DEFAULT_ADAPTER
+        cls,
+        model: nn.Module,
+        directory: str | Path,
+        adapter_name: str = DEFAULT_ADAPTER,
+        is_trainable: bool = False,
+        revision: str | None = None,
+        subfolder: str | None = None,
+        token: str | bool | None = None,
     ) -> QuantumPEFTModel:
-        """Inject the saved config into ``model`` and load the saved adapter weights (as ``adapter_name``)."""
-        cfg = _read_config(adapter_files(directory, "from_pretrained")[0])
+        """Inject the saved config into ``model`` and load the saved adapter weights (as ``adapter_name``), as
+        ``peft.PeftModel.from_pretrained``: ``directory`` is a folder written by :meth:`save_pretrained` or a
+        Hugging Face Hub repo id written by :meth:`push_to_hub` (``revision``, ``subfolder``, ``token``).
+
+        ``is_trainable=False`` (PEFT's default) loads for inference: the adapter is frozen and the model put in
+        eval mode; ``is_trainable=True`` to continue training it.
+        """
+        _check_bool(is_trainable, "is_trainable")
+        d = _resolve_adapter_dir(directory, "from_pretrained", revision, subfolder, token)
+        cfg = _read_config(adapter_files(d, "from_pretrained")[0])
         out = cls(model, cfg, adapter_name=adapter_name)
-        out.load_adapter_weights(directory)
+        out.load_adapter_weights(d)
+        if not is_trainable:
+            out._freeze_active()
+            out.eval()
         return out
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        commit_message: str = "Upload Quantum-PEFT adapter",
+        private: bool | None = None,
+        token: str | bool | None = None,
+        revision: str | None = None,
+        create_pr: bool = False,
+        selected_adapters: list[str] | None = None,
+    ) -> Any:
+        """Upload the adapter(s) only — the files :meth:`save_pretrained` writes plus a short README — to the
+        Hugging Face Hub repo ``repo_id`` (created if missing), as ``peft.PeftModel.push_to_hub``; never the base
+        model's weights. Reload with ``QuantumPEFTModel.from_pretrained(base, repo_id)``. Returns the commit info."""
+        if not isinstance(repo_id, str) or not re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", repo_id):
+            raise ValueError(f"repo_id must be a Hub repo id like 'user/name', got {repo_id!r}")
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp, selected_adapters=selected_adapters)
+            (Path(tmp) / "README.md").write_text(self._model_card(getattr(url, "repo_id", repo_id)))
+            return api.upload_folder(
+                repo_id=getattr(url, "repo_id", repo_id),
+                folder_path=tmp,
+                commit_message=commit_message,
+                revision=revision,
+                create_pr=create_pr,
+                repo_type="model",
+            )
+
+    def _model_card(self, repo_id: str) -> str:
+        base = getattr(getattr(self.base_model, "config", None), "_name_or_path", "") or ""
+        lines = ["---", "library_name: iclr25", "tags: [quantum-peft, peft, adapter]"]
+        if base and not Path(base).is_absolute():
+            lines.append(f"base_model: {base}")
+        lines += [
+            "---",
+            "",
+            f"# Quantum-PEFT adapter ({', '.join(self.peft_config)})",
+            "",
+            "Adapter weights only (Quantum-PEFT, Koike-Akino et al., ICLR 2025, arXiv 2503.05431); load onto the base "
+            f"model{' ' + base if base else ''}:",
+            "",
+            "```python",
+            "from iclr25.quantum_peft import QuantumPEFTModel",
+            f'model = QuantumPEFTModel.from_pretrained(base_model, "{repo_id}")',
+            "```",
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def _check_bool(value: object, name: str) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+
+
+_REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def _resolve_adapter_dir(
+    directory: str | Path,
+    caller: str,
+    revision: str | None = None,
+    subfolder: str | None = None,
+    token: str | bool | None = None,
+) -> Path:
+    """A local adapter folder as is; a Hub repo id (``user/name``, not a local path) downloaded (adapter files
+    only) with ``huggingface_hub.snapshot_download``."""
+    d = Path(directory)
+    if d.exists() or not isinstance(directory, str) or not _REPO_ID.fullmatch(directory):
+        return d / subfolder if subfolder else d
+    from huggingface_hub import snapshot_download
+
+    names = (ADAPTER_CONFIG, ADAPTER_WEIGHTS, LEGACY_ADAPTER_CONFIG, LEGACY_ADAPTER_WEIGHTS)
+    prefix = f"{subfolder.strip('/')}/" if subfolder else ""
+    try:
+        local = snapshot_download(
+            repo_id=directory, revision=revision, token=token, allow_patterns=[prefix + n for n in names]
+        )
+    except Exception as e:  # offline, missing repo, no access: say what was tried
+        raise ValueError(
+            f"{caller}: {directory!r} is not a local folder and could not be fetched as a Hugging Face Hub repo "
+            f"({type(e).__name__}: {e})"
+        ) from e
+    return Path(local) / prefix if prefix else Path(local)
 
 
 def adapter_files(directory: str | Path, caller: str = "load_adapter_weights") -> tuple[Path, Path]:
@@ -683,6 +959,25 @@ def _read_config(path: Path) -> QuantumPEFTConfig:
             f"{path} is a PEFT {kind!r} adapter, not a Quantum-PEFT one: load it with peft.PeftModel.from_pretrained"
         )
     return QuantumPEFTConfig.from_dict(d)
+
+
+def _checkpointing(model: nn.Module) -> bool:
+    """Whether transformers' gradient (activation) checkpointing is on in ``model``."""
+    for attr in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # transformers 5 name first
+        if isinstance(getattr(type(model), attr, None), property):
+            return bool(getattr(model, attr))
+    return False
+
+
+_BATCH_INPUTS = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features")
+
+
+def _batch_size(args: tuple, kwargs: dict) -> int | None:
+    """Rows of the batch a call runs on (the first tensor argument or a known input keyword), if visible."""
+    for x in (*args, *(kwargs.get(k) for k in _BATCH_INPUTS)):
+        if isinstance(x, torch.Tensor) and x.dim() > 0:
+            return int(x.shape[0])
+    return None
 
 
 def _head_names(model: nn.Module) -> set[str]:
