@@ -357,6 +357,10 @@ class QuantumPEFTLayer(nn.Module):
     def merged(self) -> bool:
         return self.merged_adapter is not None
 
+    # model code reads e.g. ``projection.weight.dtype`` (HF ViT): the base layer's, as PEFT's layers expose
+    weight = property(lambda self: self.base_layer.weight)
+    bias = property(lambda self: self.base_layer.bias)
+
     # -- the factors --------------------------------------------------------------------------------
     def node_specs(self) -> tuple[tuple, tuple]:
         """(signature, angles) of the active adapter's U and V nodes; equal signatures are batched together."""
