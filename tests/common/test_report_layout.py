@@ -116,7 +116,8 @@ def test_reference_figures_are_shown_for_the_reference_column(tmp_path, no_refs)
 @pytest.mark.slow
 def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
     """Builds the wheel (no network: the installed setuptools), lists its files and runs `iclr25 report` from the
-    unpacked wheel, away from the checkout: the reference column is there."""
+    unpacked wheel, away from the checkout: the reference column is there, and the real reference column from
+    results/real (a copy of one quick document relabelled real when the checkout has none yet)."""
     if not (ROOT / "pyproject.toml").is_file():
         pytest.skip("no checkout to build from")
     committed = sorted(
@@ -128,6 +129,13 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
         src,
         ignore=shutil.ignore_patterns(".git", ".venv", "runs", "build", "*.egg-info", "__pycache__", ".whl"),
     )
+    real = src / "results" / "real"
+    if not any(real.glob("*/claims.json")):
+        (real / committed[0].parent).mkdir(parents=True)
+        doc = read_json(ROOT / "results" / "quick" / committed[0])
+        doc["preset"] = "real"
+        (real / committed[0]).write_text(json.dumps(doc))
+    committed_real = sorted(p.relative_to(real) for p in real.glob("*/claims.json"))
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "w"), str(src)],
         capture_output=True, text=True, timeout=600,
@@ -141,6 +149,7 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
         p.relative_to(quick).as_posix() for pat in ("*/*.png", "*/figures/*.png") for p in quick.glob(pat)
     }
     assert {f"iclr25/_reference/{p}" for p in pngs} <= names  # the reference column's figures travel too
+    assert {f"iclr25/_reference_real/{p.as_posix()}" for p in committed_real} <= names
     assert "iclr25/report/templates/index.html" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     meta = zipfile.ZipFile(whl).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
@@ -154,6 +163,7 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
     code = (
         "import sys; from iclr25.report import default_reference_dir, collect_runs; "
         "d = default_reference_dir(); print(d); print(len(collect_runs(d, 'reference'))); "
+        "from iclr25.report import default_real_reference_dir as real; print(real()); "
         "from iclr25.cli import main; sys.exit(main(['report', '--out', sys.argv[1]]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -162,7 +172,9 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
         [sys.executable, "-c", code, str(runs)], capture_output=True, text=True, env=env, cwd=tmp_path
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    where, count = r.stdout.splitlines()[:2]
+    where, count, where_real = r.stdout.splitlines()[:3]
     assert Path(where).is_relative_to(site / "iclr25" / "_reference") and int(count) == len(committed)
+    assert Path(where_real) == site / "iclr25" / "_reference_real"
     html = (runs / "index.html").read_text()
     assert "committed results" in html and f"from <code>{site / 'iclr25' / '_reference'}</code>" in html
+    assert f"real reference results from <code>{site / 'iclr25' / '_reference_real'}</code>" in html

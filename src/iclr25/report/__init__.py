@@ -7,6 +7,13 @@ results (``results/quick/<slug>/claims.json``) are shown beside the fresh runs a
 are labelled as plumbing checks. From a pip install (no repository checkout) the reference documents are the
 copies shipped in the wheel as ``iclr25/_reference/<slug>/`` (:func:`default_reference_dir`).
 
+A second reference, the committed ``real``-preset runs (real pretrained models and real data:
+``results/real/<slug>/claims.json``, in a wheel ``iclr25/_reference_real/<slug>/``;
+:func:`default_real_reference_dir`), is shown as its own **real reference** column beside the quick one, only where
+there is such a document: with none the page is the one without it. A fresh ``real`` run's section lists the real
+inputs that system uses (:func:`iclr25.assets.for_system`: title, pinned source, licence) and whether each is in
+this machine's asset cache.
+
 The page opens with the headline (counted per preset: a smoke run's toy-size claims are never added to a quick
 run's) and the per-system overview table; then one section per system. Each figure is embedded once: the main
 figure beside the claims table, the others in the run's report (a second mention there says where it is shown).
@@ -36,7 +43,8 @@ from .. import registry
 from ..common.claims import Claim, validate_claims_document
 from ..common.fmt import fmt_seconds
 from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
-from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
+from ..common.render import PRESET_NOTES as _COMMON_PRESET_NOTES
+from ..common.render import SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
@@ -48,12 +56,22 @@ class ReportError(OSError):
 
 
 REFERENCE_PACKAGE_DIR = "_reference"  # iclr25/_reference/<slug>/claims.json in a wheel (see setup.py)
+REAL_REFERENCE_PACKAGE_DIR = "_reference_real"  # iclr25/_reference_real/<slug>/claims.json in a wheel
+
+# the page's notes per preset: common.render's, with the real preset's as the report words it (where its
+# reference documents live, and the time bound the real preset keeps)
+PRESET_NOTES = {
+    **_COMMON_PRESET_NOTES,
+    "real": "real preset: real pretrained models and real data from the package registries (pinned versions, "
+    "verified by SHA-256), on CPU in at most 15 minutes per system; its committed references are in results/real",
+}
 
 
-def packaged_reference_dir() -> Path | None:
-    """The reference documents shipped as package data (``iclr25/_reference``), when this install has them."""
+def packaged_reference_dir(name: str = REFERENCE_PACKAGE_DIR) -> Path | None:
+    """The reference documents shipped as package data (``iclr25/<name>``: ``_reference`` for the quick runs,
+    ``_reference_real`` for the real ones), when this install has them."""
     try:
-        d = importlib.resources.files("iclr25") / REFERENCE_PACKAGE_DIR
+        d = importlib.resources.files("iclr25") / name
         if d.is_dir():
             return Path(str(d))
     except (ModuleNotFoundError, OSError, TypeError):
@@ -61,14 +79,21 @@ def packaged_reference_dir() -> Path | None:
     return None
 
 
+def _repository_results(preset: str) -> Path | None:
+    d = Path(__file__).resolve().parents[3] / "results" / preset
+    return d if d.is_dir() and any(d.glob("*/claims.json")) else None
+
+
 def default_reference_dir() -> Path | None:
     """``results/quick`` of the repository this package runs from, when there is one; otherwise the copies
     shipped in the wheel (:func:`packaged_reference_dir`); ``None`` when neither exists."""
-    root = Path(__file__).resolve().parents[3]
-    d = root / "results" / "quick"
-    if d.is_dir() and any(d.glob("*/claims.json")):
-        return d
-    return packaged_reference_dir()
+    return _repository_results("quick") or packaged_reference_dir()
+
+
+def default_real_reference_dir() -> Path | None:
+    """``results/real`` of the repository this package runs from, when it holds a document; otherwise the
+    copies shipped in the wheel (``iclr25/_reference_real``); ``None`` when neither exists."""
+    return _repository_results("real") or packaged_reference_dir(REAL_REFERENCE_PACKAGE_DIR)
 
 
 @dataclass
@@ -76,7 +101,7 @@ class RunView:
     """One claims document as the report shows it."""
 
     folder: str  # the folder name under OUT (the system's slug for a well-formed run)
-    kind: str  # "fresh" or "reference"
+    kind: str  # "fresh", "reference" (the quick reference) or "reference_real"
     path: Path
     doc: dict | None = None
     claims: list[Claim] = field(default_factory=list)
@@ -85,6 +110,11 @@ class RunView:
     @property
     def slug(self) -> str:
         return self.folder
+
+    @property
+    def label(self) -> str:
+        """How the page names this document's column at the start of a sentence."""
+        return {"fresh": "This run", "reference_real": "Real reference"}.get(self.kind, "Reference")
 
     @property
     def ok(self) -> bool:
@@ -140,6 +170,8 @@ def _load(path: Path, folder: str, kind: str) -> RunView:
         return v
     if v.doc.get("slug") not in (folder, ""):
         v.error = f"the document names system {v.doc.get('slug')!r} but sits in folder {folder!r}"
+    elif kind == "reference_real" and v.doc.get("preset") != "real":
+        v.error = f"the real reference is a {v.doc.get('preset')!r}-preset run, not a 'real'-preset one"
     return v
 
 
@@ -267,11 +299,12 @@ def _side(v: RunView | None, cid: str) -> dict | None:
     return None
 
 
-def _system_rows(fresh: RunView | None, ref: RunView | None) -> list[dict]:
-    """Claim rows matched by id: the reference's and the fresh run's numbers side by side."""
+def _system_rows(fresh: RunView | None, ref: RunView | None, real: RunView | None = None) -> list[dict]:
+    """Claim rows matched by id: the reference's, the real reference's and the fresh run's numbers side by
+    side."""
     ids: list[str] = []
     info: dict[str, dict] = {}
-    for v in (ref, fresh):
+    for v in (ref, real, fresh):
         if v is None or not v.ok:
             continue
         for r in claim_rows(v.claims):
@@ -285,6 +318,7 @@ def _system_rows(fresh: RunView | None, ref: RunView | None) -> list[dict]:
             "statement": info[cid]["statement"],
             "threshold": info[cid]["threshold"],
             "ref": _side(ref, cid),
+            "real": _side(real, cid),
             "fresh": _side(fresh, cid),
         }
         for cid in ids
@@ -292,7 +326,7 @@ def _system_rows(fresh: RunView | None, ref: RunView | None) -> list[dict]:
 
 
 def _preset_order(preset: str) -> tuple[int, str]:
-    order = {"full": 0, "quick": 1, "smoke": 2}
+    order = {"full": 0, "real": 1, "quick": 2, "smoke": 3}
     return order.get(preset, len(order)), preset
 
 
@@ -351,30 +385,86 @@ def _status(v: RunView | None, with_preset: bool) -> str:
     return f"{v.held}/{len(v.claims)}" + (f" ({v.preset})" if with_preset else "")
 
 
-def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
+def _check_reference(reference: str | Path | None, option: str) -> None:
+    if reference is None:
+        return
+    if str(reference).strip() == "":
+        raise ReportError(f"{option} must name a folder of <slug>/claims.json, got an empty string")
+    if not Path(reference).is_dir():
+        what = "a file, not a folder" if Path(reference).exists() else "no such folder"
+        raise ReportError(
+            f"no such reference folder: {reference} ({what}; {option} must name a folder of <slug>/claims.json)"
+        )
+
+
+def _collect_refs(ref_dir: Path | None, out: Path, kind: str) -> list[RunView]:
+    if ref_dir is None or ref_dir.resolve() == out.resolve():
+        return []
+    return collect_runs(ref_dir, kind)
+
+
+def real_inputs(slug: str) -> list[dict[str, str]]:
+    """The real assets system ``slug`` uses (:func:`iclr25.assets.for_system`), each with its title, pinned
+    source, licence, what it is and its state in this machine's asset cache (``present``, ``missing``,
+    ``damaged``, or ``unknown`` with the reason when it cannot be checked). Plain text: the template escapes it."""
+    try:
+        from .. import assets
+        from ..assets.store import fetch_command
+
+        declared = assets.for_system(slug)
+    except Exception as e:  # noqa: BLE001 — the report is still written; the block says why it is empty
+        what = f"{type(e).__name__}: {e}"
+        title = "(the asset catalogue cannot be read)"
+        return [
+            dict(name="", title=title, source="", licence="", what=what, state="unknown", detail="", fetch="")
+        ]
+    rows = []
+    for a in declared:
+        try:
+            st = assets.status(a, deep=False)
+            state, detail = st.state, st.detail
+        except Exception as e:  # noqa: BLE001 — one unreadable cache entry does not stop the page
+            state, detail = "unknown", f"{type(e).__name__}: {e}"
+        try:
+            fetch = fetch_command(a) if state != "present" else ""
+        except Exception:  # noqa: BLE001 — the command is a hint only
+            fetch = ""
+        rows.append(
+            {
+                "name": str(a.name),
+                "title": str(a.title),
+                "source": str(a.source),
+                "licence": str(a.licence),
+                "what": str(a.what),
+                "state": state,
+                "detail": str(detail or ""),
+                "fetch": fetch,
+            }
+        )
+    return rows
+
+
+def build_context(
+    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+) -> dict:
+    """Everything the page shows. ``reference``: the folder of quick reference documents (default
+    :func:`default_reference_dir`); ``reference_real``: the folder of real reference documents (default
+    :func:`default_real_reference_dir`)."""
     out = Path(out)
     fresh = collect_runs(out, "fresh")
-    if reference is not None:
-        if str(reference).strip() == "":
-            raise ReportError("--reference must name a folder of <slug>/claims.json, got an empty string")
-        if not Path(reference).is_dir():
-            what = "a file, not a folder" if Path(reference).exists() else "no such folder"
-            raise ReportError(
-                f"no such reference folder: {reference} ({what}; --reference must name a folder of "
-                "<slug>/claims.json)"
-            )
+    _check_reference(reference, "--reference")
+    _check_reference(reference_real, "--reference-real")
     ref_dir = Path(reference) if reference is not None else default_reference_dir()
-    refs = (
-        collect_runs(ref_dir, "reference")
-        if ref_dir is not None and ref_dir.resolve() != out.resolve()
-        else []
-    )
+    real_dir = Path(reference_real) if reference_real is not None else default_real_reference_dir()
+    refs = _collect_refs(ref_dir, out, "reference")
+    reals = _collect_refs(real_dir, out, "reference_real")
     fresh_by = {v.folder: v for v in fresh}
     ref_by = {v.folder: v for v in refs}
-    names = sorted(set(fresh_by) | set(ref_by), key=_order)
+    real_by = {v.folder: v for v in reals}
+    names = sorted(set(fresh_by) | set(ref_by) | set(real_by), key=_order)
     systems = []
     for name in names:
-        f, r = fresh_by.get(name), ref_by.get(name)
+        f, r, rr = fresh_by.get(name), ref_by.get(name), real_by.get(name)
         sysinfo = registry.find(name)
         d = out / name
         figs = _figures(d) if f is not None else []
@@ -403,11 +493,16 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
             report_html = render_markdown(text, d, shown=shown)
         more = [g for g in figs if g["rel"] not in shown]
         ref_figs = _figures(ref_dir / name, ("", "figures")) if r is not None and ref_dir is not None else []
-        ref_main = None
+        real_figs = (
+            _figures(real_dir / name, ("", "figures")) if rr is not None and real_dir is not None else []
+        )
+        ref_main, main_kind = None, "this run"
         if main is None and ref_figs:  # no fresh figure: the reference's plot sits beside the table
-            ref_main, ref_figs = ref_figs[0], ref_figs[1:]
+            ref_main, ref_figs, main_kind = ref_figs[0], ref_figs[1:], "reference"
+        elif main is None and real_figs:  # nor a quick reference's: the real reference's
+            ref_main, real_figs, main_kind = real_figs[0], real_figs[1:], "real reference"
         notes = []
-        for v in (f, r):
+        for v in (f, r, rr):
             if v is not None and v.ok:
                 for c in v.claims:
                     if c.note and (c.id, c.note) not in notes:
@@ -420,20 +515,24 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
                 "url": sysinfo.url if sysinfo else "",
                 "fresh": f,
                 "ref": r,
+                "real": rr,
                 "fresh_prov": _prov_line(f) if f is not None and f.ok else "",
                 "ref_prov": _prov_line(r) if r is not None and r.ok else "",
-                "rows": _system_rows(f, r),
+                "real_prov": _prov_line(rr) if rr is not None and rr.ok else "",
+                "rows": _system_rows(f, r, rr),
                 "notes": notes,
                 "main_figure": main or ref_main,
-                "main_kind": "this run" if main else "reference",
+                "main_kind": main_kind,
                 "figures": more,
                 "ref_figures": ref_figs,
+                "real_figures": real_figs,
                 "report_html": report_html,
+                "real_inputs": real_inputs(name) if f is not None and f.ok and f.preset == "real" else None,
             }
         )
     status = []
     for i, s in enumerate(registry.SYSTEMS, 1):
-        f, r = fresh_by.get(s.slug), ref_by.get(s.slug)
+        f, r, rr = fresh_by.get(s.slug), ref_by.get(s.slug), real_by.get(s.slug)
         status.append(
             {
                 "i": i,
@@ -441,14 +540,18 @@ def build_context(out: str | Path, reference: str | Path | None = None) -> dict:
                 "has_section": f is not None or r is not None,
                 "anchor": "sys-" + s.slug,
                 "ref": _status(r, with_preset=False),
+                "real": _status(rr, with_preset=False),
                 "fresh": _status(f, with_preset=True),
             }
         )
     return {
         "out": str(out),
         "ref_dir": str(ref_dir) if refs else "",
+        "real_dir": str(real_dir) if reals else "",
+        "has_real": bool(reals),  # the real reference column is shown only when there is a document for it
         "fresh": _headline(fresh),
         "reference": _headline(refs),
+        "reference_real": _headline(reals),
         "systems": systems,
         "status": status,
         "preset_notes": PRESET_NOTES,
@@ -469,18 +572,23 @@ def _env() -> Any:
     return env
 
 
-def render_report(out: str | Path, reference: str | Path | None = None) -> str:
+def render_report(
+    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+) -> str:
     from markupsafe import Markup
 
-    ctx = build_context(out, reference)
+    ctx = build_context(out, reference, reference_real)
     for s in ctx["systems"]:
         s["report_html"] = Markup(s["report_html"])  # produced by markdown-it with raw HTML disabled
     return _env().get_template("index.html").render(**ctx)
 
 
-def write_report(out: str | Path, reference: str | Path | None = None) -> Path:
+def write_report(
+    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+) -> Path:
     """Write ``<out>/index.html`` and return its path; :class:`ReportError` (one line) when ``out`` is not a
-    folder of runs."""
+    folder of runs or a reference folder given does not exist. ``reference``/``reference_real``: the quick and
+    real reference folders (defaults: :func:`default_reference_dir`, :func:`default_real_reference_dir`)."""
     if out is None or str(out).strip() == "":
         raise ReportError("--out must name a folder of runs, got an empty string")
     out = Path(out)
@@ -495,4 +603,4 @@ def write_report(out: str | Path, reference: str | Path | None = None) -> Path:
     target = out / "index.html"
     if target.is_dir():
         raise ReportError(f"{target} is a folder; cannot write the report there")
-    return atomic_write_text(target, render_report(out, reference))
+    return atomic_write_text(target, render_report(out, reference, reference_real))
