@@ -107,12 +107,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--out", default=None, help="where the re-run goes (default: a new temporary folder)")
     v.add_argument("--quiet", action="store_true", help="no progress bars")
+    a = sub.add_parser("assets", help="the real models and data: list, fetch, path")
+    asub = a.add_subparsers(dest="assets_cmd", required=True, parser_class=_Parser)
+    al = asub.add_parser(
+        "list", help="every asset: present / missing / damaged, size, licence, source, systems"
+    )
+    al.add_argument("--quick", action="store_true", help="check sizes only, not SHA-256 digests")
+    af = asub.add_parser(
+        "fetch", help="fetch assets into the cache (verified by SHA-256; a damaged copy is replaced)"
+    )
+    af.add_argument("names", nargs="*", default=["all"], help="asset names, or all (default)")
+    af.add_argument("--force", action="store_true", help="fetch again even when present")
+    ap = asub.add_parser("path", help="print the cache folder of an asset (exit 1 when missing or damaged)")
+    ap.add_argument("name", help="an asset name (iclr25 assets list)")
     rep = sub.add_parser("report", help="write OUT/index.html from the runs in OUT")
     rep.add_argument("--out", default="runs", help="runs folder (default runs)")
     rep.add_argument(
         "--reference",
         default=None,
         help="folder of reference claims documents (<slug>/claims.json); default: the repository's results/quick, else the copy shipped in the package",
+    )
+    rep.add_argument(
+        "--reference-real",
+        default=None,
+        help="folder of real-preset reference claims documents (<slug>/claims.json); default: the repository's "
+        "results/real, else the copy shipped in the package",
     )
     return p
 
@@ -159,16 +178,17 @@ def _check_preset(preset: str) -> None:
 
 def cmd_list() -> int:
     print(f"iclr25 {version()} — {len(registry.SYSTEMS)} ICLR 2025 systems\n")
-    rows = [("slug", "status", "arXiv", "paper")]
-    rows += [(s.slug, s.availability, s.arxiv, s.title) for s in registry.SYSTEMS]
-    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    rows = [("slug", "status", "real preset", "arXiv", "paper")]
+    rows += [(s.slug, s.availability, s.real_status, s.arxiv, s.title) for s in registry.SYSTEMS]
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}")
+        print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
     needs = sorted({s.missing_extra for s in registry.SYSTEMS if s.missing_extra})
     ready = sum(not s.missing_extra for s in registry.SYSTEMS)
     print(f"\n{len(registry.SYSTEMS)} systems, {ready} ready to run here.")
     if needs:
         print(f"Missing extras: {', '.join(needs)} — pip install 'iclr25[{','.join(needs)}]'")
+    print("Real models and data: iclr25 assets list (fetch them with `iclr25 assets fetch all`)")
     return 0
 
 
@@ -349,11 +369,72 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n else "—"
+
+
+def cmd_assets(args: argparse.Namespace) -> int:
+    from . import assets
+
+    if args.assets_cmd == "list":
+        print(f"asset cache: {assets.cache_root()}  (set ICLR25_ASSETS to move it)\n")
+        rows = [("name", "state", "size", "licence", "source", "systems")]
+        bad = 0
+        for st in assets.all_status(deep=not args.quick):
+            a = st.asset
+            state = st.state + (f": {st.detail}" if st.state == "damaged" else "")
+            bad += st.state != "present"
+            rows.append((a.name, state, _mb(a.size), a.licence, a.source, ", ".join(a.systems)))
+        w = [max(len(r[i]) for r in rows) for i in range(5)]
+        for r in rows:
+            print("  ".join(f"{c:<{w[i]}}" for i, c in enumerate(r[:5])) + "  " + r[5])
+        if bad:
+            print(f"\n{bad} not present: iclr25 assets fetch all")
+        return 0
+    if args.assets_cmd == "path":
+        try:
+            assets.get(args.name)
+        except KeyError as e:
+            raise UsageError(str(e.args[0])) from None
+        try:
+            print(assets.path(args.name))
+        except assets.AssetMissingError as e:
+            return _fail(str(e), EXIT_FAIL)
+        return 0
+    names = list(assets.NAMES) if "all" in args.names else list(dict.fromkeys(args.names))
+    for n in names:
+        try:
+            assets.get(n)
+        except KeyError as e:
+            raise UsageError(str(e.args[0])) from None
+    failed = []
+    for n in names:
+        a = assets.get(n)
+        t0 = time.perf_counter()
+        before = assets.status(a, deep=False).state
+        try:
+            where = assets.fetch_asset(a, force=args.force)
+            if n == "smollm2-135m-instruct" and registry._module_present("gguf"):
+                from .assets.lm import derived_fp32
+
+                derived_fp32(n)  # the fp32 safetensors copy: later loads read it instead of de-quantising
+        except (assets.AssetError, OSError) as e:
+            failed.append(n)
+            sys.stderr.write(f"iclr25: {e}\n")
+            continue
+        verb = "present" if before == "present" and not args.force else "fetched"
+        shown = a.source if a.kind == "python" else where
+        print(f"{n:<24} {verb:<8} {_mb(a.size):>9}  {time.perf_counter() - t0:6.1f} s  {shown}")
+    if failed:
+        return _fail(f"{len(failed)} asset(s) not fetched: {', '.join(failed)}", EXIT_FAIL)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import ReportError, write_report
 
     try:
-        path = write_report(args.out, reference=args.reference)
+        path = write_report(args.out, reference=args.reference, reference_real=args.reference_real)
     except ReportError as e:
         return _fail(str(e), EXIT_FAIL)
     print(f"wrote {path}")
@@ -399,6 +480,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return cmd_run(args)
         if args.cmd == "config":
             return cmd_config(args)
+        if args.cmd == "assets":
+            return cmd_assets(args)
         if args.cmd == "verify":
             from .verify import cmd_verify
 

@@ -28,8 +28,8 @@ _PKG_DIR = Path(__file__).resolve().parent
 # themselves are declared in pyproject.toml; tests/test_extras.py checks that the two agree and that every
 # system's third-party imports are covered by the core dependencies plus its extra.
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "llm": ("peft", "datasets", "data_selection", "trl", "sacrebleu"),
-    "rl": ("gymnasium",),
+    "llm": ("peft", "datasets", "data_selection", "trl", "sacrebleu", "gguf"),
+    "rl": ("gymnasium", "mujoco"),
     "chem": ("pymatgen",),
     "vision": ("PIL", "corrupt_tta"),
     "audio": ("soundfile", "soxr", "torchmetrics", "librosa", "pandas", "datasets", "audiomentations"),
@@ -82,6 +82,27 @@ class System:
     runner: str = ""  # the experiment module; default ``iclr25.<slug>.experiment``
     extra: str = ""  # the optional extra its code imports (a key of EXTRAS); "" = core dependencies only
     numpy_only: bool = False  # computes with numpy/scipy alone: no accelerator is ever used
+    real_preset: bool = (
+        False  # PRESETS has a `real` preset (real models/data from iclr25.assets; contract-tested)
+    )
+
+    @property
+    def assets(self) -> tuple:
+        """The real assets this system's code and real preset use (``iclr25.assets.catalog``; nothing fetched)."""
+        from .assets.catalog import for_system
+
+        return for_system(self.slug)
+
+    @property
+    def real_status(self) -> str:
+        """What ``iclr25 list`` shows in its ``real`` column: ``—`` without a real preset; otherwise whether its
+        assets are in the cache (sizes checked, not digests: ``iclr25 assets list`` checks those)."""
+        if not self.real_preset:
+            return "—"
+        from .assets.store import status
+
+        missing = [a.name for a in self.assets if status(a, deep=False).state != "present"]
+        return "assets present" if not missing else f"needs {', '.join(missing)}"
 
     @property
     def module(self) -> str:

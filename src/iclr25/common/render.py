@@ -18,6 +18,8 @@ PRESET_NOTES = {
     "smoke": "smoke preset: a plumbing check at toy size (it tests that the code runs end to end); its numbers "
     "are not results and its verdicts are not meaningful",
     "quick": "quick preset: the small-scale CPU reproduction",
+    "real": "real preset: real pretrained models and real data from the package registries (pinned versions, "
+    "verified by SHA-256), on CPU in at most 15 minutes per system; its committed references are in results/real",
     "full": "full preset: the paper-scale run",
 }
 

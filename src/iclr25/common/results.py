@@ -57,7 +57,7 @@ from .io import (
 )
 from .progress import log, progress
 
-PRESET_NAMES = ("smoke", "quick", "full")
+PRESET_NAMES = ("smoke", "quick", "real", "full")  # real: real models and data (iclr25.assets)
 MAX_SEEDS = 1000  # a reproduction averages a handful of seeds; each seed is a separate run, kept in memory
 SEED_LIMIT = 2**32  # seeds feed numpy/torch/CUDA generators that take 32-bit seeds: seed + seeds <= 2**32
 

@@ -43,8 +43,7 @@ from .. import registry
 from ..common.claims import Claim, validate_claims_document
 from ..common.fmt import fmt_seconds
 from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
-from ..common.render import PRESET_NOTES as _COMMON_PRESET_NOTES
-from ..common.render import SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
+from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
@@ -57,14 +56,6 @@ class ReportError(OSError):
 
 REFERENCE_PACKAGE_DIR = "_reference"  # iclr25/_reference/<slug>/claims.json in a wheel (see setup.py)
 REAL_REFERENCE_PACKAGE_DIR = "_reference_real"  # iclr25/_reference_real/<slug>/claims.json in a wheel
-
-# the page's notes per preset: common.render's, with the real preset's as the report words it (where its
-# reference documents live, and the time bound the real preset keeps)
-PRESET_NOTES = {
-    **_COMMON_PRESET_NOTES,
-    "real": "real preset: real pretrained models and real data from the package registries (pinned versions, "
-    "verified by SHA-256), on CPU in at most 15 minutes per system; its committed references are in results/real",
-}
 
 
 def packaged_reference_dir(name: str = REFERENCE_PACKAGE_DIR) -> Path | None:
