@@ -10,6 +10,7 @@ from iclr25.cascading_kv import (
     SUPPORTED_MODEL_TYPES,
     CascadingKVCache,
     cascade_attention,
+    disable_cascade_attention,
     enable_cascade_attention,
     generate_streaming,
     strided_prefill,
@@ -41,6 +42,22 @@ FAMILIES = {
     "gpt_neox": (tf.GPTNeoXConfig, {"partial_rotary_factor": 0.25}),
     "phi": (tf.PhiConfig, {**KV, "partial_rotary_factor": 0.5}),
     "cohere": (tf.CohereConfig, KV),
+    # local layers (sliding window 24, rope base 10k) and global layers (rope base 1e6, linear scaling ×2)
+    "gemma3_text": (
+        tf.Gemma3TextConfig,
+        {
+            **KV,
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "sliding_window": 24,
+            "num_hidden_layers": 3,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0},
+            },
+        },
+    ),  # fmt: skip
 }
 
 
@@ -75,7 +92,10 @@ def test_logits_equal_plain_model_inside_the_window(family):
         got = strided_prefill(model, ids, cache, stride=stride, return_logits="all")
         err = (got - dense).abs().max().item()
         assert err <= 1e-4, (family, stride, err)
-    assert model.config._attn_implementation == "eager"  # restored after the prefill
+    # the cache switched the model to the cascade; its plain forwards still run the eager attention, bit for bit
+    assert model.config._attn_implementation == "cascade_eager"
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, dense)
 
 
 def test_partial_and_interleaved_layouts_are_detected():
@@ -110,7 +130,25 @@ def test_softcap_and_sliding_window_matter_and_are_honoured():
 @pytest.mark.parametrize(
     "config,name",
     [
-        (lambda: tf.Gemma3TextConfig(**BASE, **KV, head_dim=16), "gemma3_text"),
+        (
+            lambda: tf.Gemma3Config(
+                text_config=dict(**BASE, **KV, head_dim=16),
+                vision_config=dict(
+                    hidden_size=32,
+                    intermediate_size=37,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    image_size=28,
+                    patch_size=14,
+                ),
+            ),
+            "gemma3.*bidirectionally",
+        ),
+        (
+            lambda: tf.Gemma3TextConfig(**BASE, **KV, head_dim=16, use_bidirectional_attention=True),
+            "use_bidirectional_attention",
+        ),
+        (lambda: tf.Cohere2Config(**BASE, **KV), "cohere2.*no RoPE"),
         (lambda: tf.GPT2Config(vocab_size=99, n_embd=64, n_layer=2, n_head=4), "gpt2"),
         (
             lambda: tf.LlamaConfig(
@@ -134,21 +172,31 @@ def test_context_manager_restores_plain_forwards():
     with torch.no_grad():
         before = model(ids).logits
         with cascade_attention(model):
-            assert model.config._attn_implementation == "cascade"
+            assert (
+                model.config._attn_implementation == "cascade_eager"
+            )  # other caches keep the eager attention
+            assert torch.equal(model(ids).logits, before)
             cache = CascadingKVCache(model, sink_tokens=4, cache_size=16, cascades=2)
             model(ids[:, :10], cache=cache, use_cache=True)
         assert model.config._attn_implementation == "eager"
         after = model(ids, cache=DynamicCache(config=model.config)).logits
     assert torch.equal(before, after)
-    # the old permanent switch still works
+    # the old permanent switch still works; an SDPA model gets the cascade whose other caches run SDPA
     enable_cascade_attention(model)
-    assert model.config._attn_implementation == "cascade"
+    assert model.config._attn_implementation == "cascade_eager"
+    sdpa = build("llama")
+    sdpa.set_attn_implementation("sdpa")
+    with cascade_attention(sdpa):
+        assert sdpa.config._attn_implementation == "cascade"
+    assert sdpa.config._attn_implementation == "sdpa"
 
 
-def test_forgetting_cascade_attention_fails_on_the_first_call():
+def test_switching_the_attention_away_fails_on_the_first_call():
     model = build("qwen2")
     cache = CascadingKVCache(model, sink_tokens=4, cache_size=16, cascades=2)
-    with pytest.raises(RuntimeError, match="cascade_attention"), torch.no_grad():
+    disable_cascade_attention(model)  # the cache had switched it on; the user switched it off again
+    assert model.config._attn_implementation == "eager"
+    with pytest.raises(RuntimeError, match="enable_cascade_attention.*model uses 'eager'"), torch.no_grad():
         model(torch.randint(3, 99, (1, 8)), cache=cache, use_cache=True)
     assert cache.get_seq_length() == 0
 
@@ -159,17 +207,22 @@ def test_generate_streaming_takes_tokenizer_output_and_reset():
     enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     cache = CascadingKVCache(model, sink_tokens=4, cache_size=32, cascades=2)
     first = generate_streaming(model, cache=cache, stride=16, max_new_tokens=6, **enc)
-    with pytest.raises(ValueError, match="reset"):
+    assert cache.get_seq_length() == 40 + 6 - 1  # tokens fed (the last generated one is not)
+    assert cache.get_held_length() == 4 + 32
+    with pytest.raises(ValueError, match="holds a stream of 45 tokens but input_ids has only 40.*reset"):
         generate_streaming(model, cache=cache, stride=16, max_new_tokens=6, **enc)
     cache.reset()
     assert cache.get_seq_length() == 0
     again = generate_streaming(model, cache=cache, stride=16, max_new_tokens=6, **enc)
     assert torch.equal(first, again)
-    pad = torch.ones_like(ids)
-    pad[:, :3] = 0
-    with pytest.raises(ValueError, match="attention_mask"):
-        generate_streaming(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=pad)
-    assert model.config._attn_implementation == "eager"
+    right = torch.ones_like(ids)
+    right[:, -3:] = 0
+    with pytest.raises(ValueError, match="left-padded"):
+        generate_streaming(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=right)
+    with pytest.raises(ValueError, match="only 0 .padding. and 1"):
+        generate_streaming(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=right * 2)
+    with pytest.raises(ValueError, match=r"rows \[0\] have no real token"):
+        strided_prefill(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=right * 0)
 
 
 @pytest.mark.parametrize("family", ["llama", "phi", "cohere"])

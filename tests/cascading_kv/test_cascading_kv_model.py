@@ -79,9 +79,12 @@ def test_decoding_beyond_cache_with_sampling_and_batch(models):
     assert torch.equal(ret[:, 0], ret[:, 1])  # homogeneous heads select the same tokens
 
 
-def test_cache_needs_cascade_attention():
+def test_cache_built_without_the_model_needs_cascade_attention():
+    """A cache built from num_layers + rotary_emb cannot switch the model: the first forward says what to do."""
     model = tiny_causal_lm("llama", seed=1, **KW).eval()  # eager attention
-    cache = CascadingKVCache(model, sink_tokens=4, cache_size=16, cascades=2)
+    cache = CascadingKVCache(
+        num_layers=2, rotary_emb=model.model.rotary_emb, sink_tokens=4, cache_size=16, cascades=2
+    )
     with pytest.raises(RuntimeError, match="enable_cascade_attention"):
         with torch.no_grad():
             model(torch.randint(0, 99, (1, 8)), cache=cache, use_cache=True)

@@ -13,21 +13,24 @@ function
    inside the chunk only) and ``out = A V``,
 4. turns ``A`` into EMA scores (:mod:`~iclr25.cascading_kv.scores`), reduced over query heads, and commits the chunk.
 
-For any other cache (``DynamicCache``, none) it is ``transformers``' SDPA attention (the model's eager attention
-when it softcaps logits). :func:`cascade_attention` switches a model temporarily and restores it on exit.
+For any other cache (``DynamicCache``, none) it is the attention the model had before the switch: ``"cascade_eager"``
+runs the model's eager attention, ``"cascade"`` SDPA (the eager one when it softcaps logits), each with its own
+mask — so switching a model (as ``CascadingKVCache(model, ...)`` does) leaves its other forwards unchanged.
+:func:`cascade_attention` switches a model temporarily and restores it on exit.
 """
 
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
-from .cache import ATTN_NAME, take_pending
+from .cache import ATTN_NAME, take_pending, take_sizing
 from .rope import rope, unrope  # noqa: F401  (re-exported)
 from .scores import cached_token_contribution, new_token_scores, reduce_heads
 
@@ -35,8 +38,13 @@ GROUPED_DECODE = (
     True  # single-token chunks rotate the query per offset group (False: rotate the cache; tests compare)
 )
 
+# registered names -> the attention (and mask) the model had before, run for any cache that is not a cascading one
+FALLBACKS: dict[str, str] = {ATTN_NAME: "sdpa", f"{ATTN_NAME}_eager": "eager"}
+
 __all__ = [
     "ATTN_NAME",
+    "FALLBACKS",
+    "is_cascade",
     "cascade_attention",
     "cascade_attention_forward",
     "disable_cascade_attention",
@@ -53,9 +61,10 @@ def _gqa(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
     return x.reshape(B, kv_heads, (Hq // kv_heads) * L, D)
 
 
-def _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwargs):
-    """Attention for caches other than the cascading one: the model's eager path when it softcaps, else SDPA."""
-    if kwargs.get("softcap") is not None:
+def _fallback(module, query, key, value, attention_mask, scaling, dropout, fallback: str = "sdpa", **kwargs):
+    """Attention for caches other than the cascading one: the implementation the model had before (``fallback``:
+    eager, or SDPA — also when it was another one); the model's eager path whenever it softcaps logits."""
+    if fallback == "eager" or kwargs.get("softcap") is not None:
         eager = sys.modules[type(module).__module__].eager_attention_forward
         if attention_mask is not None and attention_mask.dtype == torch.bool:
             attention_mask = torch.zeros_like(attention_mask, dtype=query.dtype).masked_fill(
@@ -65,6 +74,11 @@ def _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwa
     return sdpa_attention_forward(
         module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
     )
+
+
+def is_cascade(attn_implementation: str | None) -> bool:
+    """Whether ``attn_implementation`` is one of the registered cascade implementations (:data:`FALLBACKS`)."""
+    return attn_implementation in FALLBACKS
 
 
 def _query_rotation(lay: dict, rot, dt, B: int, Hkv: int, rep: int, scaling: float) -> tuple:
@@ -91,33 +105,76 @@ def cascade_attention_forward(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     dropout: float = 0.0,
+    fallback: str = "sdpa",
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention over ``[sinks | cascades | chunk]`` with EMA scoring and commit; SDPA for other caches.
+    """Attention over ``[sinks | cascades | chunk]`` with EMA scoring and commit; the ``fallback`` attention (the
+    model's previous one) for other caches.
 
     Honours ``softcap`` (Gemma 2: ``cap·tanh(logits/cap)``) and ``sliding_window`` (keys whose cache-position
-    distance to the query is ``≥ sliding_window`` are masked, sinks included, as in the model's own mask).
+    distance to the query is ``≥ sliding_window`` are masked, sinks included, as in the model's own mask). Padding
+    (zeros in the 2-D ``attention_mask`` the model was called with) is skipped: pads never enter the cache and each
+    row attends over its own real tokens (:meth:`~iclr25.cascading_kv.cache.CascadingLayer.partition`); the outputs
+    at pad positions are zeros.
     """
     layer = take_pending(getattr(module, "layer_idx", None))
     if layer is None:
-        return _fallback(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+        return _fallback(module, query, key, value, attention_mask, scaling, dropout, fallback, **kwargs)
     key, value = layer.pop_pending()
-    rot = layer.rotary
-    B, Hq, q, D = query.shape
-    Hkv = key.shape[1]
-    rep = Hq // Hkv
-    scaling = D**-0.5 if scaling is None else scaling
-    dev, dt = query.device, query.dtype
-    S, M = layer.sink_tokens, layer.sink_tokens + layer.cache_size
-    rot.ensure(M + q + 1, dev)
-
+    shared = layer.shared
+    valid = shared.get("valid")
+    if layer.layer_idx is not None and layer.layer_idx == shared.get("num_layers", 0) - 1:
+        shared["valid"] = None  # the last layer of this forward has read it
     # 1. pre-RoPE chunk (the model rotated it at its own position_ids: undo with the very same cos/sin)
     pos_given = kwargs.get("position_ids")
     if pos_given is None:
         raise RuntimeError(
-            f"cascade attention needs the position_ids the model rotated with ({rot.model_type}: not passed to the "
-            "attention function)"
+            f"cascade attention needs the position_ids the model rotated with ({layer.rotary.model_type}: not passed "
+            "to the attention function)"
         )
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    if valid is None and layer.parts is None:
+        return _attend(layer, query, key, value, pos_given, scaling, kwargs)
+    return _attend_parts(layer, query, key, value, pos_given, valid, scaling, kwargs)
+
+
+def _attend_parts(
+    layer, query, key, value, pos_given, valid, scaling: float, kwargs
+) -> tuple[torch.Tensor, None]:
+    """A padded batch: each part (rows that have seen the same real tokens) attends over its real tokens only."""
+    B, Hq, q, _ = query.shape
+    pos = pos_given.to(query.device).reshape(-1, q).expand(B, q)
+    out = None
+    for rows, part, tok in layer.partition(valid):
+        r = rows.to(query.device)
+        qs, ks, vs, ps = query[r], key[r], value[r], pos[r]
+        if tok is not None:  # the rows' real tokens, in order
+            t = tok.to(query.device)
+            qs, ks, vs = (
+                x.gather(2, t[:, None, :, None].expand(-1, x.shape[1], -1, x.shape[3])) for x in (qs, ks, vs)
+            )
+            ps = ps.gather(1, t)
+        o, _ = _attend(part, qs, ks, vs, ps, scaling, kwargs)  # (rows, n, Hq, Dv)
+        if out is None:
+            out = o.new_zeros(B, q, *o.shape[2:])
+        if tok is None:
+            out[r] = o
+        else:
+            out[r[:, None], t] = o
+    if out is None:  # no real token in this chunk at all
+        out = query.new_zeros(B, q, Hq, value.shape[-1])
+    return out, None
+
+
+def _attend(layer, query, key, value, pos_given, scaling: float, kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cascade attention of one buffer (all rows share the fill counters); ``(out (B, q, Hq, Dv), A)``."""
+    rot = layer.rotary
+    B, Hq, q, D = query.shape
+    Hkv = key.shape[1]
+    rep = Hq // Hkv
+    dev, dt = query.device, query.dtype
+    S, M = layer.sink_tokens, layer.sink_tokens + layer.cache_size
+    rot.ensure(layer.max_rotary_position(q), dev)
     ci, si = rot.model_inverse(query, pos_given)
     softcap, window = kwargs.get("softcap"), kwargs.get("sliding_window")
     grouped = q == 1 and GROUPED_DECODE
@@ -156,7 +213,7 @@ def cascade_attention_forward(
     # 2. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
     if softcap is not None:
         logits = torch.tanh(logits / softcap) * softcap
-    mkey = ("mask", q, window, logits.dtype)
+    mkey = ("mask", q, M, window, logits.dtype)
     # additive mask, built once per step and shared by the layers; a full cache without a window masks only the
     # chunk's causal triangle, the same at every step: that one is kept across steps (rot.masks, one per length)
     shared = window is None and lay["full"]
@@ -204,27 +261,56 @@ def cascade_attention_forward(
     return out.transpose(1, 2).contiguous(), A
 
 
+def _cascade_mask(fallback_mask):
+    """The mask function of a cascade implementation: for a cascading cache (it sized the mask just before) record
+    which chunk tokens are padding and build nothing (the cascade attention makes its own mask); for any other cache
+    the mask of the model's previous implementation."""
+
+    def mask(*args, **kwargs):
+        cache = take_sizing()
+        if cache is None:
+            return fallback_mask(*args, **kwargs)
+        cache.set_chunk_padding(kwargs.get("attention_mask"), kwargs["q_length"])
+        return None
+
+    return mask
+
+
 def register_cascade_attention() -> None:
-    """Register ``"cascade"`` in ``transformers``' attention (and mask) interfaces; idempotent."""
-    AttentionInterface.register(ATTN_NAME, cascade_attention_forward)
-    # masks for the SDPA fallback (other caches); the cascade path builds its own mask and ignores this one
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+    """Register the cascade implementations in ``transformers``' attention and mask interfaces (idempotent):
+    ``"cascade"`` (other caches run SDPA) and ``"cascade_eager"`` (other caches run the model's eager attention).
+    Done on import, so ``from_pretrained(..., attn_implementation="cascade")`` works too."""
+    masks = {"sdpa": sdpa_mask, "eager": eager_mask}
+    for name, fallback in FALLBACKS.items():
+        AttentionInterface.register(name, partial(cascade_attention_forward, fallback=fallback))
+        AttentionMaskInterface.register(name, _cascade_mask(masks[fallback]))
+
+
+def cascade_name(previous: str | None) -> str:
+    """The cascade implementation that keeps ``previous`` for other caches (eager → ``"cascade_eager"``; SDPA and
+    anything else → ``"cascade"``, whose other caches run SDPA)."""
+    if is_cascade(previous):
+        return previous
+    return f"{ATTN_NAME}_eager" if previous == "eager" else ATTN_NAME
 
 
 def enable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
-    """Switch ``model`` to the ``"cascade"`` attention implementation (needed by :class:`CascadingKVCache`).
+    """Switch ``model`` to the cascade attention implementation (needed by :class:`CascadingKVCache`, whose
+    constructor calls this).
 
-    Permanent until :func:`disable_cascade_attention`; prefer the context manager :func:`cascade_attention`.
-    The implementation in use before is remembered and restored by :func:`disable_cascade_attention`.
+    Only a forward with a cascading cache runs the cascade; every other forward (``DynamicCache``, no cache,
+    training) runs the implementation the model had before — eager stays eager (``"cascade_eager"``), SDPA stays
+    SDPA (``"cascade"``; other implementations such as flash attention fall back to SDPA). Permanent until
+    :func:`disable_cascade_attention`, which restores the previous implementation.
     """
     from .rope import rotary_for
 
     rotary_for(model)  # refuse unsupported families up front (ValueError naming the model type)
     register_cascade_attention()
     old = getattr(model.config, "_attn_implementation", None)
-    if old != ATTN_NAME:
+    if not is_cascade(old):
         model._cascade_previous_attn = old
-        model.set_attn_implementation(ATTN_NAME)
+        model.set_attn_implementation(cascade_name(old))
     take_pending()  # drop a chunk left over by an interrupted forward
     return model
 
@@ -232,8 +318,9 @@ def enable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
 def disable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
     """Restore the attention implementation ``model`` used before :func:`enable_cascade_attention`."""
     take_pending()
-    if getattr(model.config, "_attn_implementation", None) == ATTN_NAME:
-        prev = getattr(model, "_cascade_previous_attn", None) or "sdpa"
+    impl = getattr(model.config, "_attn_implementation", None)
+    if is_cascade(impl):
+        prev = getattr(model, "_cascade_previous_attn", None) or FALLBACKS[impl]
         model.set_attn_implementation(prev)
     return model
 
@@ -242,9 +329,10 @@ def disable_cascade_attention(model: torch.nn.Module) -> torch.nn.Module:
 def cascade_attention(model: torch.nn.Module):
     """``with cascade_attention(model): ...`` — cascade attention inside, the model's previous one restored on exit.
 
-    Nested use is fine (only the outermost switch restores).
+    Nested use is fine (only the outermost switch restores). A cache built inside the context needs the switch
+    again afterwards (:func:`enable_cascade_attention`); one built outside it has already switched the model.
     """
-    was = getattr(model.config, "_attn_implementation", None) == ATTN_NAME
+    was = is_cascade(getattr(model.config, "_attn_implementation", None))
     enable_cascade_attention(model)
     try:
         yield model
@@ -253,3 +341,6 @@ def cascade_attention(model: torch.nn.Module):
             disable_cascade_attention(model)
         else:
             take_pending()
+
+
+register_cascade_attention()

@@ -15,6 +15,7 @@ call; it returns the chunk's own keys/values unchanged.
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .cascade import EMPTY, CascadeState
 from .fused import DECODE_BACKENDS, run_compiled
-from .rope import Rotary, _layout, rotary_for
+from .rope import Rotary, _layout, rotaries_for, rotary_for
 from .scores import HEAD_REDUCTIONS
 
 ATTN_NAME = "cascade"
@@ -73,6 +74,12 @@ class CascadingLayer(CacheLayerMixin):
     start (at most ``2C + 1`` distinct offsets). Positions therefore move every step without touching the keys:
     decoding rotates the *query* once per offset (RoPE scores depend only on the position difference), and a key is
     re-rotated only when it moves to another slot (``commit``: at most ``C + 1`` slots per decoded token).
+
+    Padded batches: the cascade's control flow (fill counters, ring starts) is shared by the rows of one buffer, so
+    rows that have seen different numbers of real tokens cannot share one. The first chunk with padding (an
+    ``attention_mask`` with zeros) splits the layer into **parts** (:attr:`parts`: ``(rows, CascadingLayer)``), rows
+    that have seen the same number of real tokens sharing one part; pads never enter a cache, each part attends over
+    its rows' real tokens only, so a row's result is the one it gets alone (same chunks of its own tokens).
     """
 
     is_sliding = False
@@ -91,6 +98,7 @@ class CascadingLayer(CacheLayerMixin):
         rotary_emb: Rotary | torch.nn.Module | None = None,
         layer_idx: int | None = None,
         decode_backend: str = "eager",
+        shared: dict | None = None,
     ) -> None:
         super().__init__()
         _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend)
@@ -102,7 +110,11 @@ class CascadingLayer(CacheLayerMixin):
         self.eager_fill = bool(eager_fill)
         self.rotary = None if rotary_emb is None else _as_rotary(rotary_emb)
         self.layer_idx = layer_idx
+        self.shared = {} if shared is None else shared  # per-forward facts of the whole cache (chunk padding)
         self.state: CascadeState | None = None
+        # tokens fed so far, pads included (get_seq_length: where the caller's next token sits)
+        self.columns = 0
+        self.parts: list[tuple[torch.Tensor, CascadingLayer]] | None = None
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
         self._layout: dict | None = None
         W = self.cache_size // self.cascades
@@ -112,6 +124,11 @@ class CascadingLayer(CacheLayerMixin):
     @property
     def rotary_emb(self) -> torch.nn.Module | None:
         return None if self.rotary is None else self.rotary.module
+
+    def max_rotary_position(self, q: int) -> int:
+        """Largest ``|position|`` a chunk of ``q`` tokens rotates by: chunk positions ``< S + N + q``, a decoded query's
+        position minus a slot group's offset ``< S + N + W`` (:mod:`~iclr25.cascading_kv.rope`)."""
+        return self.sink_tokens + self.cache_size + max(int(q), self.cache_size // self.cascades) + 1
 
     # ---------------------------------------------------------------- CacheLayerMixin API
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
@@ -133,44 +150,103 @@ class CascadingLayer(CacheLayerMixin):
             raise RuntimeError(NOT_ENABLED)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        elif key_states.shape[0] != self.batch_size:
+            raise ValueError(
+                f"the cascading cache holds streams of batch size {self.batch_size} but the model got a chunk of batch "
+                f"size {key_states.shape[0]}: a filled cache continues the same rows (generate's num_beams / "
+                "num_return_sequences expand the batch only from an empty cache; copy the cache per row instead), "
+                "or call cache.reset() to start new streams"
+            )
+        self.columns += key_states.shape[-2]
         self._pending = (key_states, value_states)
         _PENDING.layer = self
         return key_states, value_states
 
+    @property
+    def batch_size(self) -> int:
+        """Rows of the streams held (``0`` before the first chunk)."""
+        if not self.is_initialized:
+            return 0
+        if self.parts is not None:
+            return int(sum(rows.numel() for rows, _ in self.parts))
+        return self.kbuf.shape[0]
+
     def get_seq_length(self) -> int:
+        """Tokens fed so far, pads included — where the caller's next token sits, as for ``transformers``' sliding-
+        window layers (the cascade holds at most ``S + N`` of them: :meth:`get_held_length`)."""
+        return self.columns
+
+    def get_held_length(self) -> int:
+        """Tokens held now (sinks + filled slots; the largest over the parts of a padded batch)."""
+        if self.parts is not None:
+            return max(sub.get_held_length() for _, sub in self.parts)
         return 0 if self.state is None else self.state.seq_length
 
     def get_max_length(self) -> int:
         return self.sink_tokens + self.cache_size
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.get_seq_length() + query_length, 0
+        held = self.get_held_length()
+        return held + query_length, max(self.columns - held, 0)
 
     def reset(self) -> None:
-        if self.is_initialized:
+        if self.is_initialized and self.parts is None:
             self.kbuf.zero_()
             self.vbuf.zero_()
             self.state.reset()
+        elif self.parts is not None:
+            # back to one buffer for the whole batch (the next stream may be unpadded)
+            self.parts = None
+            self.is_initialized = False
+            self.kbuf = self.vbuf = self.state = None
+        self.columns = 0
         self._layout = None
         self._pending = None
+        self.shared["valid"] = None
         if getattr(_PENDING, "layer", None) is self:
             _PENDING.layer = None
 
     def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove == 0:  # nothing to roll back
+            return
         raise NotImplementedError(
-            "a cascading cache evicts tokens irreversibly: it cannot be cropped/rolled back"
+            f"a cascading cache cannot be cropped (asked to remove {tokens_to_remove} tokens): it evicts and merges "
+            "tokens irreversibly as they arrive (Algorithm 2), so the state before the last tokens no longer exists. "
+            "Assisted decoding and prompt lookup, which verify draft tokens and roll the rejected ones back, need a "
+            "croppable cache (DynamicCache); copy the cache (cache.copy()) before a step you may want to undo"
         )
 
     def _select_batch(self, index: torch.Tensor) -> None:
         if not self.is_initialized:
             return
-        index = index.to(self.kbuf.device)
-        self.kbuf = self.kbuf.index_select(0, index)
-        self.vbuf = self.vbuf.index_select(0, index)
+        index = torch.as_tensor(index).reshape(-1).to("cpu", torch.long)
+        if self.parts is not None:
+            self._select_parts(index)
+            return
+        dev_index = index.to(self.kbuf.device)
+        self.kbuf = self.kbuf.index_select(0, dev_index)
+        self.vbuf = self.vbuf.index_select(0, dev_index)
         H = self.kbuf.shape[1]
-        rows = (index.cpu()[:, None] * H + torch.arange(H)[None, :]).reshape(-1)
+        rows = (index[:, None] * H + torch.arange(H)[None, :]).reshape(-1)
         self.state.select_rows(rows, (index.numel(), H))
         self._layout = None
+
+    def _select_parts(self, index: torch.Tensor) -> None:
+        """``_select_batch`` of a padded batch: new row ``i`` is old row ``index[i]``, in whichever part holds it."""
+        B = self.batch_size
+        part_of = torch.empty(B, dtype=torch.long)
+        pos_in = torch.empty(B, dtype=torch.long)
+        for p, (rows, _) in enumerate(self.parts):
+            part_of[rows] = p
+            pos_in[rows] = torch.arange(rows.numel())
+        parts = []
+        for p, (_, sub) in enumerate(self.parts):
+            new_rows = torch.nonzero(part_of[index] == p).reshape(-1)
+            if new_rows.numel():
+                sub._select_batch(pos_in[index[new_rows]])
+                parts.append((new_rows, sub))
+        self.parts = parts
+        self._collapse()
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self._select_batch(beam_idx)
@@ -180,12 +256,93 @@ class CascadingLayer(CacheLayerMixin):
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.is_initialized:
-            self._select_batch(torch.arange(self.kbuf.shape[0]).repeat_interleave(repeats))
+            self._select_batch(torch.arange(self.batch_size).repeat_interleave(repeats))
+
+    # ---------------------------------------------------------------- copies and padded batches
+    def _empty_like(self) -> CascadingLayer:
+        """A new layer with the same settings, rotary helper and shared dict (no buffers)."""
+        new = object.__new__(CascadingLayer)
+        new.__dict__.update(self.__dict__)
+        new.parts, new.state, new._pending, new._layout = None, None, None, None
+        new.kbuf = new.vbuf = None
+        return new
+
+    def copy(self, shared: dict | None = None) -> CascadingLayer:
+        """An independent copy: keys, values, scores and counters copied (the rotary helper is shared)."""
+        new = self._empty_like()
+        if shared is not None:
+            new.shared = shared
+        if self.parts is not None:
+            new.parts = [(rows.clone(), sub.copy(new.shared)) for rows, sub in self.parts]
+        elif self.is_initialized:
+            new.kbuf, new.vbuf, new.state = self.kbuf.clone(), self.vbuf.clone(), self.state.copy()
+        return new
+
+    def _subset(self, index: torch.Tensor) -> CascadingLayer:
+        """A new single-buffer layer holding rows ``index`` of this one (copies)."""
+        new = self._empty_like()
+        dev_index = index.to(self.kbuf.device)
+        new.kbuf = self.kbuf.index_select(0, dev_index)
+        new.vbuf = self.vbuf.index_select(0, dev_index)
+        H = self.kbuf.shape[1]
+        new.state = self.state.copy()
+        new.state.select_rows((index[:, None] * H + torch.arange(H)[None, :]).reshape(-1), (index.numel(), H))
+        return new
+
+    def _collapse(self) -> None:
+        """Back to one buffer when a single part holds every row in order (the batched fast paths apply again)."""
+        if self.parts is not None and len(self.parts) == 1:
+            rows, sub = self.parts[0]
+            if torch.equal(rows, torch.arange(rows.numel())):
+                self.kbuf, self.vbuf, self.state = sub.kbuf, sub.vbuf, sub.state
+                self.parts = None
+                self._layout = None
+
+    def partition(
+        self, valid: torch.Tensor | None
+    ) -> list[tuple[torch.Tensor, CascadingLayer, torch.Tensor | None]]:
+        """Split the rows by how many real tokens they get in this chunk; ``[(rows, part, token_index)]``.
+
+        ``valid`` ``(B, q)`` bool (``None``: every token is real). Rows of one part that get different numbers of
+        real tokens move to separate parts (they no longer share counters); ``token_index`` ``(rows, n)`` are each
+        row's real tokens in order (``None``: all ``q``). Parts that get no real token are left out of the list.
+        """
+        if self.parts is None:
+            B = self.kbuf.shape[0]
+            whole = self._empty_like()
+            whole.kbuf, whole.vbuf, whole.state = self.kbuf, self.vbuf, self.state
+            self.parts = [(torch.arange(B), whole)]
+            self.kbuf = self.vbuf = self.state = None
+            self._layout = None
+        if valid is None:
+            work = [(rows, sub, None) for rows, sub in self.parts]
+            self._collapse()
+            return work
+        q = valid.shape[1]
+        n_real = valid.sum(1)  # (B,)
+        # each row's real tokens first, in order
+        order = torch.sort((~valid).to(torch.uint8), dim=1, stable=True).indices
+        parts, work = [], []
+        for rows, sub in self.parts:
+            counts = n_real[rows]
+            values = torch.unique(counts)
+            for v in values.tolist():
+                sel = torch.nonzero(counts == v).reshape(-1)
+                piece = sub if values.numel() == 1 else sub._subset(sel)
+                r = rows[sel]
+                parts.append((r, piece))
+                if v:
+                    work.append((r, piece, None if v == q else order[r, :v]))
+        self.parts = parts
+        self._collapse()
+        return work
 
     # ---------------------------------------------------------------- views (sinks first)
     @property
     def keys(self) -> torch.Tensor:
         """``(B, H, N, D)`` cascade-slot keys, rotated at their slot reference positions (a view)."""
+        if self.parts is not None:
+            return self._gather_parts("kbuf")[:, :, self.sink_tokens :]
         return self.kbuf[:, :, self.sink_tokens :]
 
     @keys.setter
@@ -195,12 +352,22 @@ class CascadingLayer(CacheLayerMixin):
 
     @property
     def values(self) -> torch.Tensor:
+        if self.parts is not None:
+            return self._gather_parts("vbuf")[:, :, self.sink_tokens :]
         return self.vbuf[:, :, self.sink_tokens :]
 
     @values.setter
     def values(self, value) -> None:
         if value is not None:
             raise AttributeError("CascadingLayer.values is a view of vbuf (read-only)")
+
+    def _gather_parts(self, name: str) -> torch.Tensor:
+        """A padded batch's ``kbuf``/``vbuf`` assembled in batch order (a copy)."""
+        first = getattr(self.parts[0][1], name)
+        out = first.new_zeros(self.batch_size, *first.shape[1:])
+        for rows, sub in self.parts:
+            out[rows.to(out.device)] = getattr(sub, name)
+        return out
 
     @property
     def sink_keys(self) -> torch.Tensor:
@@ -209,6 +376,16 @@ class CascadingLayer(CacheLayerMixin):
     @property
     def sink_values(self) -> torch.Tensor:
         return self.vbuf[:, :, : self.sink_tokens]
+
+    def retained(self) -> torch.Tensor:
+        """``(B, H_kv, S + N)`` original token indices held (each row counts its own real tokens; ``-1`` = empty)."""
+        if self.parts is None:
+            return self.state.retained()
+        H = self.parts[0][1].kbuf.shape[1]
+        out = torch.full((self.batch_size, H, self.sink_tokens + self.cache_size), EMPTY, dtype=torch.long)
+        for rows, sub in self.parts:
+            out[rows] = sub.state.retained()
+        return out
 
     # ---------------------------------------------------------------- cascade API
     @property
@@ -269,7 +446,7 @@ class CascadingLayer(CacheLayerMixin):
             "n_held": st.seq_length,
             "full": bool(valid.all()),
         }
-        if len(memo) > 16:
+        if len(memo) > 64:  # a few steps of every part and layer size
             memo.clear()
         memo[key] = lay
         return lay
@@ -278,7 +455,7 @@ class CascadingLayer(CacheLayerMixin):
         """Stored keys rotated at their *cache positions*, values, positions and validity (``S + N`` slots, sinks first)."""
         lay = self.layout()
         rot = self.rotary
-        rot.ensure(self.sink_tokens + self.cache_size + 1, self.kbuf.device)
+        rot.ensure(self.max_rotary_position(1), self.kbuf.device)
         cos, sin = rot.at(lay["offset"], self.kbuf.dtype, unit=True)
         keys = rot.apply(self.kbuf, cos, sin)
         return {"keys": keys, "values": self.vbuf, "positions": lay["positions"], "valid": lay["valid"]}
@@ -300,7 +477,7 @@ class CascadingLayer(CacheLayerMixin):
         W = N // self.cascades
         rot = self.rotary
         q = keys_pre_rope.shape[2]
-        rot.ensure(S + N + q + 1, self.kbuf.device)
+        rot.ensure(self.max_rotary_position(q), self.kbuf.device)
         st.decay_scores(self.beta**q, cache_score_add)
         if q == 1 and st.n_sinks >= S and FAST_SINGLE:
             self._commit_single(keys_pre_rope, values, new_scores)
@@ -361,7 +538,7 @@ class CascadingLayer(CacheLayerMixin):
         kb, vb = self.kbuf, self.vbuf
         dt, dev = kb.dtype, kb.device
         src = plan.chain[: len(dsts) - 1]
-        mkey = (dsts, src, dt, dev)
+        mkey = (S, self.cache_size // self.cascades, dsts, src, dt, dev)  # layers may differ in S and W
         memo = self.rotary.moves
         mv = memo.get(mkey)
         if mv is None:  # index and cos/sin tensors of this plan, shared by every layer
@@ -411,7 +588,9 @@ class CascadingLayer(CacheLayerMixin):
 
     def _fused_plan(self, plan, dt, dev) -> dict:
         """Index/cos/sin tensors of ``plan``'s moves padded to ``C + 1`` entries (memoised for every layer and step)."""
-        mkey = ("fused", plan.chain, plan.final, plan.compete, dt, dev)  # time-free: reused across steps
+        # time-free: reused across steps (and by every layer of the same S, N, C)
+        mkey = ("fused", self.sink_tokens, self.cache_size, self.cascades, plan.chain, plan.final, plan.compete, dt,
+                dev)  # fmt: skip
         memo = self.rotary.moves
         mv = memo.get(mkey)
         if mv is not None:
@@ -462,29 +641,55 @@ class CascadingLayer(CacheLayerMixin):
 
 NOT_ENABLED = (
     "CascadingKVCache needs the cascade attention implementation, but the model's attention did not route the "
-    "chunk to it: run inside `with iclr25.cascading_kv.cascade_attention(model):` or call "
-    "iclr25.cascading_kv.enable_cascade_attention(model) first (attn_implementation='cascade')."
+    "chunk to it: a cache built with `CascadingKVCache(model, ...)` switches the model to it (its other forwards "
+    "keep their previous attention); after switching it away, call iclr25.cascading_kv.enable_cascade_attention(model)"
+    " or run inside `with iclr25.cascading_kv.cascade_attention(model):`."
 )
+_SIZING = threading.local()  # the cascading cache whose attention mask is being built (see take_sizing)
 
 
-def _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend="eager") -> None:
+def take_sizing() -> CascadingKVCache | None:
+    """Pop the cascading cache that sized the attention mask being built (``CascadingKVCache.get_mask_sizes`` runs
+    right before the mask function inside ``transformers``' ``create_causal_mask``); ``None`` for other caches."""
+    cache = getattr(_SIZING, "cache", None)
+    _SIZING.cache = None
+    return cache
+
+
+def _validate(
+    sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend="eager", size_name="cache_size"
+):
     if decode_backend not in DECODE_BACKENDS:
         raise ValueError(f"decode_backend must be one of {DECODE_BACKENDS}, got {decode_backend!r}")
     for name, v, lo in (
         ("sink_tokens", sink_tokens, 0),
-        ("cache_size", cache_size, 1),
+        (size_name, cache_size, 1),
         ("cascades", cascades, 1),
     ):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
     if cache_size % cascades:
         raise ValueError(
-            f"cache_size must be divisible by cascades, got cache_size={cache_size}, cascades={cascades}"
+            f"{size_name} must be divisible by cascades, got {size_name}={cache_size}, cascades={cascades}"
         )
     if not (isinstance(beta, (int, float)) and 0.0 < float(beta) < 1.0):
         raise ValueError(f"beta must be a float in (0, 1), got {beta!r}")
     if head_reduction not in HEAD_REDUCTIONS:
         raise ValueError(f"head_reduction must be one of {HEAD_REDUCTIONS}, got {head_reduction!r}")
+
+
+def _layer_sizes(cache_size, num_layers: int) -> list[int]:
+    """``cache_size`` as one size per layer (an int for all, or a list/tuple with one entry per layer)."""
+    if isinstance(cache_size, (list, tuple)):
+        if len(cache_size) != num_layers:
+            raise ValueError(
+                f"cache_size must be an int or a list with one size per layer ({num_layers}), got a list of "
+                f"{len(cache_size)}: {list(cache_size)!r}"
+            )
+        return [
+            int(c) if isinstance(c, (int, np.integer)) and not isinstance(c, bool) else c for c in cache_size
+        ]
+    return [cache_size] * num_layers
 
 
 class CascadingKVCache(Cache):
@@ -493,8 +698,13 @@ class CascadingKVCache(Cache):
     Parameters
     ----------
     model: the model (gives the number of layers and its rotary embedding); or pass ``num_layers`` and ``rotary_emb``.
+        Building the cache switches ``model`` to the ``"cascade"`` attention implementation
+        (:func:`~iclr25.cascading_kv.enable_cascade_attention`), so the plain ``model(...)`` / ``model.generate(...,
+        past_key_values=cache)`` / pipelines use it; any other cache (or none) still runs the model's previous
+        attention (eager or SDPA) unchanged.
     sink_tokens: ``S`` attention sinks (paper's scripts: 64).
-    cache_size: ``N`` slots per layer besides the sinks, split into ``cascades`` sub-caches of ``W = N / C``.
+    cache_size: ``N`` slots per layer besides the sinks, split into ``cascades`` sub-caches of ``W = N / C``; an int,
+        or a list with one size per layer (per-layer budgets, each divisible by ``cascades``).
     cascades: ``C``; ``1`` is exactly StreamingLLM (sinks + sliding window).
     beta: EMA decay of the attention scores (0.9999 in the submission; the final code release uses 0.9999999).
     head_reduction: ``max`` (paper's scripts) or ``mean`` over the query heads of a group.
@@ -505,16 +715,16 @@ class CascadingKVCache(Cache):
         (:mod:`~iclr25.cascading_kv.fused`; compiled on first use, tested equal to the eager path). Other devices,
         softcapping and sliding-window models keep the eager path.
 
-    Use with ``enable_cascade_attention(model)`` (done by :func:`strided_prefill` / :func:`generate_streaming`).
-    ``get_seq_length()`` is the number of tokens held (sinks + cascades), which is also where the next chunk's
-    cache positions start.
+    ``get_seq_length()`` is the number of tokens fed so far (pads included), as for ``transformers``' sliding-window
+    caches, so ``generate`` continues a filled cache from the whole sequence; :meth:`get_held_length` is the number
+    held (≤ ``S + N``). :meth:`copy` (and ``copy.deepcopy``) duplicates a filled cache to reuse a prefilled context.
     """
 
     def __init__(
         self,
         model: torch.nn.Module | None = None,
         *,
-        cache_size: int,
+        cache_size: int | list[int],
         sink_tokens: int = 64,
         cascades: int = 4,
         beta: float = 0.9999,
@@ -525,50 +735,111 @@ class CascadingKVCache(Cache):
         rotary_emb: torch.nn.Module | None = None,
         decode_backend: str = "eager",
     ) -> None:
-        _validate(sink_tokens, cache_size, cascades, beta, head_reduction, decode_backend)
+        first = cache_size[0] if isinstance(cache_size, (list, tuple)) and len(cache_size) else cache_size
+        _validate(sink_tokens, first, cascades, beta, head_reduction, decode_backend)
         self._config = None
+        self._model = None
         if model is not None:
-            rotary = _as_rotary(rotary_emb) if rotary_emb is not None else rotary_for(model)
+            if rotary_emb is not None:
+                rotaries = None
+                rotary = _as_rotary(rotary_emb)
+            else:
+                rotaries = rotaries_for(model)
+                rotary = rotaries[0]
             num_layers = (
                 num_layers if num_layers is not None else model.config.get_text_config().num_hidden_layers
             )
             self._config = model.config
+            self._model = weakref.ref(model)
         else:
             if num_layers is None or rotary_emb is None:
                 raise ValueError("pass model=..., or both num_layers=... and rotary_emb=... (got None)")
-            rotary = _as_rotary(rotary_emb)
-        if not isinstance(num_layers, int) or num_layers < 1:
+            rotary, rotaries = _as_rotary(rotary_emb), None
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"num_layers must be an int >= 1, got {num_layers!r}")
+        sizes = _layer_sizes(cache_size, num_layers)
+        for i, n in enumerate(sizes):
+            _validate(sink_tokens, n, cascades, beta, head_reduction, decode_backend,
+                      size_name="cache_size" if not isinstance(cache_size, (list, tuple)) else f"cache_size[{i}]")  # fmt: skip
+        if rotaries is None or len(rotaries) < num_layers:
+            rotaries = [rotary] * num_layers
         self.config_kwargs = dict(
-            sink_tokens=sink_tokens, cache_size=cache_size, cascades=cascades, beta=beta,
-            head_reduction=head_reduction, homogeneous_heads=homogeneous_heads, eager_fill=eager_fill,
-            decode_backend=decode_backend,
+            sink_tokens=sink_tokens, cache_size=list(sizes) if isinstance(cache_size, (list, tuple)) else cache_size,
+            cascades=cascades, beta=beta, head_reduction=head_reduction, homogeneous_heads=homogeneous_heads,
+            eager_fill=eager_fill, decode_backend=decode_backend,
         )  # fmt: skip
+        shared: dict = {"valid": None, "num_layers": num_layers}
+        layer_kw = {k: v for k, v in self.config_kwargs.items() if k != "cache_size"}
         layers = [
-            CascadingLayer(**self.config_kwargs, rotary_emb=rotary, layer_idx=i) for i in range(num_layers)
+            CascadingLayer(
+                **layer_kw, cache_size=sizes[i], rotary_emb=rotaries[i], layer_idx=i, shared=shared
+            )
+            for i in range(num_layers)
         ]
         super().__init__(layers=layers)
         self.rotary = rotary
         self.rotary_emb = rotary.module
+        if model is not None:
+            from .attention import enable_cascade_attention
 
+            enable_cascade_attention(model)
+
+    # ---------------------------------------------------------------- Cache API
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         """Hand the chunk to the cascade attention; raises at once if the model is not using it."""
+        _SIZING.cache = None
         cfg = self._config
-        if cfg is not None and getattr(cfg, "_attn_implementation", None) != ATTN_NAME:
-            raise RuntimeError(NOT_ENABLED + f" (the model uses {cfg._attn_implementation!r})")
+        if cfg is not None:
+            from .attention import is_cascade
+
+            if not is_cascade(getattr(cfg, "_attn_implementation", None)):
+                raise RuntimeError(NOT_ENABLED + f" (the model uses {cfg._attn_implementation!r})")
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        """Also tells the ``"cascade"`` mask function that follows which cache it builds the mask for: it records which
+        tokens of the chunk are padding (:meth:`set_chunk_padding`) instead of building a mask nobody reads."""
+        self.layers[0].shared["valid"] = None
+        _SIZING.cache = self
+        return super().get_mask_sizes(query_length, layer_idx)
+
+    def set_chunk_padding(self, attention_mask: torch.Tensor | None, query_length: int) -> None:
+        """Record the chunk's real tokens from a 2-D ``attention_mask`` ``(B, ≥ q)`` (its last ``q`` columns)."""
+        valid = None
+        if attention_mask is not None and attention_mask.ndim == 2:
+            valid = attention_mask[:, -query_length:].to("cpu", torch.bool)
+            if bool(valid.all()):
+                valid = None
+        self.layers[0].shared["valid"] = valid
+
+    def get_held_length(self, layer_idx: int = 0) -> int:
+        """Tokens held by a layer now (sinks + filled slots, ≤ ``S + N``)."""
+        return self.layers[layer_idx].get_held_length()
 
     def reset(self) -> None:
         """Empty every layer (sinks, cascades, scores, counters) so the cache can take a new stream."""
         super().reset()
         take_pending()
 
+    def copy(self) -> CascadingKVCache:
+        """An independent copy (keys, values, scores and counters copied; model and rotary helpers shared), e.g. to
+        answer several questions about one prefilled context. ``copy.deepcopy(cache)`` does the same."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        shared = dict(self.layers[0].shared, valid=None)
+        new.layers = [layer.copy(shared) for layer in self.layers]
+        return new
+
+    def __deepcopy__(self, memo) -> CascadingKVCache:
+        return self.copy()
+
     @property
     def sink_tokens(self) -> int:
         return self.config_kwargs["sink_tokens"]
 
     @property
-    def cache_size(self) -> int:
+    def cache_size(self) -> int | list[int]:
+        """``N`` (an int), or the list of per-layer sizes the cache was built with."""
         return self.config_kwargs["cache_size"]
 
     @property
@@ -577,16 +848,19 @@ class CascadingKVCache(Cache):
 
     def retained(self, layer_idx: int = 0) -> torch.Tensor:
         """``(B, H_kv, S + N)`` original token indices held by a layer (sinks first, ``-1`` = empty)."""
-        st = self.layers[layer_idx].state
-        if st is None:
+        layer = self.layers[layer_idx]
+        if not layer.is_initialized:
             raise ValueError(f"layer {layer_idx} is empty: run the model on some tokens first")
-        return st.retained()
+        return layer.retained()
 
     def cache_tensor_bytes(self) -> int:
         """Bytes held by the cache's tensors (constant in the prompt length)."""
         total = 0
         for layer in self.layers:
-            if layer.is_initialized:
-                for t in (layer.kbuf, layer.vbuf):
+            if not layer.is_initialized:
+                continue
+            subs = [layer] if layer.parts is None else [sub for _, sub in layer.parts]
+            for sub in subs:
+                for t in (sub.kbuf, sub.vbuf):
                     total += t.numel() * t.element_size()
         return total

@@ -342,6 +342,14 @@ class CascadeState:
         self.t, self.stored, self.start = plan.t, list(plan.stored), list(plan.start)
         return won
 
+    def copy(self) -> CascadeState:
+        """An independent copy (counters and the score / original-index arrays copied)."""
+        new = object.__new__(CascadeState)
+        new.__dict__.update(self.__dict__)
+        new.stored, new.start = list(self.stored), list(self.start)
+        new._og, new._score = self._og.copy(), self._score.copy()
+        return new
+
     def select_rows(self, index: torch.Tensor | np.ndarray, rows: tuple[int, ...]) -> None:
         """Keep/reorder rows (beam search, batch selection): ``index`` indexes the flattened rows."""
         idx = np.asarray(index.cpu() if isinstance(index, torch.Tensor) else index, dtype=np.int64)

@@ -8,11 +8,17 @@ and queries itself, with the model's own ``cos``/``sin`` (its rotary module: fre
 * half-split (``rotate_half`` = ``cat(−x₂, x₁)``, Llama/GPT-NeoX layout) or interleaved pairs (Cohere:
   ``stack(−x_odd, x_even)``, ``cos``/``sin`` repeated per pair), detected from the rotary module's ``cos`` layout;
 * partial rotary (GPT-NeoX, StableLM, Phi: only the first ``rotary_dim`` channels of a head are rotated);
-* one rotary module for every layer, at static frequencies.
+* one rotary module at static frequencies, or (Gemma 3) one frequency set per layer type (``sliding_attention`` /
+  ``full_attention``): each layer then gets the :class:`Rotary` of its own type (:func:`rotaries_for`).
 
 Families are listed explicitly (:data:`SUPPORTED_MODEL_TYPES`, each covered by a logits-equality test against the
 plain model); anything else is refused with a ``ValueError`` naming the model type, instead of running silently
-wrong (e.g. Gemma 3 has per-layer-type rotary frequencies, Cohere 2 has RoPE-free global layers).
+wrong (e.g. Cohere 2 has RoPE-free global layers).
+
+Positions the rotation table must cover (:meth:`CascadingLayer.max_rotary_position`): a chunk of ``q`` tokens sits at
+cache positions up to ``S + N + q − 1``; a decoded query is rotated by its position minus each slot group's offset,
+which reaches ``S + N + W − 1`` (a cascade of ``W`` slots whose ring start has moved past its first slot); slot moves
+rotate by reference differences in ``(−W, W)``.
 """
 
 from __future__ import annotations
@@ -32,10 +38,13 @@ SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "gpt_neox": "half",  # partial rotary
     "phi": "half",  # partial rotary
     "cohere": "interleaved",
+    "gemma3_text": "half",  # one rotary frequency set per layer type (local/global), per-layer sliding windows
 }
 REFUSED_MODEL_TYPES: dict[str, str] = {
-    "gemma3": "its layers use two different rotary frequency sets (local/global layer types)",
-    "gemma3_text": "its layers use two different rotary frequency sets (local/global layer types)",
+    "gemma3": (
+        "its image tokens attend bidirectionally inside an image (Gemma3ForConditionalGeneration), a mask the "
+        "cascade's causal chunk attention does not apply; the text-only Gemma3ForCausalLM (gemma3_text) is supported"
+    ),
     "cohere2": "its global-attention layers use no RoPE at all",
     "llama4": "it mixes RoPE and NoPE layers and chunked attention",
 }
@@ -111,18 +120,33 @@ class Rotary:
     used to move an already rotated key by a small position difference).
     """
 
-    def __init__(self, module: torch.nn.Module, model_type: str, interleaved: bool, rotary_dim: int) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        model_type: str,
+        interleaved: bool,
+        rotary_dim: int,
+        layer_type: str | None = None,
+    ) -> None:
         self.module = module
         self.model_type = model_type
         self.interleaved = bool(interleaved)
         self.rotary_dim = int(rotary_dim)
-        self.scaling = float(getattr(module, "attention_scaling", 1.0) or 1.0)
+        self.layer_type = layer_type  # Gemma 3: the module computes cos/sin per layer type
+        attr = "attention_scaling" if layer_type is None else f"{layer_type}_attention_scaling"
+        self.scaling = float(getattr(module, attr, 1.0) or 1.0)
         self._T = 0
         self._tab: dict = {}
         self._memo: tuple | None = None
         self.layouts: dict = {}  # slot layouts shared by all layers (they move in lockstep), see CascadingLayer.layout
         self.moves: dict = {}  # index/cos/sin tensors of single-token slot moves, see CascadingLayer._commit_single
         self.masks: dict = {}  # additive causal masks of a full cache's chunks (cascade_attention_forward)
+
+    def cos_sin(self, like: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary module's ``(cos, sin)`` at ``position_ids`` ``(b, L)`` (of this layer type, when it has types)."""
+        if self.layer_type is None:
+            return self.module(like, position_ids)
+        return self.module(like, position_ids, self.layer_type)
 
     def model_cos_sin(
         self, like: torch.Tensor, position_ids: torch.Tensor
@@ -143,7 +167,7 @@ class Rotary:
         pos = position_ids.to(like.device)
         if pos.ndim == 1:
             pos = pos[None]
-        cos, sin = self.module(like, pos)
+        cos, sin = self.cos_sin(like, pos)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         n = cos * cos + sin * sin
         sign = _sign(cos.shape[-1], self.interleaved, cos)
@@ -166,7 +190,7 @@ class Rotary:
         T = max(int(max_abs_position), 2 * self._T, 64)
         pos = torch.arange(-T, T + 1, device=device)[None]
         like = torch.zeros(1, dtype=torch.float32, device=device)
-        cos, sin = self.module(like, pos)
+        cos, sin = self.cos_sin(like, pos)
         cos, sin = cos[0].float(), sin[0].float()
         sin = sin * _sign(cos.shape[-1], self.interleaved, cos)  # folded for rope_folded
         self._T = T
@@ -201,10 +225,11 @@ class Rotary:
         return (t[2][idx], t[3][idx]) if unit else (t[0][idx], t[1][idx])
 
 
-def _layout(module: torch.nn.Module, device: torch.device) -> tuple[str, int]:
+def _layout(module: torch.nn.Module, device: torch.device, layer_type: str | None = None) -> tuple[str, int]:
     """``("half" | "interleaved", rotary_dim)`` read off the rotary module's ``cos`` at position 1."""
     like = torch.zeros(1, dtype=torch.float32, device=device)
-    cos, _ = module(like, torch.tensor([[1]], device=device))
+    pos = torch.tensor([[1]], device=device)
+    cos, _ = module(like, pos) if layer_type is None else module(like, pos, layer_type)
     c = cos[0, 0].float()
     rd = c.shape[-1]
     half = bool(torch.equal(c[: rd // 2], c[rd // 2 :]))
@@ -214,38 +239,77 @@ def _layout(module: torch.nn.Module, device: torch.device) -> tuple[str, int]:
     return ("half" if half else "interleaved"), rd
 
 
-def rotary_for(model: torch.nn.Module) -> Rotary:
-    """The :class:`Rotary` of a supported ``transformers`` decoder; ``ValueError`` naming the model type otherwise."""
+def _model_type(model: torch.nn.Module) -> str:
+    """The decoder's model type, refusing (``ValueError`` naming it) the families the cascade cannot run exactly."""
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    mt = getattr(cfg, "model_type", type(model).__name__)
-    if mt in REFUSED_MODEL_TYPES:
-        raise ValueError(
-            f"model_type {mt!r} is not supported by the cascading KV cache: {REFUSED_MODEL_TYPES[mt]}, so "
-            f"re-assigning cache positions cannot be done exactly. Supported: {sorted(SUPPORTED_MODEL_TYPES)}"
-        )
+    names = [getattr(model.config, "model_type", None), getattr(cfg, "model_type", type(model).__name__)]
+    for mt in names:
+        if mt in REFUSED_MODEL_TYPES:
+            raise ValueError(
+                f"model_type {mt!r} is not supported by the cascading KV cache: {REFUSED_MODEL_TYPES[mt]}, so "
+                f"re-assigning cache positions cannot be done exactly. Supported: {sorted(SUPPORTED_MODEL_TYPES)}"
+            )
+    mt = names[1]
     if mt not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"model_type {mt!r} is not supported by the cascading KV cache (it needs a decoder whose RoPE it knows "
             f"how to undo and re-apply exactly). Supported: {sorted(SUPPORTED_MODEL_TYPES)}"
         )
-    mods = [
-        m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding") and hasattr(m, "inv_freq")
-    ]
+    if getattr(cfg, "use_bidirectional_attention", False):
+        raise ValueError(
+            f"model_type {mt!r} with use_bidirectional_attention=True is not supported by the cascading KV cache: "
+            "its tokens attend to later tokens, so a chunk cannot be committed before the rest of the stream is seen"
+        )
+    return mt
+
+
+def _check_rope_type(mt: str, rope_type: str, what: str = "") -> None:
+    if rope_type not in STATIC_ROPE_TYPES:
+        raise ValueError(
+            f"model_type {mt!r} uses rope_type {rope_type!r}{what}, whose frequencies depend on the sequence length; "
+            f"the cascading cache supports static RoPE types {STATIC_ROPE_TYPES}"
+        )
+
+
+def rotaries_for(model: torch.nn.Module) -> list[Rotary]:
+    """One :class:`Rotary` per decoder layer of a supported ``transformers`` decoder (layers of one rotary frequency
+    set share one object); ``ValueError`` naming the model type otherwise."""
+    mt = _model_type(model)
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    mods = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    typed = getattr(cfg, "layer_types", None) is not None and all(
+        hasattr(m, f"{t}_inv_freq") for m in mods for t in set(cfg.layer_types)
+    )
+    if not typed:
+        mods = [m for m in mods if hasattr(m, "inv_freq")]
     if len(mods) != 1:
         raise ValueError(
             f"model_type {mt!r}: expected exactly one rotary-embedding module with inv_freq, found {len(mods)}"
         )
     module = mods[0]
-    rope_type = getattr(module, "rope_type", "default")
-    if rope_type not in STATIC_ROPE_TYPES:
-        raise ValueError(
-            f"model_type {mt!r} uses rope_type {rope_type!r}, whose frequencies depend on the sequence length; the "
-            f"cascading cache supports static RoPE types {STATIC_ROPE_TYPES}"
-        )
-    device = module.inv_freq.device
-    layout, rd = _layout(module, device)
-    if layout != SUPPORTED_MODEL_TYPES[mt]:
-        raise ValueError(
-            f"model_type {mt!r}: rotary cos/sin layout is {layout!r}, expected {SUPPORTED_MODEL_TYPES[mt]!r}"
-        )
-    return Rotary(module, mt, layout == "interleaved", rd)
+    n_layers = cfg.num_hidden_layers
+    if not typed:
+        _check_rope_type(mt, getattr(module, "rope_type", "default"))
+        layout, rd = _layout(module, module.inv_freq.device)
+        if layout != SUPPORTED_MODEL_TYPES[mt]:
+            raise ValueError(
+                f"model_type {mt!r}: rotary cos/sin layout is {layout!r}, expected {SUPPORTED_MODEL_TYPES[mt]!r}"
+            )
+        return [Rotary(module, mt, layout == "interleaved", rd)] * n_layers
+    per_type: dict[str, Rotary] = {}
+    for t in sorted(set(cfg.layer_types)):
+        _check_rope_type(mt, module.rope_type.get(t, "default"), f" on its {t!r} layers")
+        layout, rd = _layout(module, getattr(module, f"{t}_inv_freq").device, t)
+        if layout != SUPPORTED_MODEL_TYPES[mt]:
+            raise ValueError(
+                f"model_type {mt!r} ({t!r} layers): rotary cos/sin layout is {layout!r}, expected "
+                f"{SUPPORTED_MODEL_TYPES[mt]!r}"
+            )
+        per_type[t] = Rotary(module, mt, layout == "interleaved", rd, layer_type=t)
+    return [per_type[t] for t in cfg.layer_types[:n_layers]]
+
+
+def rotary_for(model: torch.nn.Module) -> Rotary:
+    """The :class:`Rotary` of a supported ``transformers`` decoder's first layer (:func:`rotaries_for` gives every
+    layer's); ``ValueError`` naming the model type otherwise."""
+    return rotaries_for(model)[0]
