@@ -218,7 +218,15 @@ def _download(a: Asset, into: Path) -> Path:
         "registry is reachable, or point ICLR25_ASSETS at a cache that holds it"
     )
     if a.kind == "deb":
-        _run(["apt-get", "download", f"{a.package}={a.version}"], what, into)
+        cmd = ["apt-get", "download", f"{a.package}={a.version}"]
+        try:
+            _run(cmd, what, into)
+        except AssetMissingError:
+            if not hasattr(os, "geteuid") or os.geteuid() != 0:
+                raise
+            # stale package lists on a fresh machine: refresh them (root only) and try once more
+            _run(["apt-get", "update", "-q"], what, into)
+            _run(cmd, what, into)
         found = sorted(into.glob("*.deb"))
     else:
         binary = ["--only-binary", ":all:"] if a.kind == "wheel" else ["--no-binary", ":all:"]
