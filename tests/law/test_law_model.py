@@ -251,7 +251,7 @@ def test_bad_inputs(mk, world):
         class config:  # noqa: N801
             model_type = "opt"
 
-    with pytest.raises(ValueError, match="'opt' is not supported"):
+    with pytest.raises(ValueError, match="must be a Hugging Face decoder-only LM with a .config, got Fake"):
         resolve_layers(Fake(), [0])
 
 

@@ -3,6 +3,7 @@ EOS, and the closed-form least-squares update ``Δ = R Kᵀ (λC + KKᵀ)⁻¹``
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from .memories import (
     MemoryLayer,
     add_to_block_output,
     block_outputs,
+    block_values,
     encode_for,
     fact_keys,
     resolve_layers,
@@ -145,6 +147,11 @@ def compute_z(
 
     All facts are optimised at once (each δ_i only sees its own fact's loss). Returns ``(Z, H0, nll)`` with
     Z, H0: (N, d) float64 and the final per-fact NLL of the edit target.
+
+    In a post-norm block (``layer.post_norm``: Gemma2 / OLMo2) δ_i is added to W_out's value v₀ instead (the clamp
+    and the weight decay relative to ‖v₀‖), so the target is one the layer can produce:
+    z_i = h₀_i + N(v₀_i + δ_i) − N(v₀_i) — a post-norm contribution has a bounded norm, and a residual-space δ
+    could ask for more than any value of W_out gives.
     """
     facts = check_facts(facts)
     if not isinstance(layer, MemoryLayer):
@@ -155,11 +162,14 @@ def compute_z(
     T = batch.n_templates
     plain = encode_for(model, tokenizer, facts, ("{}",), target=None)
     H0 = block_outputs(model, plain, layer)  # (N, d)
+    post = layer.post_norm is not None
+    base = block_values(model, plain, layer) if post else H0  # the space δ lives in: value or residual
+    site = layer.module if post else layer.block  # where δ is added
     N, d = H0.shape
     dev = batch.input_ids.device
     p = next(model.parameters())
     delta = torch.zeros(N, d, device=dev, dtype=p.dtype, requires_grad=True)
-    h0n = H0.norm(dim=1).to(p.dtype)  # (N,)
+    h0n = base.norm(dim=1).to(p.dtype)  # (N,)
     kl_rows = (
         [i for i, f in enumerate(facts) if f.subject is not None] if z.kl_factor > 0 and z.kl_template else []
     )
@@ -181,12 +191,12 @@ def compute_z(
     try:
         nll = torch.zeros(N, device=dev)
         for _ in range(z.steps + 1):
-            with add_to_block_output(layer.block, batch.subject_pos, delta[fact_of_row]):
+            with add_to_block_output(site, batch.subject_pos, delta[fact_of_row]):
                 lg = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
             nll = _seq_nll(lg, batch.input_ids, batch.target_mask).reshape(N, T).mean(1)
             loss_f = nll + z.weight_decay * delta.norm(dim=1) / h0n**2
             if kl_batch is not None:
-                with add_to_block_output(layer.block, kl_batch.subject_pos, delta[kl_idx]):
+                with add_to_block_output(site, kl_batch.subject_pos, delta[kl_idx]):
                     lg2 = model(input_ids=kl_batch.input_ids, attention_mask=kl_batch.attention_mask).logits
                 lp = F.log_softmax(lg2[torch.arange(len(kl_rows)), last].float(), -1)
                 kl = (kl_p0.exp() * (kl_p0 - lp)).sum(-1)
@@ -207,6 +217,10 @@ def compute_z(
     finally:
         for q in params:
             q.requires_grad_(True)
+    if post:  # z = h₀ + N(v₀ + δ) − N(v₀), computed in float64
+        Nd = copy.deepcopy(layer.post_norm).double()
+        with torch.no_grad():
+            return H0 + Nd(base + delta.detach().double()) - Nd(base), H0, nll.detach()
     return H0 + delta.detach().double(), H0, nll.detach()
 
 
@@ -227,6 +241,36 @@ class LamSearch:
             raise ValueError(
                 f"low must be < high (a band around ||W||_F), got low={self.low!r}, high={self.high!r}"
             )
+
+
+def value_targets(model, batch, layer: MemoryLayer, R: torch.Tensor) -> torch.Tensor:
+    """The change of W_out's value that moves ``layer``'s residual contribution by ``R`` (d, N) in a post-norm block.
+
+    Pre-norm blocks add the value v = W k to the residual, so MEMIT asks ΔW k = R. Gemma2 / OLMo2 blocks add
+    N(v) (``post_feedforward_layernorm``), so the value must move to v* = argmin_v ‖N(v) − (N(v₀) + R)‖² (v₀: the
+    current value at the subject's last token); returns (v* − v₀)ᵀ, (d, N) float64. Solved by L-BFGS on a float64
+    copy of N, all facts at once (the loss is a sum over facts); an unreachable target gets its least-squares point.
+    """
+    if layer.post_norm is None:
+        return R
+    v0 = block_values(model, batch, layer)  # (N, d) float64
+    N = copy.deepcopy(layer.post_norm).double().requires_grad_(False)
+    with torch.enable_grad():
+        y = (N(v0) + R.t()).detach()  # (N, d) target contributions
+        v = v0.clone().requires_grad_(True)
+        opt = torch.optim.LBFGS(
+            [v], lr=1.0, max_iter=500, history_size=50, tolerance_grad=1e-12, tolerance_change=1e-14,
+            line_search_fn="strong_wolfe",
+        )  # fmt: skip
+
+        def closure():
+            opt.zero_grad()
+            loss = (N(v) - y).pow(2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+    return (v.detach() - v0).t()
 
 
 @dataclass
@@ -282,7 +326,9 @@ def _memit(
             C = cov[ml.index]
             K = fact_keys(model, kb, [ml])[ml.index].t()  # (d_k, N)
             cur = block_outputs(model, plain, zl).t()  # (d, N)
-            R = (Z.t() - cur) / (m - i)
+            R = (Z.t() - cur) / (m - i)  # residual change asked of layer i
+            if ml.post_norm is not None:  # Gemma2 / OLMo2: the residual receives post_norm(v), not v = W k
+                R = value_targets(model, plain, ml, R)
             D, lam_i = _solve_with_search(R, K, C, lam, float(ml.W.double().norm()), lam_search)
             deltas[ml.index], lams[ml.index] = D, lam_i
             ml.add_(D, check_precision=keep)

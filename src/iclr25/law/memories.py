@@ -16,41 +16,205 @@ import torch
 
 from .facts import Fact
 
-# model_type -> (block template, W_out path inside the block, W_out stored transposed (Conv1D))
-ARCHITECTURES: dict[str, tuple[str, str, bool]] = {
-    "llama": ("model.layers.{}", "mlp.down_proj", False),
-    "qwen2": ("model.layers.{}", "mlp.down_proj", False),
-    "mistral": ("model.layers.{}", "mlp.down_proj", False),
-    "gpt2": ("transformer.h.{}", "mlp.c_proj", True),
-    "gptj": ("transformer.h.{}", "mlp.fc_out", False),
-}
+# Families whose W_out the structural locator was checked on (tests/law: tiny models from each family's config).
+# Any other decoder works when the locator finds exactly one W_out per block; nothing here is looked up by name.
+ARCHITECTURES: tuple[str, ...] = ("gemma2", "gpt2", "gptj", "llama", "mistral", "olmo2", "qwen2", "qwen3")
+
+
+def _text_config(model):
+    cfg = getattr(model, "config", None)
+    if cfg is None or not hasattr(cfg, "to_dict"):
+        raise ValueError(
+            f"model must be a Hugging Face decoder-only LM with a .config, got {type(model).__name__}"
+        )
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def _first(cfg, *names):
+    for n in names:
+        v = getattr(cfg, n, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def _linear_dims(m: torch.nn.Module) -> tuple[int, int, bool] | None:
+    """(in, out, stored transposed) of an ``nn.Linear`` (incl. subclasses) or GPT-2 ``Conv1D``; None otherwise."""
+    if isinstance(m, torch.nn.Linear):
+        return m.in_features, m.out_features, False
+    if type(m).__name__ == "Conv1D" and getattr(getattr(m, "weight", None), "ndim", 0) == 2:
+        return int(m.weight.shape[0]), int(m.weight.shape[1]), True  # Conv1D stores (in, out)
+    return None
 
 
 def _model_type(model) -> str:
-    cfg = getattr(model, "config", None)
-    mt = getattr(cfg, "model_type", None)
-    if mt not in ARCHITECTURES:
+    return str(getattr(_text_config(model), "model_type", None) or type(model).__name__)
+
+
+def _blocks(model) -> tuple[str, torch.nn.ModuleList]:
+    """The decoder's block list: the one ``nn.ModuleList`` of ``num_hidden_layers`` blocks of one class."""
+    cfg = _text_config(model)
+    L = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    if L is None:
         raise ValueError(
-            f"model type {mt!r} is not supported by iclr25.law; supported model types: "
-            f"{sorted(ARCHITECTURES)} (their MLP output projection is located by name)"
+            f"cannot locate the blocks of this {_model_type(model)} model: its config has no num_hidden_layers"
         )
-    return mt
+    found = [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.ModuleList) and len(m) == L and len({type(b) for b in m}) == 1
+    ]
+    if len(found) != 1:
+        what = "none" if not found else ", ".join(repr(n) for n, _ in found)
+        raise ValueError(
+            f"cannot locate the decoder blocks of this {_model_type(model)} model: expected exactly one "
+            f"nn.ModuleList of {L} (config.num_hidden_layers) blocks of one class, found {what}"
+        )
+    return found[0]
+
+
+def _w_out(model, block: torch.nn.Module, block_name: str) -> tuple[str, bool]:
+    """(path inside the block, stored transposed) of the block's MLP output projection W_out.
+
+    By structure: the one Linear / Conv1D of the block mapping the MLP width d_ff (config ``intermediate_size`` /
+    ``n_inner`` / …, GPT-2 and GPT-J's default 4d) to the hidden size d. Zero or several such modules (a mixture of
+    experts, an extra projection) are refused, naming what was found.
+    """
+    cfg = _text_config(model)
+    d = _first(cfg, "hidden_size", "n_embd", "d_model")
+    d_ff = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+    if d_ff is None and d is not None and getattr(cfg, "model_type", None) in ("gpt2", "gptj"):
+        d_ff = 4 * d  # GPT2Config / GPTJConfig: n_inner=None means 4·n_embd
+    if d is None:
+        raise ValueError(
+            f"cannot locate W_out in this {_model_type(model)} model: its config has no hidden_size"
+        )
+    to_d = []
+    for name, m in block.named_modules():
+        dims = _linear_dims(m)
+        if dims is not None and dims[1] == d and dims[0] != d:
+            to_d.append((name, dims))
+    cands = [(n, dims) for n, dims in to_d if d_ff is None or dims[0] == d_ff]
+    if len(cands) != 1:
+        listed = ", ".join(f"{block_name}.{n} ({dims[0]}→{dims[1]})" for n, dims in to_d) or "none"
+        raise ValueError(
+            f"cannot locate the MLP output projection W_out of this {_model_type(model)} model: LaW needs exactly "
+            f"one Linear/Conv1D in block {block_name} mapping the MLP width d_ff={d_ff} to the hidden size d={d}, "
+            f"found {len(cands)} (modules into d: {listed}); mixture-of-experts blocks are not supported"
+        )
+    return cands[0][0], cands[0][1][2]
 
 
 def n_layers(model) -> int:
-    cfg = model.config
-    return int(getattr(cfg, "num_hidden_layers", None) or cfg.n_layer)
+    return len(_blocks(model)[1])
+
+
+class _Stop(Exception):
+    """Raised by a hook to end a probe forward pass once the block of interest has run."""
+
+
+def _run_until(model, ids: torch.Tensor, block: torch.nn.Module, hooks: list) -> torch.Tensor:
+    """Forward ``ids`` with ``hooks`` ((module, kind, fn), kind ∈ {"pre", "post"}) until ``block`` has run;
+    returns the block's output hidden state."""
+    got: dict = {}
+
+    def stop(m, a, o):
+        got["h"] = _hidden(o)
+        raise _Stop
+
+    handles = [block.register_forward_hook(stop)]
+    try:
+        for mod, kind, fn in hooks:
+            reg = mod.register_forward_pre_hook if kind == "pre" else mod.register_forward_hook
+            handles.append(reg(fn))
+        try:
+            model(input_ids=ids)
+        except _Stop:
+            pass
+    finally:
+        for h in handles:
+            h.remove()
+    return got["h"]
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+@torch.no_grad()
+def _post_norms(model, layers: list[tuple[int, torch.nn.Module, torch.nn.Module, str]]) -> dict:
+    """Per layer, how W_out's value v enters the residual stream, measured on a 6-token probe input.
+
+    Adds a large perturbation u to v and compares the block output's change with u: equal (pre-norm blocks: Llama,
+    Qwen, Mistral, GPT-2, GPT-J) → ``None``; otherwise the one block module whose input *is* v (a post-MLP norm:
+    Gemma2's / OLMo2's ``post_feedforward_layernorm``) must explain the change as N(v + u) − N(v) → ``(name, N)``;
+    anything else is refused by name.
+    """
+    p = next(model.parameters())
+    tol = 0.05 if p.dtype in (torch.float32, torch.float64) else 0.3  # bf16/fp16 rounding of the residual
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    vocab = int(emb.weight.shape[0]) if emb is not None else 7
+    ids = (torch.arange(1, 7, device=p.device) % vocab)[None]  # (1, 6): any valid ids
+    was = model.training
+    model.eval()
+    out: dict = {}
+    try:
+        for idx, w_out, block, name in layers:
+            rec: dict = {}
+            users: dict[int, tuple[str, torch.nn.Module]] = {}
+
+            def keep_v(m, a, o, rec=rec):
+                rec["v"] = o
+
+            def user(m, a, sub_name, rec=rec, users=users):
+                if a and a[0] is rec.get("v"):
+                    users[id(m)] = (sub_name, m)
+
+            subs = [(n, m) for n, m in block.named_modules() if m is not block and m is not w_out]
+            hooks = [(w_out, "post", keep_v)] + [
+                (m, "pre", lambda mod, a, n=n: user(mod, a, n)) for n, m in subs
+            ]
+            h = _run_until(model, ids, block, hooks)
+            v = rec["v"]
+            scale = 10.0 * (float(v.float().abs().max()) + float(h.float().abs().max()) + 1.0)
+            g = torch.Generator(device="cpu").manual_seed(0)
+            u = (torch.randn(v.shape, generator=g) * scale).to(v.device, v.dtype)
+            dh = _run_until(model, ids, block, [(w_out, "post", lambda m, a, o, u=u: o + u)]) - h
+            if _rel(dh, u) < tol:
+                out[idx] = None
+                continue
+            if len(users) == 1:
+                nname, norm = next(iter(users.values()))
+                if _rel(dh, norm(v + u) - norm(v)) < tol:
+                    out[idx] = (nname, norm)
+                    continue
+            raise ValueError(
+                f"the output of {name} does not enter its block's residual stream additively (changing it by u "
+                f"changes the block output by something {_rel(dh, u):.2f}·‖u‖ away from u) and no single module "
+                f"applied to it explains the change (modules reading it: {sorted(n for n, _ in users.values())}); "
+                "LaW / MEMIT need W_out's value added to the residual (pre-norm blocks) or normalised by one module "
+                "and then added (Gemma2 / OLMo2 post-norm blocks)"
+            )
+    finally:
+        model.train(was)
+    return out
 
 
 @dataclass(frozen=True)
 class MemoryLayer:
-    """One edited layer: its index, the ``W_out`` module (and its dotted name) and the enclosing block."""
+    """One edited layer: its index, the ``W_out`` module (and its dotted name) and the enclosing block.
+
+    ``post_norm``: the module that normalises W_out's value before it joins the residual stream (Gemma2 / OLMo2
+    ``post_feedforward_layernorm``), None in pre-norm blocks where the value is added as is.
+    """
 
     index: int
     name: str
     module: torch.nn.Module
     block: torch.nn.Module
     transposed: bool  # weight stored as (d_k, d) (GPT-2 Conv1D)
+    post_norm: torch.nn.Module | None = None
+    post_norm_name: str | None = None
 
     @property
     def W(self) -> torch.Tensor:
@@ -95,37 +259,59 @@ class MemoryLayer:
 
 def resolve_layers(model, layers: Sequence[int | str]) -> list[MemoryLayer]:
     """``MemoryLayer``s for layer indices (``[3, 4]``) or full ``W_out`` module names
-    (``"model.layers.3.mlp.down_proj"``). Unknown names and out-of-range indices raise ``ValueError``."""
+    (``"model.layers.3.mlp.down_proj"``). Unknown names and out-of-range indices raise ``ValueError``.
+
+    ``W_out`` is located by structure (:func:`_w_out`: the block's one d_ff → d projection), so any decoder whose
+    blocks have one MLP output projection works; how its value joins the residual stream is measured once per call
+    on a 6-token probe (pre-norm: added; Gemma2 / OLMo2: through ``post_feedforward_layernorm``)."""
     mt = _model_type(model)
-    block_t, sub, transposed = ARCHITECTURES[mt]
+    blocks_name, blocks = _blocks(model)
     if isinstance(layers, (int, str)):
         layers = [layers]
     layers = list(layers)
     if not layers:
         raise ValueError("layers must name at least one layer, got an empty list")
-    L = n_layers(model)
-    named = dict(model.named_modules())
-    out: list[MemoryLayer] = []
+    L = len(blocks)
+    sub, transposed = _w_out(model, blocks[0], f"{blocks_name}.0")
+    out: list[tuple[int, str]] = []
     for spec in layers:
         if isinstance(spec, bool) or not isinstance(spec, (int, str)):
             raise ValueError(f"layers entries must be ints or module names, got {spec!r}")
         if isinstance(spec, str):
-            idx = next((i for i in range(L) if f"{block_t.format(i)}.{sub}" == spec), None)
+            idx = next((i for i in range(L) if f"{blocks_name}.{i}.{sub}" == spec), None)
             if idx is None:
                 raise ValueError(
                     f"layer name {spec!r} is not an MLP output projection of this {mt} model; expected "
-                    f"{block_t.format('<i>')}.{sub} with i in [0, {L})"
+                    f"{blocks_name}.<i>.{sub} with i in [0, {L})"
                 )
         else:
             idx = int(spec)
             if not 0 <= idx < L:
                 raise ValueError(f"layer index {spec} out of range: the model has {L} layers")
-        name = f"{block_t.format(idx)}.{sub}"
-        out.append(MemoryLayer(idx, name, named[name], named[block_t.format(idx)], transposed))
-    idxs = [m.index for m in out]
+        out.append((idx, f"{blocks_name}.{idx}.{sub}"))
+    idxs = [i for i, _ in out]
     if len(set(idxs)) != len(idxs):
         raise ValueError(f"layers must be distinct, got {layers!r}")
-    return sorted(out, key=lambda m: m.index)
+    named = dict(model.named_modules())
+    for i, _ in out:  # every edited block has W_out at the same place (refused by name otherwise)
+        if _w_out(model, blocks[i], f"{blocks_name}.{i}") != (sub, transposed):
+            raise ValueError(f"block {blocks_name}.{i} does not hold its MLP output projection at {sub!r}")
+    norms = _post_norms(model, [(i, named[n], blocks[i], n) for i, n in out])
+    res = []
+    for i, n in out:
+        pn = norms[i]
+        res.append(
+            MemoryLayer(
+                i,
+                n,
+                named[n],
+                blocks[i],
+                transposed,
+                None if pn is None else pn[1],
+                None if pn is None else f"{blocks_name}.{i}.{pn[0]}",
+            )  # fmt: skip
+        )
+    return sorted(res, key=lambda m: m.index)
 
 
 def model_fingerprint(model) -> str:
@@ -280,6 +466,22 @@ def capture(layers: Sequence[MemoryLayer], positions: torch.Tensor, keys: bool =
 
 
 @contextlib.contextmanager
+def capture_values(layer: MemoryLayer, positions: torch.Tensor):
+    """Record ``W_out``'s output (the value v = W k) at one position per row. Yields ``{"v": (R, d)}``."""
+    store: dict = {}
+    rows = torch.arange(positions.numel(), device=positions.device)
+
+    def post(mod, args, out):
+        store["v"] = out[rows, positions]
+
+    handle = layer.module.register_forward_hook(post)
+    try:
+        yield store
+    finally:
+        handle.remove()
+
+
+@contextlib.contextmanager
 def add_to_block_output(block: torch.nn.Module, positions: torch.Tensor, delta: torch.Tensor):
     """Add ``delta[r]`` to block's output hidden state at ``positions[r]`` of row r (MEMIT's δ injection)."""
     rows = torch.arange(positions.numel(), device=positions.device)
@@ -329,4 +531,17 @@ def block_outputs(model, batch: FactBatch, layer: MemoryLayer, chunk: int = 256)
         with capture([layer], batch.subject_pos[sl], keys=False, resid=True) as st:
             model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl])
         res.append(st[("h", layer.index)].double())
+    return _mean_over_templates(torch.cat(res), batch)
+
+
+@torch.no_grad()
+def block_values(model, batch: FactBatch, layer: MemoryLayer, chunk: int = 256) -> torch.Tensor:
+    """``W_out``'s output v = W k at the subject's last token, template-averaged, (N, d) float64."""
+    per = chunk * batch.n_templates
+    res = []
+    for s in range(0, batch.input_ids.shape[0], per):
+        sl = slice(s, s + per)
+        with capture_values(layer, batch.subject_pos[sl]) as st:
+            model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl])
+        res.append(st["v"].double())
     return _mean_over_templates(torch.cat(res), batch)
