@@ -206,14 +206,16 @@ class CascadingLayer(CacheLayerMixin):
         if getattr(_PENDING, "layer", None) is self:
             _PENDING.layer = None
 
-    def crop(self, tokens_to_remove: int) -> None:
-        if tokens_to_remove == 0:  # nothing to roll back
+    def crop(self, max_length: int) -> None:
+        """``transformers``' rollback (``crop(-n)``: drop the last ``n`` tokens; ``crop(m)``: keep the first ``m``).
+        Only a no-op is possible (``crop(0)`` as for sliding-window layers, or keeping every token fed)."""
+        if max_length == 0 or max_length >= self.columns:
             return
         raise NotImplementedError(
-            f"a cascading cache cannot be cropped (asked to remove {tokens_to_remove} tokens): it evicts and merges "
-            "tokens irreversibly as they arrive (Algorithm 2), so the state before the last tokens no longer exists. "
-            "Assisted decoding and prompt lookup, which verify draft tokens and roll the rejected ones back, need a "
-            "croppable cache (DynamicCache); copy the cache (cache.copy()) before a step you may want to undo"
+            f"a cascading cache cannot be cropped (crop({max_length}) on {self.columns} tokens fed): it evicts and "
+            "merges tokens irreversibly as they arrive (Algorithm 2), so the state before the last tokens no longer "
+            "exists. Assisted decoding and prompt lookup, which verify draft tokens and roll the rejected ones back, "
+            "need a croppable cache (DynamicCache); copy the cache (cache.copy()) before a step you may want to undo"
         )
 
     def _select_batch(self, index: torch.Tensor) -> None:

@@ -148,9 +148,11 @@ def strided_prefill(
 
 def _check_generate_kwargs(generate_kwargs: dict) -> None:
     for name in ROLLBACK_KWARGS:
-        if generate_kwargs.get(name) is not None:
+        v = generate_kwargs.get(name)
+        if v is not None:
+            shown = repr(v) if isinstance(v, (int, float, str)) else f"<{type(v).__name__}>"
             raise ValueError(
-                f"{name}={generate_kwargs[name]!r} is not supported with a cascading cache: assisted decoding and "
+                f"{name}={shown} is not supported with a cascading cache: assisted decoding and "
                 "prompt lookup feed draft tokens and crop the rejected ones back out of the cache, but the cascade "
                 "evicts and merges tokens irreversibly as they arrive, so it cannot be cropped"
             )
