@@ -139,12 +139,42 @@ def test_score_every_uses_lambda_before_update(tiny_f64, toy_data):
     assert (s_c - s_1).abs().max() > 1e-6
 
 
-def test_sdpa_model_is_rejected_with_clear_error(toy_data):
-    m = tiny_causal_lm(
-        "llama", seed=0, vocab_size=12, hidden=16, layers=1, heads=2, attn_implementation="sdpa"
-    )
-    with pytest.raises(ValueError, match="eager"):
-        pmp_scores(m, toy_data["proxy"], toy_data["batches"], toy_data["dev"], lr=0.1)
+def test_sdpa_model_scores_equal_the_eager_model(toy_data):
+    """An SDPA model (the transformers default) is scored exactly: eager attention only inside the forward-mode
+    JVPs / HVPs, SDPA elsewhere, and the model's implementation is restored (#51)."""
+    d = {k: v.clamp_min(1) for k, v in toy_data.items()}
+    kw = dict(seed=0, dtype=torch.float64, vocab_size=12, hidden=16, layers=1, heads=2, intermediate=32,
+              max_positions=16)  # fmt: skip
+    eager = tiny_causal_lm("llama", attn_implementation="eager", **kw)
+    sdpa = tiny_causal_lm("llama", attn_implementation="sdpa", **kw)
+    s_e, tr_e = pmp_scores(eager, d["proxy"], d["batches"], d["dev"], lr=0.05, return_trace=True)
+    s_s, tr_s = pmp_scores(sdpa, d["proxy"], d["batches"], d["dev"], lr=0.05, return_trace=True)
+    assert sdpa.config._attn_implementation == "sdpa"  # restored
+    assert s_e.abs().max() > 1e-4
+    # HF Llama keeps float32 internals (RMSNorm / RoPE), so the two kernels agree to ~1e-7 relative, not 1e-16
+    assert (s_s - s_e).abs().max() <= 1e-6 * s_e.abs().max()
+    assert max(abs(a - b) for a, b in zip(tr_e.dev_losses, tr_s.dev_losses, strict=True)) <= 1e-6
+    # without the switch the fused kernel has no forward-AD rule: the JVP part would fail
+    from iclr25.pds.pmp import _Objective
+
+    obj = _Objective(sdpa, 0, None, torch.device("cpu"))
+    theta = trainable_params(sdpa)
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        from torch.func import jvp as raw_jvp
+
+        raw_jvp(lambda p: obj.mean_loss(p, d["dev"]), (theta,), (theta,))
+
+
+def test_model_without_attention_switch_is_rejected(toy_data):
+    class NoSwitch(torch.nn.Module):
+        class config:  # noqa: N801
+            _attn_implementation = "sdpa"
+
+        def forward(self, x):  # pragma: no cover - never reached
+            return x
+
+    with pytest.raises(ValueError, match="must be 'eager' for the PMP solver, got 'sdpa'"):
+        pmp_scores(NoSwitch(), toy_data["proxy"], toy_data["batches"], toy_data["dev"], lr=0.1)
 
 
 @pytest.mark.parametrize(

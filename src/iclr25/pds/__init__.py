@@ -17,10 +17,15 @@ Example::
     s = pmp_scores(proxy_lm, proxy_rows, trajectory_batches, dev_rows, lr=0.5, score_every=10)
     scorer = NgramRidgeScorer(vocab_size).fit(proxy_rows, normalize_scores(s).numpy())
     kept = select_corpus(corpus, scorer, ratio=0.4, tau=0.1, seed=0, out_dir="selected/").indices
+
+A text ``datasets.Dataset`` is tokenised inside (``select_corpus(ds, scorer, tokenizer=tok, max_length=1024)``, one
+row per document, or ``pack=True`` for packed rows); a streaming ``IterableDataset`` goes through ``select_stream``
+(scores written as they come, streaming top-k).
 """
 
 from .corpus import SOURCES, MarkovCorpus, make_markov_corpus
 from .dsir import dsir_log_weights
+from .packing import pack_token_rows, pad_token_rows
 from .pmp import (
     PMPDivergenceWarning,
     PMPTrace,
@@ -43,15 +48,16 @@ from .scorer import (
 from .selection import (
     CorpusSelection,
     gumbel_top_k_select,
-    pad_token_rows,
     random_select,
     score_corpus,
     select_corpus,
 )
+from .stream import StreamingTopK, iter_selected, select_stream
 
 __all__ = [
     "SOURCES",
     "CorpusSelection",
+    "StreamingTopK",
     "DataScorer",
     "MarkovCorpus",
     "NgramRidgeScorer",
@@ -63,14 +69,17 @@ __all__ = [
     "dsir_log_weights",
     "example_losses",
     "gumbel_top_k_select",
+    "iter_selected",
     "make_markov_corpus",
     "normalize_scores",
+    "pack_token_rows",
     "pad_token_rows",
     "pmp_scores",
     "random_select",
     "resolve_pad_id",
     "score_corpus",
     "select_corpus",
+    "select_stream",
     "spearman",
     "tokenizer_pad_id",
     "train_data_scorer",

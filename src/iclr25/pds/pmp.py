@@ -22,6 +22,7 @@ every ⌊√T⌋ steps and re-computed segment by segment (O(√T) parameter cop
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -44,14 +45,36 @@ _SDPA_MSG = (
 )
 
 
-def check_forward_ad_ready(model: torch.nn.Module) -> None:
-    """Raise ``ValueError`` when ``model`` is an HF model whose attention kernel has no forward-AD rule."""
+def _attn_impl(model: torch.nn.Module) -> str | None:
     cfg = getattr(model, "config", None)
-    impl = getattr(cfg, "_attn_implementation", None) if cfg is not None else None
-    if impl is not None and impl != "eager":
+    return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+
+
+def check_forward_ad_ready(model: torch.nn.Module) -> None:
+    """Raise ``ValueError`` when ``model`` runs an attention kernel without a forward-AD rule *and* cannot be
+    switched to eager attention for the forward-mode parts (an HF model can: ``set_attn_implementation``)."""
+    impl = _attn_impl(model)
+    if impl is not None and impl != "eager" and not hasattr(model, "set_attn_implementation"):
         raise ValueError(
             f"model.config._attn_implementation must be 'eager' for the PMP solver, got {impl!r}: {_SDPA_MSG}"
         )
+
+
+@contextlib.contextmanager
+def _eager_attention(model: torch.nn.Module):
+    """Eager attention inside the block (forward-mode AD needs it), the model's own implementation restored after.
+
+    The PMP solver needs eager attention only where it differentiates in forward mode — the per-example JVPs and the
+    forward-over-reverse HVPs. The trajectory's SGD steps, ∇J and J itself run with the model's own kernel (SDPA)."""
+    impl = _attn_impl(model)
+    if impl is None or impl == "eager":
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(impl)
 
 
 def trainable_params(model: torch.nn.Module) -> Params:
@@ -205,10 +228,11 @@ class _Objective:
     def hvp(self, params: Params, data: torch.Tensor, vec: Params) -> Params:
         """∇²_θ L_B(θ) v by forward-over-reverse: ``jvp(grad(L_B), (θ,), (v,))``."""
         h_tot: Params | None = None
-        for chunk, w in _micro(data.to(self.device), self.micro_batch_size):
-            gfn = lambda p, c=chunk: grad_and_value(self.mean_loss)(p, c)[0]  # noqa: E731
-            _, h = _jvp(gfn, params, vec)
-            h_tot = _accumulate(h_tot, w, h)
+        with _eager_attention(self.model):
+            for chunk, w in _micro(data.to(self.device), self.micro_batch_size):
+                gfn = lambda p, c=chunk: grad_and_value(self.mean_loss)(p, c)[0]  # noqa: E731
+                _, h = _jvp(gfn, params, vec)
+                h_tot = _accumulate(h_tot, w, h)
         assert h_tot is not None
         return h_tot
 
@@ -224,7 +248,8 @@ class _Objective:
             f = lambda p: example_losses(self.model, p, x[None], self.pad_id)[0]  # noqa: E731
             return _jvp(f, params, vec)[1]
 
-        return vmap(one, chunk_size=chunk_size)(data.to(self.device))
+        with _eager_attention(self.model):
+            return vmap(one, chunk_size=chunk_size)(data.to(self.device))
 
 
 def _jvp(fn, params: Params, vec: Params):
@@ -285,8 +310,9 @@ def pmp_scores(
     """PMP data-quality scores s_n of the rows of ``proxy_set`` (higher = better; raw, not normalised).
 
     Args:
-        model: a causal LM (HF model built with ``attn_implementation='eager'``, or any module returning
-            logits); its current weights are θ_0. It is not modified.
+        model: a causal LM (any HF model — an SDPA one runs the trajectory, ∇J and J with SDPA and switches to
+            eager attention only for the forward-mode JVPs / HVPs, restoring its implementation after — or any
+            module returning logits); its current weights are θ_0. It is not modified.
         proxy_set: (N, L+1) LongTensor, the examples x_n to score.
         trajectory_batches: T batches B_t, each (B, L+1), that drive θ_{t+1} = θ_t − η ∇ mean_{B_t} l.
         dev_set: (M, L+1) LongTensor, the downstream set defining J(θ) = mean_m l(y_m, θ).

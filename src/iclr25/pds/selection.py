@@ -31,7 +31,7 @@ from iclr25.common.io import atomic_write_json
 from iclr25.common.progress import progress
 from iclr25.common.seeding import torch_generator
 
-from .pmp import _check_int_pad, tokenizer_pad_id
+from .packing import DatasetRows, pack_token_rows, pad_token_rows
 
 
 def gumbel_top_k_select(
@@ -83,75 +83,72 @@ class CorpusSelection:
     out_dir: Path | None = None
 
 
-def pad_token_rows(
-    corpus: list,
-    tokenizer: Any = None,
-    pad_id: int | str = "auto",
-    max_length: int | None = None,
-) -> tuple[np.ndarray, int]:
-    """A ``list[str]`` (encoded with ``tokenizer``) or ``list[list[int]]`` → right-padded int64 array (N, L).
-
-    L = ``max_length`` (longer rows are truncated on the right) or the longest row. The pad id is
-    ``tokenizer.pad_token_id`` for ``pad_id='auto'`` (``ValueError`` when the tokenizer has none or no tokenizer is
-    given); an explicit ``pad_id`` must agree with the tokenizer's. Returns (rows, pad_id).
-    """
-    if not isinstance(corpus, (list, tuple)) or len(corpus) == 0:
-        raise ValueError(
-            f"corpus must be a non-empty list of strings or of token-id lists, got {type(corpus).__name__}"
-        )
-    if max_length is not None and (
-        isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
-    ):
-        raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
-    if all(isinstance(x, str) for x in corpus):
-        if tokenizer is None:
-            raise ValueError(
-                "corpus is a list[str]: pass tokenizer=<the tokenizer the scorer was trained with>"
-            )
-        rows = tokenizer(list(corpus))["input_ids"]
-    elif all(isinstance(x, (list, tuple, np.ndarray)) for x in corpus):
-        rows = corpus
-    else:
-        raise ValueError("corpus must be a list of strings or a list of token-id lists, not a mix of both")
-    if pad_id == "auto":
-        if tokenizer is None:
-            raise ValueError(
-                "pad_id='auto' needs tokenizer=... to pad a list[list[int]] corpus; pass pad_id=<int> instead"
-            )
-        pid = tokenizer_pad_id(tokenizer)
-    else:
-        pid = _check_int_pad(pad_id)
-        if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) not in (None, pid):
-            raise ValueError(f"pad_id={pid} contradicts tokenizer.pad_token_id={tokenizer.pad_token_id}")
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    if (lengths == 0).any():
-        raise ValueError(f"corpus rows must be non-empty; row {int(np.argmin(lengths))} has no tokens")
-    flat = np.concatenate([np.asarray(r).reshape(-1) for r in rows])
-    if not (np.issubdtype(flat.dtype, np.integer) or flat.size == 0) or (flat < 0).any():
-        raise ValueError(f"corpus token ids must be non-negative integers, got dtype {flat.dtype}")
-    L = int(lengths.max()) if max_length is None else max_length
-    out = np.full((len(rows), L), pid, dtype=np.int64)  # (N, L) right-padded
-    keep = np.minimum(lengths, L)
-    src_mask = np.arange(int(lengths.max()))[None, :] < lengths[:, None]  # (N, Lmax) real tokens
-    src = np.zeros(src_mask.shape, dtype=np.int64)
-    src[src_mask] = flat
-    out_mask = np.arange(L)[None, :] < keep[:, None]
-    out[out_mask] = src[:, :L][out_mask]
-    return out, pid
-
-
-def _as_corpus(corpus: Any, scorer: Any, tokenizer: Any, pad_id: int | str, max_length: int | None) -> Any:
-    """Lists become a padded token array; the scorer's own pad id (if it has one) must equal the corpus pad id."""
-    if not isinstance(corpus, (list, tuple)):
-        return corpus
-    rows, pid = pad_token_rows(corpus, tokenizer, pad_id, max_length)
+def _check_scorer_pad(scorer: Any, pid: int) -> None:
+    """The scorer's own pad id (if it has one) must equal the id the corpus rows are padded with."""
     spid = getattr(scorer, "pad_id", None)
     if hasattr(scorer, "pad_id") and spid != pid:
         raise ValueError(
             f"scorer.pad_id={spid!r} but the corpus is padded with {pid} (the tokenizer's pad id); build the scorer "
             f"with tokenizer=... (or pad_id={pid}) so padding is not scored as content"
         )
-    return rows
+
+
+def _fixed_length(dataset: Any, column: str) -> bool:
+    """Whether every row of a ``datasets.Dataset`` column has one length (Arrow list lengths, no Python loop)."""
+    import pyarrow.compute as pc
+
+    col = dataset.data.column(column)
+    try:
+        lengths = pc.list_value_length(col)
+    except Exception:  # not a list column (e.g. a fixed-size tensor feature): read as is
+        return True
+    mn, mx = pc.min(lengths).as_py(), pc.max(lengths).as_py()
+    return mn is None or mn == mx
+
+
+def _as_corpus(
+    corpus: Any,
+    scorer: Any,
+    tokenizer: Any,
+    pad_id: int | str,
+    max_length: int | None,
+    column: str = "input_ids",
+    text_column: str = "text",
+    pack: bool = False,
+) -> Any:
+    """What the shard loop reads: arrays and equal-length token Datasets as they are; lists, text or ragged
+    Datasets as right-padded rows per document (:class:`~.packing.DatasetRows` for a Dataset, read shard by shard);
+    with ``pack=True`` documents packed into ``max_length`` rows. The scorer's pad id must be the corpus pad id."""
+    if not isinstance(pack, bool):
+        raise ValueError(f"pack must be a bool, got {pack!r}")
+    is_list = isinstance(corpus, (list, tuple))
+    is_dataset = not is_list and hasattr(corpus, "column_names") and hasattr(corpus, "select")
+    if pack:
+        if not (is_list or is_dataset):
+            raise ValueError(
+                f"pack=True packs documents (a list or a datasets.Dataset of text / token-id lists); a "
+                f"{type(corpus).__name__} corpus is already rows of ids"
+            )
+        rows, pid = pack_token_rows(
+            corpus, tokenizer, max_length, pad_id=pad_id, column=column, text_column=text_column
+        )
+        _check_scorer_pad(scorer, pid)
+        return rows
+    if is_list:
+        rows, pid = pad_token_rows(corpus, tokenizer, pad_id, max_length)
+        _check_scorer_pad(scorer, pid)
+        return rows
+    if is_dataset:
+        cols = corpus.column_names
+        if column in cols and max_length is None and _fixed_length(corpus, column):
+            return corpus  # equal-length ids (the released pipeline's packed instances): read as they are
+        view = DatasetRows(
+            corpus, column=column, text_column=text_column, tokenizer=tokenizer, pad_id=pad_id,
+            max_length=max_length,
+        )  # fmt: skip
+        _check_scorer_pad(scorer, view.pad_id)
+        return view
+    return corpus
 
 
 def _n_rows(corpus: Any) -> int:
@@ -163,6 +160,8 @@ def _rows(corpus: Any, lo: int, hi: int, column: str) -> np.ndarray:
         return corpus[lo:hi].cpu().numpy()
     if isinstance(corpus, np.ndarray):
         return np.asarray(corpus[lo:hi])
+    if isinstance(corpus, DatasetRows):
+        return corpus.rows(lo, hi)
     try:  # a datasets.Dataset (fixed-length packed instances, like the released pipeline's)
         return np.asarray(corpus[lo:hi][column])
     except (TypeError, KeyError) as e:
@@ -195,14 +194,18 @@ def score_corpus(
     tokenizer: Any = None,
     pad_id: int | str = "auto",
     max_length: int | None = None,
+    text_column: str = "text",
+    pack: bool = False,
 ) -> np.ndarray:
     """Scores of every row, shard by shard; DDP-aware (each rank scores its shards, then all-gather).
 
-    List corpora (``list[str]`` with ``tokenizer``, ``list[list[int]]``) are padded by :func:`pad_token_rows`.
+    List corpora (``list[str]`` with ``tokenizer``, ``list[list[int]]``) are padded by :func:`pad_token_rows`; a
+    ``datasets.Dataset`` of text (``text_column``) or of ragged ids (``column``) is tokenised / padded shard by shard
+    (one row per document); ``pack=True`` packs documents into ``max_length`` rows (:mod:`~.packing`).
     """
     if not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be a positive int, got {shard_size!r}")
-    corpus = _as_corpus(corpus, scorer, tokenizer, pad_id, max_length)
+    corpus = _as_corpus(corpus, scorer, tokenizer, pad_id, max_length, column, text_column, pack)
     n = _n_rows(corpus)
     rank, world = _dist()
     n_shards = math.ceil(n / shard_size)
@@ -233,6 +236,8 @@ def select_corpus(
     tokenizer: Any = None,
     pad_id: int | str = "auto",
     max_length: int | None = None,
+    text_column: str = "text",
+    pack: bool = False,
 ) -> CorpusSelection:
     """Score ``corpus`` with ``scorer`` (``.predict(rows)`` or a callable on an (n, L) int array), keep
     ⌊ratio·N⌋ rows by Gumbel-top-k, and (with ``out_dir``) write ``scores.npy``, ``indices.npy`` and the kept
@@ -243,11 +248,19 @@ def select_corpus(
     right-padded to the longest row (or truncated/padded to ``max_length``) with ``tokenizer.pad_token_id``
     (``pad_id='auto'``) or an explicit ``pad_id``; a scorer with a different ``pad_id`` raises ``ValueError``.
     ``selected.npy`` then holds the padded kept rows, and ``selected_texts.json`` the kept strings.
+
+    A ``datasets.Dataset`` of text (``text_column``, tokenised with ``tokenizer``) or of ragged token ids
+    (``column``) is scored one row per document, tokenised and padded shard by shard (to ``max_length`` or the
+    shard's longest document); ``selected/`` then holds the kept original rows (texts included). ``pack=True``
+    instead packs the documents (EOS after each) into rows of ``max_length`` tokens and selects packed rows
+    (``selected.npy``). A streaming ``IterableDataset``: :func:`~.stream.select_stream`.
     """
     texts = (
-        list(corpus) if isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], str) else None
+        list(corpus)
+        if isinstance(corpus, (list, tuple)) and corpus and isinstance(corpus[0], str) and not pack
+        else None
     )
-    corpus = _as_corpus(corpus, scorer, tokenizer, pad_id, max_length)
+    corpus = _as_corpus(corpus, scorer, tokenizer, pad_id, max_length, column, text_column, pack)
     scores = score_corpus(corpus, scorer, shard_size, column)
     idx = gumbel_top_k_select(scores, ratio, tau, seed).numpy()
     rank, world = _dist()
@@ -283,7 +296,8 @@ def _write_selection(corpus, idx, scores, out: Path, shard_size: int, column: st
         tmp = out / ".selected.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)
-        corpus.select(idx.tolist()).save_to_disk(str(tmp))
+        ds = corpus.dataset if isinstance(corpus, DatasetRows) else corpus
+        ds.select(idx.tolist()).save_to_disk(str(tmp))
         if (out / "selected").exists():
             shutil.rmtree(out / "selected")
         os.replace(tmp, out / "selected")
