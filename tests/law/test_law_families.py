@@ -162,3 +162,15 @@ def test_non_additive_value_refused_by_name(mk, world):
         ValueError, match=r"output of model\.layers\.1\.mlp\.down_proj does not enter its block's "
     ):
         resolve_layers(m, [0, 1])
+
+
+def test_quantised_w_out_refused_by_name(mk, world):
+    m = mk("llama", world.vocab_size)
+    lin = m.model.layers[1].mlp.down_proj
+    lin.weight = torch.nn.Parameter(
+        torch.zeros(32, 64, dtype=torch.uint8), requires_grad=False
+    )  # packed-like
+    with pytest.raises(
+        ValueError, match=r"model\.layers\.1\.mlp\.down_proj stores a quantised weight \(torch\.uint8\)"
+    ):
+        resolve_layers(m, [1])

@@ -296,6 +296,13 @@ def resolve_layers(model, layers: Sequence[int | str]) -> list[MemoryLayer]:
     for i, _ in out:  # every edited block has W_out at the same place (refused by name otherwise)
         if _w_out(model, blocks[i], f"{blocks_name}.{i}") != (sub, transposed):
             raise ValueError(f"block {blocks_name}.{i} does not hold its MLP output projection at {sub!r}")
+    for _, n in out:
+        w = getattr(named[n], "weight", None)
+        if not isinstance(w, torch.Tensor) or not w.is_floating_point():
+            raise ValueError(
+                f"{n} stores a quantised weight ({getattr(w, 'dtype', type(w).__name__)}); LaW adds a dense Δ to W_out: "
+                "load the model unquantised (float32 for an exact edit, or bf16 / fp16)"
+            )
     norms = _post_norms(model, [(i, named[n], blocks[i], n) for i, n in out])
     res = []
     for i, n in out:
