@@ -15,7 +15,7 @@ from iclr25.cascading_kv import (
     generate_streaming,
     strided_prefill,
 )
-from iclr25.cascading_kv.rope import rope, rotary_for, unrope
+from iclr25.cascading_kv.rope import rope, rotaries_for, rotary_for, unrope
 
 BASE = dict(vocab_size=99, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2)  # fmt: skip
@@ -101,6 +101,11 @@ def test_logits_equal_plain_model_inside_the_window(family):
 def test_partial_and_interleaved_layouts_are_detected():
     assert rotary_for(build("gpt_neox")).rotary_dim == 4  # head 16 × 0.25
     assert rotary_for(build("phi")).rotary_dim == 8
+    rots = rotaries_for(
+        build("gemma3_text")
+    )  # one frequency set per layer type, shared by the layers of a type
+    assert [r.layer_type for r in rots] == ["sliding_attention", "full_attention", "sliding_attention"]
+    assert rots[0] is rots[2] and rots[0] is not rots[1] and rots[1].scaling == 1.0
     r = rotary_for(build("cohere"))
     assert r.interleaved and r.rotary_dim == 16
     x = torch.randn(1, 2, 5, 16, dtype=torch.float64)
@@ -225,7 +230,7 @@ def test_generate_streaming_takes_tokenizer_output_and_reset():
         strided_prefill(model, ids, CascadingKVCache(model, cache_size=32), attention_mask=right * 0)
 
 
-@pytest.mark.parametrize("family", ["llama", "phi", "cohere"])
+@pytest.mark.parametrize("family", ["llama", "phi", "cohere", "gemma3_text"])
 def test_query_rotation_decode_equals_cache_rotation_beyond_the_window(family, monkeypatch):
     """Decoding rotates the query once per offset group instead of re-rotating the cache: same logits as rotating
     every stored key to its cache position, also long after evictions started (positions shifted many times)."""

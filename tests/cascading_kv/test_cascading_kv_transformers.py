@@ -247,6 +247,13 @@ def test_padded_parts_follow_batch_selection(model):
     cache.batch_select_indices(torch.tensor([0]))
     assert cache.layers[0].parts is None  # a single row: back to one buffer
     assert torch.equal(cache.retained(1), before[1][[2]])
+    # generation from a padded batch needs an empty cache (it realigns the rows from their first token)
+    ids2, mask2 = ids_of((1, 200), seed=6), torch.ones(1, 200, dtype=torch.long)
+    mask2[:, :5] = 0
+    with pytest.raises(
+        ValueError, match="must start from an empty cache, but the cache holds a stream of 150 tokens"
+    ):
+        generate_streaming(model, ids2, cache, stride=16, attention_mask=mask2)
 
 
 # ------------------------------------------------------------------ 4. reusing a prefilled context

@@ -209,7 +209,8 @@ def generate_streaming(
             )
         if seen:
             raise ValueError(
-                "a padded batch (attention_mask with zeros) must start from an empty cache: call cache.reset()"
+                f"a padded batch (attention_mask with zeros) must start from an empty cache, but the cache holds a "
+                f"stream of {seen} tokens: call cache.reset() (or pass a new CascadingKVCache)"
             )
         real = real.to(dev)
         L = input_ids.shape[1]
