@@ -183,3 +183,31 @@ def test_peft_config_errors(tok):
     wrapped = get_peft_model(make_model("gpt2", len(tok), 0), _lora_gpt2())
     with pytest.raises(ValueError, match="already a peft.PeftModel"):
         make_dpo_trainer(wrapped, _pairs(4), tok, peft_config=_lora_gpt2())
+
+
+def test_peft_model_policy_trains_against_a_frozen_copy_of_its_adapter(tok):
+    """A PeftModel (pre-trained adapter) as the policy: no model copy; TRL's frozen "ref" adapter = the start."""
+    from peft import get_peft_model
+
+    wrapped = get_peft_model(make_model("gpt2", len(tok), 0), _lora_gpt2())
+    with torch.no_grad():  # a non-trivial "pre-trained" adapter
+        for k, v in wrapped.named_parameters():
+            if "lora_B" in k:
+                v.normal_(0.0, 0.05)
+    start = {k: v.detach().clone() for k, v in wrapped.named_parameters() if ".default." in k}
+    trainer = make_dpo_trainer(
+        wrapped,
+        _pairs(8),
+        tok,
+        learning_rate=3e-3,
+        max_steps=2,
+        warmup_steps=0,
+        per_device_train_batch_size=4,
+    )
+    assert trainer.ref_model is None and "ref" in wrapped.peft_config
+    _quiet_train(trainer)
+    now = dict(wrapped.named_parameters())
+    assert any(not torch.equal(now[k], v) for k, v in start.items())  # the adapter trained
+    assert all(
+        torch.equal(now[k.replace(".default.", ".ref.")], v) for k, v in start.items()
+    )  # the reference did not
