@@ -4,7 +4,8 @@ LaW removes a large set of facts from a decoder-only LM by editing a few MLP out
 key→value memories). Starting from a MEMIT edit of every fact's prompt to EOS, it maximises how far the washed
 facts' keys move, ``max ‖ΔK‖²``, under a budget on how far generic-text keys move, ``tr(ΔCΔᵀ)/tr(C) ≤ β`` with
 ``C = E[kkᵀ]``, layer by layer, re-testing after each layer which facts survive (successive elimination). Works on
-Hugging Face Llama / Qwen2 / Mistral / GPT-2 / GPT-J checkpoints::
+any Hugging Face decoder whose blocks have one MLP output projection (found by structure: Llama, Qwen2/3, Mistral,
+Gemma2, OLMo2, GPT-2, GPT-J, OPT, …)::
 
     from iclr25.law import Fact, key_covariance, wash
     cov = key_covariance(model, [4, 5, 6], generic_texts, tokenizer, cache_dir="stats")
