@@ -26,7 +26,7 @@ from iclr25.common.progress import progress
 from iclr25.common.seeding import torch_generator
 
 from .packing import Packer, corpus_pad_id, iter_doc_batches, pad_token_rows
-from .selection import CorpusSelection, Scorer, _atomic_npy, _check_scorer_pad, _score
+from .selection import CorpusSelection, Scorer, _atomic_npy, _check_scorer_pad, _dist, _score
 
 
 class StreamingTopK:
@@ -162,6 +162,11 @@ def select_stream(
     ``scores.npy`` when written). Single process (no ``torchrun`` sharding of a stream).
     """
     _check(ratio, k, n_rows, tau, seed)
+    if _dist()[1] > 1:
+        raise ValueError(
+            "select_stream runs in one process (a stream cannot be sharded by rank here); under torchrun use "
+            "select_corpus on a map-style datasets.Dataset, or call select_stream on rank 0 only"
+        )
     if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be a positive int, got {shard_size!r}")
     if isinstance(stream, (str, bytes)) or not isinstance(stream, Iterable):
