@@ -174,3 +174,17 @@ def test_quantised_w_out_refused_by_name(mk, world):
         ValueError, match=r"model\.layers\.1\.mlp\.down_proj stores a quantised weight \(torch\.uint8\)"
     ):
         resolve_layers(m, [1])
+
+
+def test_probe_leaves_the_model_as_it_was(mk, world):
+    """The structural probe runs in eval mode without gradients and restores every module's own mode and weights."""
+    m = mk("llama", world.vocab_size).train()
+    m.model.layers[0].eval()  # a mixed state
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    rng = torch.get_rng_state()
+    resolve_layers(m, [0, 1])
+    assert m.training and not m.model.layers[0].training and m.model.layers[1].training
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+    assert torch.equal(
+        torch.get_rng_state(), rng
+    )  # the global RNG is untouched (experiments stay seed-exact)
