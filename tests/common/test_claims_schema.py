@@ -12,20 +12,20 @@ def test_stat_is_population_mean_std():
 
 
 @pytest.mark.parametrize(
-    "compare,method,baseline,threshold,direction,expected_measured,holds",
+    "compare,method,baseline,threshold,direction,expected_measured,passes,verdict",
     [
-        ("value", [0.9, 0.95], None, 0.9, ">=", 0.925, True),
-        ("difference", [0.8, 0.9], [0.7, 0.7], 0.2, ">=", 0.15, False),
-        ("ratio", [0.9, 0.9], [1.0, 1.0], 0.93, "<=", 0.9, True),
-        ("ratio", [0.95, 0.95], [1.0, 1.0], 0.93, "<=", 0.95, False),
+        ("value", [0.9, 0.95], None, 0.9, ">=", 0.925, True, "not decided"),  # 2 seeds: wide interval
+        ("difference", [0.8, 0.9], [0.7, 0.7], 0.2, ">=", 0.15, False, "not decided"),
+        ("ratio", [0.9, 0.9], [1.0, 1.0], 0.93, "<=", 0.9, True, "holds"),  # no spread: a point interval
+        ("ratio", [0.95, 0.95], [1.0, 1.0], 0.93, "<=", 0.95, False, "fails"),
     ],
 )
 def test_verdict_is_computed_from_numbers(
-    compare, method, baseline, threshold, direction, expected_measured, holds
+    compare, method, baseline, threshold, direction, expected_measured, passes, verdict
 ):
     c = make_claim("x", "s", "m", method, threshold, direction, baseline=baseline, compare=compare)
     assert math.isclose(c.measured, expected_measured)
-    assert c.holds is holds
+    assert c.passes is passes and c.verdict == verdict and c.holds is (verdict == "holds")
 
 
 def test_reduce_all_needs_every_seed():
@@ -41,6 +41,7 @@ def test_reduce_all_needs_every_seed():
         reduce="all",
     )
     assert not c.holds and math.isclose(c.measured, 0.1)  # the mean difference (0.47) would not hide seed 3
+    assert c.verdict == "fails"  # one seed on the wrong side decides an "every seed" claim
     c2 = make_claim(
         "x",
         "s",
@@ -52,7 +53,11 @@ def test_reduce_all_needs_every_seed():
         compare="difference",
         reduce="all",
     )
-    assert c2.holds
+    assert c2.passes and c2.verdict == "not decided"  # every seed passes, but the interval [0.49, 0.78] ∌ 0.5
+    c3 = make_claim(
+        "x", "s", "m", [0.7, 0.71, 0.72], 0.5, ">=", baseline=[0.1] * 3, compare="difference", reduce="all"
+    )
+    assert c3.holds and c3.verdict == "holds"
 
 
 def test_nan_never_holds_and_says_why():
@@ -109,8 +114,10 @@ def test_compound_parts_get_distinct_ids():
 def test_all_of_needs_every_part():
     a = make_claim("a", "a", "m", [4.0], 5.0, "<=")
     b = make_claim("b", "b", "m", [7.0], 8.0, ">=")
-    assert not all_of("ab", "both", [a, b]).holds
-    assert all_of("ab", "both", [a, make_claim("b", "b", "m", [9.0], 8.0, ">=")]).holds
+    assert not all_of("ab", "both", [a, b]).passes
+    assert all_of("ab", "both", [a, make_claim("b", "b", "m", [9.0], 8.0, ">=")]).passes
+    # one seed decides nothing: every part is "not decided", and so is the compound claim
+    assert all_of("ab", "both", [a, make_claim("b", "b", "m", [9.0], 8.0, ">=")]).verdict == "not decided"
 
 
 def test_schema_round_trip():

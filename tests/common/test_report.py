@@ -40,7 +40,9 @@ def test_report_lists_19_systems_and_embeds_figures(tmp_path, no_refs):
     html = (tmp_path / "index.html").read_text()
     for s in registry.SYSTEMS:
         assert s.slug in html
-    assert "1/2 toy-size claims hold" in html  # smoke only: counted as plumbing checks
+    assert (
+        "toy-size verdicts 1 holds · 1 fails · 0 not decided (of 2 claims)" in html
+    )  # smoke only: counted as plumbing checks
     assert "<code>gain</code>" in html and "<code>too_good</code>" in html
     assert "data:image/png;base64," in html  # self-contained
     assert 'src="figures/' not in html
@@ -57,7 +59,7 @@ def test_headline_excludes_invalid_and_unreadable_runs(tmp_path, no_refs):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "claims.json").write_bytes(b"\xff\xfe not utf-8")
     html = render_report(tmp_path, no_refs)
-    assert "1/2 claims hold" in html  # toy only
+    assert "1 holds · 1 fails · 0 not decided (of 2 claims)" in html  # toy only
     assert "baseline did not train" in html and "marked invalid" in html
     assert "not UTF-8" in html
 
@@ -78,7 +80,7 @@ def test_zero_over_zero_is_not_infinity_and_pipes_do_not_break_tables(tmp_path, 
     c = make_claim("r", "a | b", "m", [0.0], 1.0, ">=", baseline=[0.0], compare="ratio")
     md = claims_markdown([c])
     row = md.splitlines()[2]
-    assert "a \\| b" in row and row.count(" | ") == 6  # 7 cells, the statement's pipe is escaped
+    assert "a \\| b" in row and row.count(" | ") == 7  # 8 cells, the statement's pipe is escaped
     assert "∞" not in md and "NaN" in md and "zero baseline" in md
 
 
@@ -179,7 +181,11 @@ def test_smoke_precondition_is_expected_not_invalid(tmp_path, monkeypatch, capsy
     # the headline's first line says these are plumbing checks and gives the reference's measured number first
     body = html.split("<body>", 1)[1]
     lead = body.split("</h1>", 1)[1].split("</p>", 1)[0]
-    assert "plumbing checks" in lead and "1/2 claims hold" in lead and "reference" in lead
+    assert (
+        "plumbing checks" in lead
+        and "1 holds · 1 fails · 0 not decided (of 2 claims)" in lead
+        and "reference" in lead
+    )
     cards = body.split('class="headline"', 1)[1]
     assert cards.index('tag ref">reference') < cards.index('tag fresh">this run')
     # the same toy2 document from a quick run: invalid exactly as before
@@ -235,7 +241,10 @@ def test_unsafe_claims_json_is_an_invalid_document_not_a_crash(target, tmp_path,
         f.unlink()
         f.symlink_to("/dev/zero" if target == "/dev/zero" else other)
     html = render_report(tmp_path / "runs", no_refs)
-    assert "claims.json is refused" in html and "1/2 toy-size claims hold" in html
+    assert (
+        "claims.json is refused" in html
+        and "toy-size verdicts 1 holds · 1 fails · 0 not decided (of 2 claims)" in html
+    )
     assert ("nested" if target == "deep" else "outside") in html
 
 

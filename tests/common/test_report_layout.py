@@ -48,13 +48,14 @@ def test_headline_counts_per_preset_and_never_adds_smoke_to_quick(tmp_path, no_r
     doc["preset"] = "quick"  # a valid quick run: 1/2 hold
     atomic_write_json(tmp_path / "toy2" / "claims.json", doc)
     ctx = build_context(tmp_path, no_refs)
-    assert ctx["fresh"]["by_preset"] == {"quick": [1, 2], "smoke": [1, 2]}
+    by = ctx["fresh"]["by_preset"]
+    assert list(by) == ["quick", "smoke"]
+    assert [(c.holds, c.fails, c.not_decided) for c in by.values()] == [(1, 1, 0), (1, 1, 0)]
     html = render_report(tmp_path, no_refs)
     card = html.split('class="headline"', 1)[1].split('<h2 id="systems">', 1)[0]
     assert "2/4" not in card  # the old headline summed the smoke run's toy claims into the quick run's
-    assert card.index('1/2 claims hold <span class="tag quick">') < card.index(
-        '1/2 claims hold <span class="tag smoke">'
-    )
+    one = "1 holds · 1 fails · 0 not decided (of 2 claims)"
+    assert card.index(f'{one} <span class="tag quick">') < card.index(f'{one} <span class="tag smoke">')
     assert "never added" in card
 
 

@@ -8,6 +8,7 @@ Every claim that compares two arms on the same seeds reports the paired differen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,13 +16,17 @@ import numpy as np
 from .fmt import fmt_fixed
 
 __all__ = [
+    "fieller_interval95",
     "interval_note",
     "mean_std",
     "one_sided_bound95",
     "paired_note",
+    "seeds_to_decide",
     "sign_note",
     "t_interval95",
 ]
+
+MAX_SEEDS_ESTIMATE = 1000  # seeds_to_decide looks no further (the CLI's --seeds limit)
 
 
 def mean_std(x: Sequence[float], digits: int = 3) -> str:
@@ -40,6 +45,55 @@ def t_interval95(d: Sequence[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     h = float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size))
     return float(a.mean() - h), float(a.mean() + h)
+
+
+def fieller_interval95(m: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """95 % interval of the ratio of means ``mean(m) / mean(b)`` of paired per-seed values (Fieller): the set of
+    ratios ``θ`` for which the paired 95 % Student-t interval of ``m_s − θ·b_s`` contains 0.
+
+    ``(-inf, inf)`` when that set is unbounded (the baseline's mean is not distinguishable from 0 at this seed
+    count: the ratio's sign or size is not decided); ``(nan, nan)`` for fewer than two pairs, a NaN value or
+    unpaired lengths. With no spread (every ``m_s`` and ``b_s`` constant) it is the point ``[r, r]``."""
+    from scipy import stats
+
+    m_, b_ = np.asarray(m, dtype=float), np.asarray(b, dtype=float)
+    n = m_.size
+    if n < 2 or b_.shape != m_.shape or not (np.isfinite(m_).all() and np.isfinite(b_).all()):
+        return float("nan"), float("nan")
+    q = float(stats.t.ppf(0.975, n - 1)) ** 2 / n
+    mm, mb = float(m_.mean()), float(b_.mean())
+    cov = np.cov(np.vstack([m_, b_]), ddof=1)
+    s_mm, s_bb, s_mb = float(cov[0, 0]), float(cov[1, 1]), float(cov[0, 1])
+    # {θ : (mm − θ·mb)² ≤ q·(s_mm − 2θ·s_mb + θ²·s_bb)}  ⟺  a·θ² − 2·h·θ + c ≤ 0
+    a = mb * mb - q * s_bb
+    h = mm * mb - q * s_mb
+    c = mm * mm - q * s_mm
+    if a <= 0:
+        return -math.inf, math.inf
+    disc = max(h * h - a * c, 0.0)  # ≥ 0 whenever a > 0: θ = mm/mb satisfies the inequality
+    r = math.sqrt(disc)
+    return float((h - r) / a), float((h + r) / a)
+
+
+def seeds_to_decide(d: Sequence[float], threshold: float, cap: int = MAX_SEEDS_ESTIMATE) -> int | None:
+    """The smallest seed count ``n`` at which the two-sided 95 % Student-t interval of the mean of ``d`` would
+    clear ``threshold``, were the mean and the standard deviation (ddof=1) to stay as measured:
+    ``t₀.₉₇₅,ₙ₋₁ · sd / √n < |mean − threshold|``. ``None`` when that takes more than ``cap`` seeds, when the mean
+    sits on the threshold, or when it cannot be estimated (fewer than two finite values)."""
+    from scipy import stats
+
+    a = np.asarray(d, dtype=float)
+    if a.size < 2 or not np.isfinite(a).all() or not math.isfinite(threshold):
+        return None
+    gap = abs(float(a.mean()) - threshold)
+    sd = float(a.std(ddof=1))
+    if gap == 0:
+        return None
+    if sd == 0:
+        return int(a.size)
+    ns = np.arange(2, cap + 1)
+    ok = stats.t.ppf(0.975, ns - 1) * sd / np.sqrt(ns) < gap
+    return int(ns[np.argmax(ok)]) if ok.any() else None
 
 
 def one_sided_bound95(d: np.ndarray | list, side: str) -> float:

@@ -34,13 +34,15 @@ from __future__ import annotations
 import base64
 import html
 import importlib.resources
+import os
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import registry
-from ..common.claims import Claim, validate_claims_document
+from ..common.claims import DECISION_RULE, Claim, VerdictCounts, validate_claims_document, verdict_counts
 from ..common.fmt import fmt_seconds
 from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
 from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
@@ -48,6 +50,36 @@ from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overri
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20
 MAX_REPORT_MD_BYTES = 8 << 20
+INLINE_BUDGET = 8 << 20  # characters of embedded figures (data: URIs) per page; figures beyond it are linked
+
+
+def display_path(p: str | os.PathLike) -> str:
+    """A path as text that can always be written as UTF-8: its bytes decoded as UTF-8, an undecodable byte shown
+    as ``\\xNN`` (a non-UTF-8 file name, or a unicode one read under ``LC_ALL=C PYTHONUTF8=0``, reaches Python
+    as lone surrogates, which no UTF-8 writer accepts)."""
+    try:
+        raw = os.fsencode(p)
+    except (UnicodeError, TypeError):
+        return safe_text(str(p))
+    return raw.decode("utf-8", "backslashreplace")
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]+")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every run of lone surrogates replaced by what it stands for: the bytes a file-system name
+    smuggled in (``\\udcXX``, decoded as UTF-8, undecodable bytes as ``\\xNN``), or ``\\udXXX`` for any other
+    surrogate (e.g. one a JSON ``\\ud800`` escape put into a statement). The result always encodes as UTF-8."""
+
+    def fix(m: re.Match) -> str:
+        run = m.group(0)
+        try:
+            return run.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return run.encode("utf-8", "backslashreplace").decode("ascii")
+
+    return _SURROGATES.sub(fix, text)
 
 
 class ReportError(OSError):
@@ -128,8 +160,13 @@ class RunView:
         return p if isinstance(p, str) else "?"
 
     @property
+    def counts(self) -> VerdictCounts:
+        """The top-level claims by verdict (checks apart): :func:`iclr25.common.claims.verdict_counts`."""
+        return verdict_counts(self.claims)
+
+    @property
     def held(self) -> int:
-        return sum(c.holds for c in self.claims)
+        return self.counts.holds
 
     @property
     def provenance(self) -> dict:
@@ -195,16 +232,65 @@ def _markdown() -> Any:
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
 
-def _data_uri(path: Path, within: Path) -> str | None:
+class FigureBudget:
+    """Embeds figures as ``data:`` URIs until ``limit`` characters of them are on the page; every figure after
+    that is linked instead (a path relative to ``page_dir``, the folder ``index.html`` is written to), so a report
+    over hundreds of runs stays a page a browser opens. ``limit=None``: no limit."""
+
+    def __init__(self, page_dir: Path | None = None, limit: int | None = INLINE_BUDGET) -> None:
+        self.page_dir = page_dir
+        self.limit = limit
+        self.used = 0
+        self.linked = 0
+
+    def link(self, path: Path) -> str:
+        """An ``href`` for ``path``: relative to the page's folder (percent-encoded bytes), else a file URI."""
+        try:
+            if self.page_dir is not None:
+                rel = os.path.relpath(path, self.page_dir)
+                return urllib.parse.quote(os.fsencode(rel).replace(os.sep.encode(), b"/"))
+            return urllib.parse.quote(os.fsencode(path.resolve()))
+        except (ValueError, OSError):
+            return ""
+
+    def figure(self, path: Path, within: Path) -> tuple[str, bool] | None:
+        """``(src, inline)`` for an image file inside the folder ``within`` (symlinks resolved): a ``data:`` URI
+        while the budget lasts, else a link; ``None`` for a file that is missing, not an image, not a regular
+        file, unreadable or outside ``within``."""
+        mime = IMAGE_TYPES.get(path.suffix.lower())
+        if mime is None:
+            return None
+        try:
+            real = path.resolve(strict=True)
+            if not real.is_relative_to(within.resolve()) or not real.is_file():
+                return None
+            size = real.stat().st_size
+        except (OSError, ValueError, RuntimeError):
+            return None
+        encoded = 4 * ((size + 2) // 3) + len(f"data:{mime};base64,")
+        fits = size <= MAX_IMAGE_BYTES and (self.limit is None or self.used + encoded <= self.limit)
+        if fits:
+            try:
+                data = read_bytes_limited(path, MAX_IMAGE_BYTES, within=within)
+            except (
+                OSError,
+                ValueError,
+            ):  # changed under us, too large, not a regular file, or outside `within`
+                return None
+            uri = f"data:{mime};base64," + base64.b64encode(data).decode()
+            self.used += len(uri)
+            return uri, True
+        href = self.link(path)
+        if not href:
+            return None
+        self.linked += 1
+        return href, False
+
+
+def _data_uri(path: Path, within: Path, budget: FigureBudget | None = None) -> str | None:
     """``data:`` URI of an image file inside the folder ``within`` (symlinks resolved), else ``None``."""
-    mime = IMAGE_TYPES.get(path.suffix.lower())
-    if mime is None:
-        return None
-    try:
-        data = read_bytes_limited(path, MAX_IMAGE_BYTES, within=within)
-    except (OSError, ValueError):  # missing, unreadable, too large, not a regular file, or outside `within`
-        return None
-    return f"data:{mime};base64," + base64.b64encode(data).decode()
+    got = (budget or FigureBudget(limit=None)).figure(path, within)
+    return got[0] if got is not None and got[1] else None
 
 
 def _inside(base: Path, rel: str) -> Path | None:
@@ -215,15 +301,23 @@ def _inside(base: Path, rel: str) -> Path | None:
         return None
 
 
-def render_markdown(text: str, base: Path, demote: int = 2, shown: dict[str, str] | None = None) -> str:
+def render_markdown(
+    text: str,
+    base: Path,
+    demote: int = 2,
+    shown: dict[str, str] | None = None,
+    budget: FigureBudget | None = None,
+) -> str:
     """Markdown → HTML with raw HTML shown as text; images embedded when they are files inside ``base``
-    (others are dropped, leaving their alt text, so the page never loads anything from elsewhere).
+    (others are dropped, leaving their alt text, so the page never loads anything from elsewhere); once
+    ``budget`` is spent, an image is a link to its file instead.
 
     ``shown`` maps an image path (relative to ``base``) already embedded elsewhere on the page to where it is
     shown; such an image, or one this text mentions twice, becomes a one-line note instead of a second copy
     (paths embedded here are added to ``shown``)."""
     body = _markdown().render(text)
     shown = {} if shown is None else shown
+    budget = budget or FigureBudget(limit=None)
 
     def img(m: re.Match) -> str:
         tag = m.group(0)
@@ -234,11 +328,15 @@ def render_markdown(text: str, base: Path, demote: int = 2, shown: dict[str, str
         if rel is not None and rel in shown:
             return f'<span class="muted">[figure {html.escape(rel)}: {shown[rel]}]</span>'
         p = _inside(base, rel) if rel is not None else None
-        uri = _data_uri(p, base) if p is not None else None
-        if uri is None:
+        got = budget.figure(p, base) if p is not None else None
+        if got is None:
             return f'<span class="muted">[image: {alt_text}]</span>'
         shown[rel] = "shown above in this report"
-        return f'<img src="{uri}" alt="{alt_text}">'
+        if not got[1]:
+            return (
+                f'<a class="linked" href="{html.escape(got[0])}">[figure: {alt_text or html.escape(rel)}]</a>'
+            )
+        return f'<img src="{got[0]}" alt="{alt_text}">'
 
     body = re.sub(r"<img\b[^>]*>", img, body)
     body = re.sub(r"<(/?)h([1-6])>", lambda m: f"<{m.group(1)}h{min(6, int(m.group(2)) + demote)}>", body)
@@ -263,19 +361,42 @@ def _relative(base: Path, src: str) -> str | None:
     return "/".join(parts) or None
 
 
-def _figures(d: Path, subdirs: tuple[str, ...] = ("figures",)) -> list[dict[str, str]]:
-    """The image files in ``d/<subdir>/`` (``""`` = ``d`` itself), each read once, inside ``d`` only."""
+def _figures(d: Path, subdirs: tuple[str, ...] = ("figures",)) -> list[dict[str, Any]]:
+    """The image files in ``d/<subdir>/`` (``""`` = ``d`` itself), not read yet (:func:`_embed` reads them)."""
     figs = []
     for sub in subdirs:
         fdir = d / sub if sub else d
         if not fdir.is_dir():
             continue
         for p in sorted(fdir.iterdir()):
-            uri = _data_uri(p, d) if p.suffix.lower() in IMAGE_TYPES else None
-            if uri:
+            if p.suffix.lower() in IMAGE_TYPES:
                 rel = f"{sub}/{p.name}" if sub else p.name
-                figs.append({"name": p.name, "rel": rel, "stem": p.stem, "uri": uri})
+                figs.append(
+                    {"name": display_path(p.name), "rel": display_path(rel), "stem": display_path(p.stem),
+                     "path": p, "within": d, "uri": "", "inline": False}
+                )  # fmt: skip
     return figs
+
+
+def _safe_image(fig: dict[str, Any]) -> bool:
+    """A figure candidate that is a regular file inside its folder (symlinks resolved) — checked without
+    reading it."""
+    try:
+        real = Path(fig["path"]).resolve(strict=True)
+        return real.is_relative_to(Path(fig["within"]).resolve()) and real.is_file()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _embed(figs: list[dict[str, Any]], budget: FigureBudget) -> list[dict[str, Any]]:
+    """``figs`` with ``uri`` (a ``data:`` URI, or a link once the budget is spent) and ``inline`` filled in; a
+    figure that cannot be read safely is dropped."""
+    out = []
+    for f in figs:
+        got = budget.figure(f["path"], f["within"])
+        if got is not None:
+            out.append({**f, "uri": got[0], "inline": got[1]})
+    return out
 
 
 # -- the page ----------------------------------------------------------------------------------------------
@@ -322,18 +443,18 @@ def _preset_order(preset: str) -> tuple[int, str]:
 
 
 def _headline(views: list[RunView]) -> dict:
-    """Counts per preset (``by_preset``: preset → [held, total]); ``held``/``total`` add every valid run and
-    are only shown when all runs share one preset."""
+    """Counts per preset (``by_preset``: preset → :class:`VerdictCounts`: holds / fails / not decided, checks
+    apart); ``counts`` adds every valid run and is only shown when all runs share one preset."""
     valid = [v for v in views if v.valid]
-    by_preset: dict[str, list[int]] = {}
+    by_preset: dict[str, VerdictCounts] = {}
     for v in valid:
-        h = by_preset.setdefault(v.preset, [0, 0])
-        h[0] += v.held
-        h[1] += len(v.claims)
+        by_preset[v.preset] = by_preset.get(v.preset, VerdictCounts()) + v.counts
+    total = sum((v.counts for v in valid), VerdictCounts())
     readable = [v for v in views if v.ok]
     return {
-        "held": sum(v.held for v in valid),
-        "total": sum(len(v.claims) for v in valid),
+        "counts": total,
+        "held": total.holds,
+        "total": total.claims,
         "runs": len(valid),
         "expected": [v for v in views if v.smoke_precondition],
         "excluded": [v for v in views if not v.valid and not v.smoke_precondition],
@@ -373,7 +494,7 @@ def _status(v: RunView | None, with_preset: bool) -> str:
         return "precondition not reached at smoke size (expected)"
     if not v.valid:
         return "run invalid"
-    return f"{v.held}/{len(v.claims)}" + (f" ({v.preset})" if with_preset else "")
+    return v.counts.text() + (f" ({v.preset})" if with_preset else "")
 
 
 def _check_reference(reference: str | Path | None, option: str) -> None:
@@ -436,11 +557,16 @@ def real_inputs(slug: str) -> list[dict[str, str]]:
 
 
 def build_context(
-    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+    out: str | Path,
+    reference: str | Path | None = None,
+    reference_real: str | Path | None = None,
+    inline_budget: int | None = INLINE_BUDGET,
 ) -> dict:
     """Everything the page shows. ``reference``: the folder of quick reference documents (default
     :func:`default_reference_dir`); ``reference_real``: the folder of real reference documents (default
-    :func:`default_real_reference_dir`)."""
+    :func:`default_real_reference_dir`). ``inline_budget``: characters of figures embedded in the page (the
+    main figures of every system first, then the others in page order); the rest are linked (``None``: embed
+    every figure)."""
     out = Path(out)
     fresh = collect_runs(out, "fresh")
     _check_reference(reference, "--reference")
@@ -458,7 +584,7 @@ def build_context(
         f, r, rr = fresh_by.get(name), ref_by.get(name), real_by.get(name)
         sysinfo = registry.find(name)
         d = out / name
-        figs = _figures(d) if f is not None else []
+        figs = [g for g in _figures(d) if _safe_image(g)] if f is not None else []
         rep = d / "report.md"
         text = None
         report_html = ""
@@ -480,13 +606,12 @@ def build_context(
         main = figs[0] if figs else None
         # every figure once: the main one beside the table, the rest in report.md (or the grid below it)
         shown = {main["rel"]: "shown beside the claims table"} if main else {}
-        if text is not None:
-            report_html = render_markdown(text, d, shown=shown)
-        more = [g for g in figs if g["rel"] not in shown]
         ref_figs = _figures(ref_dir / name, ("", "figures")) if r is not None and ref_dir is not None else []
         real_figs = (
             _figures(real_dir / name, ("", "figures")) if rr is not None and real_dir is not None else []
         )
+        ref_figs = [g for g in ref_figs if _safe_image(g)]
+        real_figs = [g for g in real_figs if _safe_image(g)]
         ref_main, main_kind = None, "this run"
         if main is None and ref_figs:  # no fresh figure: the reference's plot sits beside the table
             ref_main, ref_figs, main_kind = ref_figs[0], ref_figs[1:], "reference"
@@ -514,13 +639,26 @@ def build_context(
                 "notes": notes,
                 "main_figure": main or ref_main,
                 "main_kind": main_kind,
-                "figures": more,
+                "figures": figs,
+                "_markdown": (text, d, shown),
                 "ref_figures": ref_figs,
                 "real_figures": real_figs,
                 "report_html": report_html,
                 "real_inputs": real_inputs(name) if f is not None and f.ok and f.preset == "real" else None,
             }
         )
+    budget = FigureBudget(out, inline_budget)
+    for sys_ in systems:  # the main figures first: the budget goes to them before any other figure
+        if sys_["main_figure"] is not None:
+            got = _embed([sys_["main_figure"]], budget)
+            sys_["main_figure"] = got[0] if got else None
+    for sys_ in systems:  # then in page order: report.md's figures, the others, the references'
+        text, d, shown = sys_.pop("_markdown")
+        if text is not None:
+            sys_["report_html"] = render_markdown(text, d, shown=shown, budget=budget)
+        sys_["figures"] = _embed([g for g in sys_["figures"] if g["rel"] not in shown], budget)
+        sys_["ref_figures"] = _embed(sys_["ref_figures"], budget)
+        sys_["real_figures"] = _embed(sys_["real_figures"], budget)
     status = []
     for i, s in enumerate(registry.SYSTEMS, 1):
         f, r, rr = fresh_by.get(s.slug), ref_by.get(s.slug), real_by.get(s.slug)
@@ -536,9 +674,12 @@ def build_context(
             }
         )
     return {
-        "out": str(out),
-        "ref_dir": str(ref_dir) if refs else "",
-        "real_dir": str(real_dir) if reals else "",
+        "out": display_path(out),
+        "ref_dir": display_path(ref_dir) if refs and ref_dir is not None else "",
+        "real_dir": display_path(real_dir) if reals and real_dir is not None else "",
+        "figures_linked": budget.linked,
+        "inline_budget": inline_budget,
+        "decision_rule": DECISION_RULE,
         "has_real": bool(reals),  # the real reference column is shown only when there is a document for it
         "fresh": _headline(fresh),
         "reference": _headline(refs),
@@ -564,34 +705,45 @@ def _env() -> Any:
 
 
 def render_report(
-    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+    out: str | Path,
+    reference: str | Path | None = None,
+    reference_real: str | Path | None = None,
+    inline_budget: int | None = INLINE_BUDGET,
 ) -> str:
+    """The page as text that always encodes as UTF-8 (:func:`safe_text`: a path or name with bytes that are not
+    UTF-8 is shown with ``\\xNN`` escapes instead of crashing the write)."""
     from markupsafe import Markup
 
-    ctx = build_context(out, reference, reference_real)
+    ctx = build_context(out, reference, reference_real, inline_budget)
     for s in ctx["systems"]:
         s["report_html"] = Markup(s["report_html"])  # produced by markdown-it with raw HTML disabled
-    return _env().get_template("index.html").render(**ctx)
+    return safe_text(_env().get_template("index.html").render(**ctx))
 
 
 def write_report(
-    out: str | Path, reference: str | Path | None = None, reference_real: str | Path | None = None
+    out: str | Path,
+    reference: str | Path | None = None,
+    reference_real: str | Path | None = None,
+    inline_budget: int | None = INLINE_BUDGET,
 ) -> Path:
     """Write ``<out>/index.html`` and return its path; :class:`ReportError` (one line) when ``out`` is not a
     folder of runs or a reference folder given does not exist. ``reference``/``reference_real``: the quick and
-    real reference folders (defaults: :func:`default_reference_dir`, :func:`default_real_reference_dir`)."""
+    real reference folders (defaults: :func:`default_reference_dir`, :func:`default_real_reference_dir`).
+    ``inline_budget``: characters of embedded figures (default :data:`INLINE_BUDGET`, 8 MiB); figures beyond it
+    are linked by their path relative to ``out``."""
     if out is None or str(out).strip() == "":
         raise ReportError("--out must name a folder of runs, got an empty string")
     out = Path(out)
+    shown = display_path(out)
     if out.exists() and not out.is_dir():
-        raise ReportError(f"{out} is a file, not a folder of runs")
+        raise ReportError(f"{shown} is a file, not a folder of runs")
     if not out.is_dir():
-        raise ReportError(f"no such folder: {out} (run `iclr25 run SLUG --out {out}` first)")
+        raise ReportError(f"no such folder: {shown} (run `iclr25 run SLUG --out {shown}` first)")
     if not any(out.glob("*/claims.json")):
         raise ReportError(
-            f"no runs in {out} (no {out}/<slug>/claims.json); run `iclr25 run SLUG --out {out}` first"
+            f"no runs in {shown} (no {shown}/<slug>/claims.json); run `iclr25 run SLUG --out {shown}` first"
         )
     target = out / "index.html"
     if target.is_dir():
-        raise ReportError(f"{target} is a folder; cannot write the report there")
-    return atomic_write_text(target, render_report(out, reference, reference_real))
+        raise ReportError(f"{display_path(target)} is a folder; cannot write the report there")
+    return atomic_write_text(target, render_report(out, reference, reference_real, inline_budget))
