@@ -11,8 +11,10 @@ more deletions. The paper has no code or experiments; the reconstructed steps ar
     >>> model = AnchorTopicModel(n_topics=8).fit(X)              # X: docs × words counts (scipy.sparse, gensim bow)
     >>> release = unlearn_base(model, X[forget], epsilon=1.0, delta=1e-5, sensitivity=delta_A)
     >>> release.A                                               # the noisy topic-word matrix to publish
+    >>> corpus = load_real_corpus()                             # five real corpora, one 2,000-word vocabulary
 """
 
+from .corpus import RealCorpus, RealCorpusConfig, load_real_corpus
 from .model import AnchorTopicModel, TopicStats, align_topics, as_doc_word, max_column_l1, topic_permutation
 from .synthetic import sample_documents, separable_topics
 from .unlearning import (
@@ -33,6 +35,9 @@ from .unlearning import (
 
 __all__ = [
     "AnchorTopicModel",
+    "RealCorpus",
+    "RealCorpusConfig",
+    "load_real_corpus",
     "TopicStats",
     "align_topics",
     "topic_permutation",

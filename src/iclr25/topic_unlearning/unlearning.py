@@ -223,31 +223,48 @@ def unlearn_base(
 
 @dataclass(frozen=True)
 class LinearHead:
-    """A downstream linear head on topic features: score(x) = ⟨A w, x̄⟩ + b0."""
+    """A downstream linear head on topic features: score(x) = ⟨A w, x̄⟩ + b0.
 
-    w: np.ndarray  # (r,)
-    b0: float
+    One output: ``w`` (r,), ``b0`` a float, released B = A w (n,). Several outputs (one-vs-rest classes): ``w``
+    (r, k), ``b0`` (k,), B = A w (n, k); :meth:`predict` is then the arg-max class index."""
+
+    w: np.ndarray  # (r,) or (r, k)
+    b0: float | np.ndarray
 
     def decision(self, B: np.ndarray, X, layout: str = "doc_word") -> np.ndarray:
-        """Scores ⟨B, x̄⟩ + b0 for documents ``X`` given a released B = A w (n,)."""
+        """Scores ⟨B, x̄⟩ + b0 for documents ``X`` given a released B = A w: (docs,) for B (n,), (docs, k) for
+        B (n, k)."""
         X = as_doc_word(X, layout)
         L = np.asarray(X.sum(axis=1)).ravel()
-        return np.asarray(sp.diags(1.0 / np.maximum(L, 1)) @ X @ B).ravel() + self.b0
+        s = np.asarray(sp.diags(1.0 / np.maximum(L, 1)) @ X @ B)
+        return (s.ravel() if np.ndim(B) == 1 else s) + self.b0
+
+    def predict(self, B: np.ndarray, X, layout: str = "doc_word") -> np.ndarray:
+        """One output: score > 0.5 (0/1 labels); several: the index of the largest score."""
+        s = self.decision(B, X, layout)
+        return (s > 0.5).astype(int) if s.ndim == 1 else s.argmax(axis=1)
 
 
 def fit_head(model: AnchorTopicModel, X, y, layout: str = "doc_word") -> LinearHead:
-    """Least-squares head (with intercept) on φ_A(x) = Aᵀx̄ for targets ``y`` (0/1 labels or real values)."""
+    """Least-squares head (with intercept) on φ_A(x) = Aᵀx̄ for targets ``y``: (docs,) 0/1 labels or real values,
+    or (docs, k) targets (one-hot classes for a one-vs-rest classifier)."""
     F = model.transform(X, layout)
     y = np.asarray(y, float)
-    if y.shape != (F.shape[0],):
-        raise ValueError(f"y must have one value per document ({F.shape[0]}), got shape {y.shape}")
+    if y.ndim not in (1, 2) or y.shape[0] != F.shape[0] or (y.ndim == 2 and y.shape[1] < 1):
+        raise ValueError(
+            f"y must have one value (or one row of targets) per document ({F.shape[0]}), got shape {y.shape}"
+        )
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y holds NaN/inf targets; expected finite values")
     D = np.hstack([F, np.ones((F.shape[0], 1))])
     coef, *_ = np.linalg.lstsq(D, y, rcond=None)
+    if y.ndim == 2:
+        return LinearHead(coef[:-1].copy(), coef[-1].copy())
     return LinearHead(coef[:-1].copy(), float(coef[-1]))
 
 
 def release_head(A: np.ndarray, head: LinearHead) -> np.ndarray:
-    """The fine-tuned model's released vector B = A w ∈ R^n."""
+    """The fine-tuned model's released vector B = A w ∈ R^n (R^{n×k} for a head with k outputs)."""
     return A @ head.w
 
 
