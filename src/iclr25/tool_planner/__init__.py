@@ -10,7 +10,8 @@ function schemas (with ToolBench and BFCL converters and a loader for the releas
 toolkit construction with scikit-learn (or local sentence-transformers / HF encoders), the planner with exact
 budgets and JSONL traces, ReAct-like and DFSDT-like baselines in the same harness, an OpenAI-compatible LLM
 backend (vLLM, llama.cpp, Ollama, LiteLLM) and an offline heuristic policy, and tool backends (a seeded
-simulated library, the real BFCL API classes, a user's HTTP server).
+simulated library, the real BFCL API classes, a user's HTTP server), and NESTFUL's real API specs and examples
+as tools and tasks with a simulated backend and NESTFUL's sequence metrics (``nestful``).
 
 >>> from iclr25.tool_planner import SimulatedToolEnv, ToolIndex, build_toolkits, HeuristicPolicy, ToolPlanner
 >>> env = SimulatedToolEnv(seed=0)
@@ -32,6 +33,15 @@ from .llm import (
     fill_arguments,
     toolkit_lines,
 )
+from .nestful import (
+    NestfulSimBackend,
+    NestfulTask,
+    nestful_task,
+    nestful_tasks,
+    sequence_f1,
+    sequence_scores,
+    tools_from_specs,
+)
 from .planner import Budget, DFSDTAgent, EpisodeResult, ReActAgent, ToolPlanner, write_traces
 from .schemas import (
     Tool,
@@ -43,7 +53,7 @@ from .schemas import (
     validate_arguments,
     validate_tool,
 )
-from .tasks import Goal, Ref, Task
+from .tasks import Expr, Goal, Ref, Task
 from .toolkits import (
     Embedder,
     HFPoolingEmbedder,
@@ -64,6 +74,7 @@ __all__ = [
     "DFSDTAgent",
     "Embedder",
     "EpisodeResult",
+    "Expr",
     "Goal",
     "HFPoolingEmbedder",
     "HTTPToolBackend",
@@ -71,6 +82,8 @@ __all__ = [
     "InvalidDecision",
     "LLMServerError",
     "LibraryEntry",
+    "NestfulSimBackend",
+    "NestfulTask",
     "OpenAICompatibleLLM",
     "PlanStep",
     "Policy",
@@ -95,12 +108,17 @@ __all__ = [
     "functionality_text",
     "kmeans_labels",
     "load_toolkit_library",
+    "nestful_task",
+    "nestful_tasks",
     "parse_arguments",
+    "sequence_f1",
+    "sequence_scores",
     "standardize",
     "toolbench_to_openai",
     "toolbench_tool_to_openai",
     "toolkit_lines",
     "toolkits_from_labels",
+    "tools_from_specs",
     "validate_arguments",
     "validate_tool",
     "write_traces",

@@ -18,6 +18,9 @@ Per seed (a new simulated world: 30 capabilities × 2–6 API variants with fail
 Offline, the decisions come from :class:`HeuristicPolicy` (similarity, not an LLM), for every method alike; the
 ``full`` preset runs the same harness with :class:`OpenAICompatibleLLM` against a user's server, where every
 method plans from the query alone (Tool-Planner's plan, the baselines' ``decompose``).
+
+The ``real`` preset (:class:`RealConfig`, ``real.py``) runs the same methods, policy and claims on NESTFUL's real
+API specs and examples, with a simulated backend for the APIs (they cannot be called from here).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..common.claims import Claim, all_of, make_claim
 from ..common.fields import bounded
 from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from ..common.stats import paired_note
-from . import report
+from . import real, report
 from .backends import SimulatedToolEnv
 from .llm import HeuristicPolicy, OpenAICompatibleLLM
 from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces
@@ -110,6 +113,57 @@ PRESETS = {
     "quick": Config(),
     "full": Config(policy="openai", n_val_worlds=1, n_val_tasks=50, n_bfcl_tasks=100, n_bfcl_val_tasks=50),
 }
+
+
+# fields of the simulated world and the BFCL tasks: the real preset has no use for them
+_SIM_ONLY = (
+    "n_tasks",
+    "n_capabilities",
+    "variants",
+    "n_distractors",
+    "failure_mix",
+    "p_flaky",
+    "p_distractor_error",
+    "goal_bank",
+    "min_steps",
+    "max_steps",
+    "n_val_worlds",
+    "n_val_tasks",
+    "n_bfcl_tasks",
+    "n_bfcl_val_tasks",
+)
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset's config: NESTFUL's specs and examples (``real.py``). A subclass, so that the simulated
+    presets keep their fields and config hash; the fields of the simulated world (``n_tasks`` …
+    ``n_bfcl_val_tasks``) are not used and must keep their defaults. The budget, the grids, the policy and the
+    traces are the quick preset's fields."""
+
+    # NESTFUL parts whose specs form the one tool library and whose examples are the tasks
+    parts: tuple[str, ...] = bounded(real.PARTS, choices=real.PARTS, each=True)
+    # of each part's kept examples, the 1st, (1 + val_every)-th, … are validation tasks, the rest test tasks
+    val_every: int = bounded(3, lo=2)
+    # > 0: only each part's first max_examples kept examples (smoke runs); 0: all
+    max_examples: int = bounded(0, lo=0)
+    # the diagnosis re-runs every method at this multiple of max_api_calls
+    budget_mult: int = bounded(3, lo=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(set(self.parts)) != len(self.parts):
+            raise ValueError(f"parts must not repeat a part, got {self.parts!r}")
+        base = Config()
+        for name in _SIM_ONLY:
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the simulated world, not used by the real preset; leave it at "
+                    f"{getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+
+
+PRESETS["real"] = RealConfig()
 
 
 def _world(cfg: Config, seed: int) -> SimulatedToolEnv:
@@ -254,6 +308,8 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
     and passes it); given none, it is computed here (the same numbers as in a run of ``cfg``; with
     ``policy="openai"`` this queries the server for every validation task). Traces are written to
     ``out/traces/seed_<seed>.jsonl`` when ``out`` is given and ``cfg.write_traces``."""
+    if isinstance(cfg, RealConfig):
+        return real.one_seed(cfg, seed, tuned, out)
     if tuned is None:
         tuned = tune(cfg)
     env = _world(cfg, seed)
@@ -309,6 +365,8 @@ def claims(cfg: Config, per_seed: dict, tuned: dict | None = None) -> list[Claim
     """The four claims (ids and thresholds fixed): ``beats_react``, ``near_dfsdt_cheaper``, ``k_curve`` and, when
     BFCL runs, ``bfcl_runs``. ``tuned`` (:func:`tune`'s result) names the chosen knobs in the notes; given none,
     the knobs are read from the per-seed results, which record the ones every seed ran with."""
+    if isinstance(cfg, RealConfig):
+        return real.claims(cfg, per_seed, tuned)
     ps = per_seed
     if tuned is None:
         tuned = _tuned_knobs(cfg, per_seed)
@@ -474,6 +532,8 @@ def _bfcl_methods(cfg: Config) -> tuple[str, ...]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):  # NESTFUL (real.py)
+        return real.run(cfg, out)
     rd = RunDir(out, cfg, required=_required(cfg))
     tuned = rd.map_seeds(  # once, on the validation worlds
         lambda s: tune(cfg), [0], desc="tuning", part="tuning", required=_tuning_required(cfg)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..common.fields import bounded, check_fields
 from .schemas import Tool, parse_arguments
-from .tasks import Ref, Task
+from .tasks import Expr, Ref, Task
 from .toolkits import ToolIndex, ToolkitSet
 
 HEURISTIC_LABEL = "heuristic similarity policy (not an LLM)"
@@ -108,8 +108,9 @@ class Policy(Protocol):
 
 
 def fill_arguments(task: Task, goal: int | None, tool: Tool, done: list[StepRecord]) -> dict:
-    """Arguments for ``tool`` by parameter name: the sub-goal's explicit bindings (literals or :class:`Ref` to an
-    earlier sub-goal's result), else the newest earlier result with a field of that name, else the task's
+    """Arguments for ``tool`` by parameter name: the sub-goal's explicit bindings (literals, a :class:`Ref` to an
+    earlier sub-goal's result, or an :class:`Expr` whose references are resolved from earlier results), else —
+    unless the goal is ``bound_only`` — the newest earlier result with a field of that name, else the task's
     inputs. Parameters with no value are left out (the call then fails schema validation, as a real one would)."""
     g = task.goals[goal] if goal is not None and goal < len(task.goals) else None
     by_goal = {r.goal: r for r in done}
@@ -122,7 +123,16 @@ def fill_arguments(task: Task, goal: int | None, tool: Tool, done: list[StepReco
                 if r is not None and v.field in r.output:
                     args[p] = r.output[v.field]
                 continue
+            if isinstance(v, Expr):
+                try:
+                    schema = tool.parameters.get("properties", {}).get(p)
+                    args[p] = v.resolve({k: r.output for k, r in by_goal.items()}, schema)
+                except LookupError:  # a referenced result or field is missing: left out
+                    pass
+                continue
             args[p] = v
+            continue
+        if g is not None and g.bound_only:
             continue
         for r in reversed(done):
             if p in r.output:

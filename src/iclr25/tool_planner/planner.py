@@ -74,6 +74,9 @@ class EpisodeResult:
     steps_planned: int = 0
     steps_done: int = 0
     trace: list[dict] = field(default_factory=list)
+    # the executed call sequence the answer rests on: the successful calls of the final path, in order, as
+    # {"tool", "arguments"} (DFSDT: backtracked calls are not in it; a stopped episode: its path when it stopped)
+    calls: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
         d = asdict(self)
@@ -87,6 +90,7 @@ class _Episode:
         self.api_calls = self.failed_calls = self.replans = self.llm_calls = self.invalid = 0
         self.steps_planned = self.steps_done = 0
         self.trace: list[dict] = []
+        self.sequence: list[StepRecord] = []  # the current path's completed calls (set by the agents)
         self._tools = {t.name: t for t in backend.tools}
         backend.reset(task.id)
 
@@ -161,6 +165,7 @@ class _Episode:
             self.steps_planned,
             self.steps_done,
             self.trace,
+            [{"tool": r.tool, "arguments": dict(r.arguments)} for r in self.sequence],
         )
 
     def fail(self, e: Exception) -> EpisodeResult:
@@ -200,6 +205,7 @@ class ToolPlanner:
     def run(self, task: Task) -> EpisodeResult:
         ep = _Episode(self.backend, self.budget, task, self.method)
         done: list[StepRecord] = []
+        ep.sequence = done
         try:
             plan = self._plan(ep, task)
             ep.event("plan", steps=[[s.toolkit, s.text] for s in plan])
@@ -309,6 +315,7 @@ class ReActAgent:
     def run(self, task: Task) -> EpisodeResult:
         ep = _Episode(self.backend, self.budget, task, self.method)
         done: list[StepRecord] = []
+        ep.sequence = done
         try:
             for gi, step in enumerate(_steps(ep, self.policy, task)):
                 ranked = self.policy.rank(task, step.text, self.backend.tools)[: self.attempts]
@@ -357,9 +364,11 @@ class DFSDTAgent:
                 tried.append(tool.name)
                 if res.ok:
                     rec = StepRecord(step.goal, tool.name, dict(args), dict(res.output or {}), gi)
+                    ep.sequence = done + [rec]
                     out = dfs(gi + 1, done + [rec])
                     if out is not None:
                         return out
+                    ep.sequence = done
                     ep.event("backtrack", to_step=gi)
             return None
 

@@ -96,9 +96,14 @@ def validate_tool(tool: Tool) -> None:
 
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     """Messages of every way ``arguments`` violates ``tool.parameters`` (empty list: the call is valid)."""
+    return schema_errors(tool.parameters, arguments)
+
+
+def schema_errors(schema: Mapping, arguments: Any) -> list[str]:
+    """Messages of every way ``arguments`` violates the parameters' JSON ``schema`` (assumed valid)."""
     if not isinstance(arguments, Mapping):
         return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
-    v = jsonschema.Draft202012Validator(tool.parameters)
+    v = jsonschema.Draft202012Validator(schema)
     return [f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in v.iter_errors(dict(arguments))]
 
 
