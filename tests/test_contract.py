@@ -116,7 +116,18 @@ CARD_HEADINGS = [
 
 @pytest.mark.parametrize("slug", CASES)
 def test_method_card_has_the_common_headings(slug):
-    """Every method card uses the same six top-level headings, in order (### subsections are free)."""
+    """Every method card uses the same six top-level headings, in order (### subsections are free), plus
+    "Real inputs" after "Use it" exactly when the system uses a real asset (iclr25.assets.for_system)."""
+    from iclr25.assets import for_system
+
     card = Path(importlib.import_module(f"iclr25.{slug}").__file__).with_name("README.md")
     heads = [ln[3:].strip() for ln in card.read_text(encoding="utf-8").splitlines() if ln.startswith("## ")]
-    assert heads == CARD_HEADINGS, f"{slug}/README.md headings: {heads}"
+    want = list(CARD_HEADINGS)
+    if for_system(slug):
+        want.insert(want.index("Use it") + 1, "Real inputs")
+    assert heads == want, f"{slug}/README.md headings: {heads}"
+    if for_system(slug):
+        text = card.read_text(encoding="utf-8")
+        real = text.split("## Real inputs", 1)[1].split("\n## ", 1)[0]
+        for a in for_system(slug):  # the card names each asset it uses, with its licence
+            assert a.name in real or a.package in real, f"{slug}: Real inputs does not name asset {a.name}"

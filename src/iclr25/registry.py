@@ -260,6 +260,7 @@ SYSTEMS: tuple[System, ...] = (
         "2406.03807",
         "Planning over clusters of functionally similar tools raises pass rate and cuts replanning cost.",
         extra="agents",
+        real_preset=True,
     ),
     System(
         "birdset",
