@@ -50,3 +50,20 @@ def test_reference_claim_ids_match_the_code(slug, tmp_path):
     assert [c["id"] for c in fresh["claims"]] == [c["id"] for c in ref["claims"]]
     for c in fresh["claims"] + ref["claims"]:
         assert all(p["id"].startswith(c["id"] + ".") for p in c.get("parts", []))
+
+
+def test_readme_counts_are_the_references_re_derived():
+    """The measured counts in README.md and results/README.md are the committed references read under the
+    three-valued rule (issue #50): re-make a reference, and these numbers must follow."""
+    from iclr25.report.verdicts import counts_by_preset, rederive, table
+
+    docs = rederive(RESULTS)
+    assert not [d.slug for d in docs if d.error]
+    k, old = counts_by_preset(docs)["quick"]
+    readme = (RESULTS.parents[1] / "README.md").read_text()
+    assert f"**quick preset: {k.text()}**" in readme
+    assert f"point test alone said {old} of {k.claims + k.checks} held" in readme
+    results_readme = (RESULTS.parent / "README.md").read_text()
+    row = f"| quick ({len(docs)} systems) | {k.holds} | {k.fails} | {k.not_decided} | {k.checks}"
+    assert row in results_readme and f"{old} of {k.claims + k.checks} held" in results_readme
+    assert "| birdset | `noise_aug_helps` | holds | not decided **←** |" in table(docs)
