@@ -158,6 +158,35 @@ def test_gradient_checkpointing_gives_the_same_gradients(reentrant: bool, before
 
 
 @pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_training_builds_factors_per_block_and_steps_like_without(
+    reentrant: bool, node_builds
+) -> None:
+    """Under checkpointing U, V are built in one batched call per block and signature (not once per layer and
+    pass), and an optimizer step leaves the model equal to the same step without checkpointing."""
+    cfg = QuantumPEFTConfig(target_modules=["q_proj", "k_proj", "v_proj", "down_proj"], rank=2)
+    ids = _ids()
+    models = []
+    for ckpt in (False, True):
+        model = get_qpeft_model(_lm(), cfg)
+        _randomise(model)
+        if ckpt:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+        model.train()
+        opt = torch.optim.AdamW(model.param_groups(1e-1, 1e-1, 1e-1))
+        before = node_builds["n"]
+        model(input_ids=ids, labels=ids).loss.backward()
+        builds = node_builds["n"] - before
+        opt.step()
+        models.append(model.eval())
+    n_layers = len(models[1].targeted_module_names)  # 8: per-layer builds would be 2 per layer and pass
+    # one build per block and node size (32, 64): 2 × 2, twice where transformers runs block hooks inside the
+    # checkpoint (recomputed); building per layer would be 16 per pass
+    assert n_layers == 8 and builds <= 2 * 2 * 2, builds
+    with torch.no_grad():
+        assert torch.allclose(models[0](input_ids=ids).logits, models[1](input_ids=ids).logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
 def test_gradient_checkpointing_on_a_vit_with_pixel_inputs(reentrant: bool) -> None:
     """ViT's input is pixel_values: a reentrant checkpoint needs the input-grad hook PEFT also installs."""
     from transformers import ViTConfig, ViTForImageClassification
@@ -302,3 +331,5 @@ def test_add_weighted_adapter_is_refused_with_the_reason() -> None:
     model = _two()
     with pytest.raises(NotImplementedError, match="add_weighted_adapter .*not representable by one circuit"):
         model.add_weighted_adapter(["default", "b"], [0.5, 0.5], "mix")
+    with pytest.raises(ValueError, match=r"set_adapter: expected one adapter name, got \['default', 'b'\]"):
+        model.set_adapter(["default", "b"])

@@ -97,7 +97,9 @@ class QuantumPEFTAdapter(nn.Module):
         self.theta_u = nn.Parameter(torch.randn(pu, generator=generator, dtype=dtype).to(device) * init_std)
         self.theta_v = nn.Parameter(torch.randn(pv, generator=generator, dtype=dtype).to(device) * init_std)
         self.lam = nn.Parameter(torch.zeros(rank, dtype=dtype, device=device))  # Λ = 0 ⇒ ΔW = 0 at init
-        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None  # (U, V) precomputed for one forward
+        # (key, U, V) precomputed by the model for a forward (and, under gradient checkpointing, its recomputation
+        # in backward); used only while the key (the angles' versions) still matches
+        self._factors: tuple[tuple, torch.Tensor, torch.Tensor] | None = None
         self._cache: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # (key, U, V) for inference
 
     def node_specs(self) -> tuple[tuple, tuple]:
@@ -382,7 +384,8 @@ class QuantumPEFTLayer(nn.Module):
 
     def set_precomputed(self, factors: tuple[torch.Tensor, torch.Tensor] | None) -> None:
         """(U, V) of the active adapter computed by the model for one forward (None clears them)."""
-        self._adapter()._factors = factors
+        ad = self._adapter()
+        ad._factors = None if factors is None else (ad.cache_key(), *factors)
 
     def clear_cache(self) -> None:
         for ad in self.qpeft_adapters.values():
@@ -392,8 +395,9 @@ class QuantumPEFTLayer(nn.Module):
         """(U, V) of an adapter (default: the active one): precomputed for this forward, cached, or built."""
         is_active = adapter_name is None or adapter_name == self.active_adapter
         ad = self._adapter(adapter_name)
-        if is_active and ad._factors is not None:
-            return ad._factors
+        pre = ad._factors
+        if is_active and pre is not None and pre[0] == ad.cache_key():
+            return pre[1], pre[2]
         cached = self.cached_factors() if is_active else ad.cached_factors()
         if cached is not None:
             return cached

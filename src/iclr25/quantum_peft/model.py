@@ -261,6 +261,10 @@ class QuantumPEFTModel(nn.Module):
         self.peft_config: dict[str, QuantumPEFTConfig] = {}
         self._active_adapter = adapter_name
         self._targets: dict[str, list[str]] = {}
+        # gradient checkpointing: the batched-factor pre-hooks of the checkpointed blocks, and whether this
+        # forward built every factor at once (non-reentrant)
+        self._block_hooks: dict[int, Any] = {}
+        self._gc_global = False
         self._saves: dict[str, list[str]] = {}
         for p in model.parameters():
             p.requires_grad_(False)
@@ -394,14 +398,22 @@ class QuantumPEFTModel(nn.Module):
 
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.training and _checkpointing(self.base_model):
-            # factors precomputed outside the checkpointed blocks would be freed (reentrant) or missing
-            # (non-reentrant) when a block is recomputed in backward: build them inside each block
+            # the factors must still be there when a block is recomputed in backward, so they are kept (keyed by
+            # the angles' versions) until the next forward. Non-reentrant: one batched build for the whole model,
+            # as without checkpointing. Reentrant (or unknown): one batched build per checkpointed block, in a
+            # pre-hook — each block back-propagates on its own there, and a graph shared by all blocks would be
+            # traversed (and freed) by the first one
+            for _, m in self.qpeft_layers():
+                for ad in m.qpeft_adapters.values():
+                    ad._factors = None  # last step's
+            blocks = self._install_block_precompute()
+            self._gc_global = bool(blocks) and all(_reentrant(b) is False for b in blocks)
+            if self._gc_global:
+                layers = [m for _, m in self.qpeft_layers() if _needs_factors(m)]
+                if len(layers) > 1:
+                    self._precompute_factors(layers)
             return self.base_model(*args, **kwargs)
-        layers = [
-            m
-            for _, m in self.qpeft_layers()
-            if not m.merged and not m.disabled and m.active() is not None and m.cached_factors() is None
-        ]
+        layers = [m for _, m in self.qpeft_layers() if _needs_factors(m)]
         if len(layers) > 1:
             self._precompute_factors(layers)
         try:
@@ -409,6 +421,35 @@ class QuantumPEFTModel(nn.Module):
         finally:
             for m in layers:
                 m.set_precomputed(None)
+
+    def _install_block_precompute(self) -> list[nn.Module]:
+        """The checkpointed blocks of the wrapped model, each with the batched-factor pre-hook installed."""
+        try:
+            from transformers.modeling_layers import GradientCheckpointingLayer
+        except ImportError:  # pragma: no cover - transformers < 4.52: layers then build their own factors
+            return []
+        blocks = [
+            b
+            for b in self.base_model.modules()
+            if isinstance(b, GradientCheckpointingLayer) and getattr(b, "gradient_checkpointing", False)
+        ]
+        for block in blocks:
+            if id(block) not in self._block_hooks:
+                self._block_hooks[id(block)] = block.register_forward_pre_hook(self._precompute_block)
+        return blocks
+
+    def _precompute_block(self, block: nn.Module, args: Any) -> None:
+        """Forward pre-hook of a checkpointed block: its layers' U, V in batched calls (a graph per block)."""
+        if self._gc_global or not (self.training and getattr(block, "gradient_checkpointing", False)):
+            return
+        layers = [m for m in block.modules() if isinstance(m, QuantumPEFTLayer) and _needs_factors(m)]
+        if len(layers) > 1:
+            self._precompute_factors(layers)
+
+    def _remove_block_hooks(self) -> None:
+        for h in self._block_hooks.values():
+            h.remove()
+        self._block_hooks.clear()
 
     def generate(self, *args: Any, adapter_names: list[str] | None = None, **kwargs: Any) -> Any:
         """The wrapped model's ``generate``; ``adapter_names`` (one per prompt) as in :meth:`forward` (beam
@@ -542,6 +583,11 @@ class QuantumPEFTModel(nn.Module):
         return self.peft_config[self._active_adapter]
 
     def _check_known(self, adapter_name: object, what: str) -> str:
+        if isinstance(adapter_name, (list, tuple)):
+            raise ValueError(
+                f"{what}: expected one adapter name, got {adapter_name!r}; several adapters active at once are not "
+                "supported (one update per layer; use adapter_names=[...] in forward/generate for per-row adapters)"
+            )
         if adapter_name not in self.peft_config:
             raise ValueError(
                 f"{what}: unknown adapter {adapter_name!r}; this model holds {sorted(self.peft_config)}"
@@ -701,6 +747,7 @@ class QuantumPEFTModel(nn.Module):
         """Fold the active adapter's ΔW into every wrapped layer and return the plain base model
         (``modules_to_save``: the active adapter's trained copy); the other adapters are dropped."""
         self.enable_adapters()
+        self._remove_block_hooks()
         for name, m in list(self.qpeft_layers()):
             m.merge()
             _set_submodule(self.base_model, name, m.base_layer)
@@ -709,6 +756,7 @@ class QuantumPEFTModel(nn.Module):
 
     def unload(self) -> nn.Module:
         """Remove all adapters without merging: the original model back (``modules_to_save``: the originals)."""
+        self._remove_block_hooks()
         for name, m in list(self.qpeft_layers()):
             m.unmerge()
             _set_submodule(self.base_model, name, m.base_layer)
@@ -959,6 +1007,21 @@ def _read_config(path: Path) -> QuantumPEFTConfig:
             f"{path} is a PEFT {kind!r} adapter, not a Quantum-PEFT one: load it with peft.PeftModel.from_pretrained"
         )
     return QuantumPEFTConfig.from_dict(d)
+
+
+def _needs_factors(m: QuantumPEFTLayer) -> bool:
+    """Whether the next forward of ``m`` builds its active adapter's U, V (applied, and no valid cache)."""
+    return not m.merged and not m.disabled and m.active() is not None and m.cached_factors() is None
+
+
+def _reentrant(block: nn.Module) -> bool | None:
+    """The ``use_reentrant`` a transformers checkpointed block runs with (None when it cannot be read)."""
+    func = getattr(block, "_gradient_checkpointing_func", None)
+    kw = getattr(func, "keywords", None)
+    if not isinstance(kw, dict):
+        return None
+    value = kw.get("use_reentrant", True)  # torch.utils.checkpoint's default when not given is reentrant
+    return value if isinstance(value, bool) else True
 
 
 def _checkpointing(model: nn.Module) -> bool:
