@@ -57,6 +57,13 @@ class SVDCache:
         self.memory_hits = 0
         self.disk_hits = 0
 
+    def __len__(self) -> int:
+        """Matrices whose factors are held in memory now (by some live SVF layer)."""
+        return sum(1 for k in list(self._memory.keys()) if k[2] == "S")
+
+    def __bool__(self) -> bool:  # an empty cache is still a cache (``if svd_cache:`` must not skip it)
+        return True
+
     def __repr__(self) -> str:
         where = "memory" if self.folder is None else f"memory + {str(self.folder)!r}"
         return f"SVDCache({where}, computed={self.computed}, hits={self.memory_hits}+{self.disk_hits})"
