@@ -329,7 +329,7 @@ def _memit(
             R = (Z.t() - cur) / (m - i)  # residual change asked of layer i
             if ml.post_norm is not None:  # Gemma2 / OLMo2: the residual receives post_norm(v), not v = W k
                 R = value_targets(model, plain, ml, R)
-            D, lam_i = _solve_with_search(R, K, C, lam, float(ml.W.double().norm()), lam_search)
+            D, lam_i = _solve_with_search(R, K, C, lam, float(ml.W.detach().double().norm()), lam_search)
             deltas[ml.index], lams[ml.index] = D, lam_i
             ml.add_(D, check_precision=keep)
     finally:

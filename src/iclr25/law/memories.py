@@ -155,7 +155,8 @@ def _post_norms(model, layers: list[tuple[int, torch.nn.Module, torch.nn.Module,
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     vocab = int(emb.weight.shape[0]) if emb is not None else 7
     ids = (torch.arange(1, 7, device=p.device) % vocab)[None]  # (1, 6): any valid ids
-    modes = [(m, m.training) for m in model.modules()]  # restored per module (mixed train/eval states survive)
+    # restored per module afterwards, so mixed train/eval states survive
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
     out: dict = {}
     try:

@@ -150,7 +150,7 @@ def constrained_ascent(
         opt.zero_grad()
         loss = -(p @ K).pow(2).sum()
         loss.backward()
-        pre_obj = -loss.item()  # objective of the iterate this step starts from
+        pre_obj = -float(loss.detach())  # objective of the iterate this step starts from
         opt.step()
         with torch.no_grad():
             r = float(((p @ C) * p).sum()) / trC
