@@ -159,6 +159,7 @@ SYSTEMS: tuple[System, ...] = (
         "downstream head can unlearn more documents than the base model.",
         extra="text",
         numpy_only=True,
+        real_preset=True,
     ),
     System(
         "transformer2",
