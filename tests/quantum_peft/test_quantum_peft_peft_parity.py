@@ -212,6 +212,30 @@ def test_gradient_checkpointing_on_a_vit_with_pixel_inputs(reentrant: bool) -> N
         assert torch.allclose(g[n], g_ref[n], rtol=1e-5, atol=1e-7), n
 
 
+def test_factors_are_built_in_fp32_under_autocast() -> None:
+    """Trainer(bf16=True) runs forward under autocast: U, V (and their cache) must still be the fp32 circuit
+    output — chained bf16 matmuls lost ~1e-2 of orthonormality, and the cache kept them after training."""
+    from iclr25.quantum_peft import QuantumPEFTLinear, node_columns
+
+    model = get_qpeft_model(_lm(), CFG_A)
+    _randomise(model)
+    single = QuantumPEFTLinear(nn.Linear(24, 40), rank=3, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=_ids())  # batched build, cached
+        single(torch.randn(2, 24))  # one layer's own build, cached
+    for _, layer in [*model.qpeft_layers(), ("single", single)]:
+        ad = layer._adapter()
+        with torch.no_grad():
+            u, v = layer.factors()  # the cached factors (with a gradient needed they would be rebuilt)
+        assert u.dtype == torch.float32 and ad._cache is not None
+        assert torch.allclose(
+            u, node_columns(ad.theta_u.detach(), ad.out_features, ad.rank, ad.layers), atol=1e-6
+        )
+        assert torch.allclose(
+            v, node_columns(ad.theta_v.detach(), ad.in_features, ad.rank, ad.layers), atol=1e-6
+        )
+
+
 def test_trainer_with_gradient_checkpointing_trains_the_adapter(tmp_path) -> None:
     from datasets import Dataset
     from transformers import TrainingArguments

@@ -126,8 +126,13 @@ class QuantumPEFTAdapter(nn.Module):
 
     def build_factors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(U, V) from the angles (inside the autograd graph when a gradient is needed)."""
-        # inference tensors must not be cached: they could not be used later outside inference mode
-        with torch.inference_mode(False), torch.set_grad_enabled(self.grad_needed()):
+        # inference tensors must not be cached: they could not be used later outside inference mode; autocast
+        # (Trainer's bf16=True) would run the circuit's chained matmuls in bf16: U, V lose orthonormality
+        with (
+            torch.inference_mode(False),
+            torch.set_grad_enabled(self.grad_needed()),
+            torch.autocast(self.theta_u.device.type, enabled=False),
+        ):
             u = node_columns(
                 quantize_angles(self.theta_u, self.angle_bits),
                 self.out_features,

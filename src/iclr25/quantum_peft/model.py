@@ -512,7 +512,8 @@ class QuantumPEFTModel(nn.Module):
                 groups.setdefault(sig + (m.angle_bits, th.dtype, th.device), []).append((i, j, th))
         out: dict[tuple[int, int], torch.Tensor] = {}
         grad = any(m.grad_needed() for m in layers)
-        with torch.inference_mode(False), torch.set_grad_enabled(grad):
+        device = layers[0].theta_u.device.type
+        with torch.inference_mode(False), torch.set_grad_enabled(grad), torch.autocast(device, enabled=False):
             for (dim, k, n_layers, node, bits, _, _), items in groups.items():
                 theta = quantize_angles(torch.stack([th for _, _, th in items]), bits)  # (G, P)
                 cols = node_columns(theta, dim, k, n_layers, node)  # (G, dim, K)
