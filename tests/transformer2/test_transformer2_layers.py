@@ -309,3 +309,18 @@ def test_bf16_base_identity_training_and_rows():
         rows[1].float(), trained[1].float(), atol=1e-2, rtol=0
     )  # bf16 rounding (trained: > 1e-2)
     assert torch.equal(rows[0], ref[0])  # a base row (d = 0) gets the bf16 base logits exactly
+
+
+def test_w_prime_is_float32_under_bf16_autocast():
+    """Under torch.autocast(bf16) the recomposition stays in float32, so the cached W' is exact after the region."""
+    model = apply_svf(
+        tiny_causal_lm("llama", seed=0, vocab_size=40, hidden=32, layers=1, heads=2, intermediate=64).eval(),
+        ("gate_proj", "down_proj"),
+        noise_std=0.3,
+    )
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=_ids(b=2, t=5))  # fills the W' cache inside autocast (before the fix: 6e-5 off)
+    for m in svf_modules(model).values():
+        with torch.no_grad():
+            assert m._cache[2].dtype == torch.float32
+            assert torch.equal(m._cache[2], m.merged_weight())

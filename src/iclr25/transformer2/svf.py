@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -177,11 +177,19 @@ class SVFLinear(nn.Module):
     def compose(self, scale: torch.Tensor) -> torch.Tensor:
         """A' from an effective scale s, in the base layer's own layout and the compute dtype:
         ``A + Q diag(d) Qᵀ A`` (Q = U) or ``A + A Q diag(d) Qᵀ`` (Q = V), d = s·c − 1."""
-        Q, d = self.Q, self.scale_delta(scale)
-        A = self.base.weight.to(Q.dtype)
-        if self.left:
-            return A + (Q * d) @ (Q.mT @ A)  # U diag(d) (Uᵀ A)
-        return A + ((A @ Q) * d) @ Q.mT  # (A V) diag(d) Vᵀ
+        Q = self.Q
+        # autocast off: under torch.autocast(bf16) (e.g. Trainer(bf16=True)) these products would run in bf16 and the
+        # cached W' would keep that error after the autocast region; the layer's own matmul still follows autocast
+        with (
+            torch.autocast(Q.device.type, enabled=False)
+            if Q.device.type in ("cpu", "cuda")
+            else nullcontext()
+        ):
+            d = self.scale_delta(scale.to(Q.dtype))
+            A = self.base.weight.to(Q.dtype)
+            if self.left:
+                return A + (Q * d) @ (Q.mT @ A)  # U diag(d) (Uᵀ A)
+            return A + ((A @ Q) * d) @ Q.mT  # (A V) diag(d) Vᵀ
 
     def merged_weight(self, z: torch.Tensor | None = None) -> torch.Tensor:
         """The adapted weight for ``z`` (default: the current z or override), recomposed now (differentiable in z),
