@@ -24,5 +24,5 @@ def test_explain_failures_notes_only_the_failing_claims_and_never_changes_a_verd
     other = make_claim("c", "c >= 5", "x", [1.0], 5.0, ">=", note="old")
     out = explain_failures([held, failed, other], {"a": "never used", "b": "measured: 1.5 < 5"})
     assert [c.note for c in out] == ["kept", "measured: 1.5 < 5", ""]
-    assert [c.holds for c in out] == [True, False, False]
+    assert [c.passes for c in out] == [True, False, False]
     assert [c.method for c in out] == [held.method, failed.method, other.method]

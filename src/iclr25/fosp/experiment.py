@@ -448,7 +448,16 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
             compare="difference",
         ),
     ]
-    return [dataclasses.replace(c, note=_HELD if c.holds else _NOTES[c.id]) for c in cs]
+    # a claim whose measured number passes gets the "held at this scale" note only when it is decided (holds);
+    # one that passes without being decided keeps the note make_claim gave it (the interval and seeds to decide)
+    return [
+        dataclasses.replace(c, note=_HELD)
+        if c.holds
+        else c
+        if c.passes
+        else dataclasses.replace(c, note=_NOTES[c.id])
+        for c in cs
+    ]
 
 
 # the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
