@@ -15,6 +15,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from iclr25.runs import run as run_system
 from iclr25.topic_unlearning import (
     AnchorTopicModel,
+    AnchorVanishedError,
     RealCorpusConfig,
     estimate_sensitivity,
     fit_head,
@@ -25,6 +26,8 @@ from iclr25.topic_unlearning import (
 from iclr25.topic_unlearning.corpus import corpus_texts
 from iclr25.topic_unlearning.experiment import PRESETS, Config, real_inputs
 from iclr25.topic_unlearning.model import cooccurrence_sum
+from iclr25.topic_unlearning.simplex import face_newton, solve_simplex_ls
+from iclr25.topic_unlearning.synthetic import sample_documents, separable_topics
 
 ASSETS = ("reuters", "gensim-test-data")
 
@@ -203,3 +206,40 @@ def test_smoke_sized_real_run_computes_every_claim(tmp_path, need_asset):
     assert "real_text" not in m["aggregate"]  # the Lee smoke check is for the synthetic presets
     report = (tmp_path / "topic_unlearning" / "report.md").read_text()
     assert "Real text has no planted A*" in report
+
+
+def test_forgetting_every_occurrence_of_an_anchor_is_refused_not_a_crash():
+    """Regression (found by a real run at m = 243 deleting 200 documents): a forget set holding every document with
+    an anchor word made the face-Newton solve raise numpy's LinAlgError ("Singular matrix"). Now unlearning and
+    fixed-anchor retraining refuse it by name, and the sensitivity estimate counts it as an infinite gap."""
+    A, _ = separable_topics(40, 4, 0.2, rng=0)
+    X = sample_documents(A, 400, doc_len=8, rng=1)
+    model = AnchorTopicModel(4, min_doc_freq=0.01).fit(X)
+    a = int(model.anchors_[0])
+    holders = np.flatnonzero(np.asarray(X[:, a].todense()).ravel() > 0)
+    assert 0 < len(holders) < X.shape[0] - 2
+    with pytest.raises(AnchorVanishedError, match=f"anchor word\\(s\\) \\[{a}\\]"):
+        newton_unlearn(model.stats_, X[holders])
+    with pytest.raises(AnchorVanishedError):
+        retrain_reference(model, X[holders])
+    # one occurrence left: defined again
+    A_f, *_ = newton_unlearn(model.stats_, X[holders[1:]])
+    assert np.isfinite(A_f).all()
+    # the estimate: a forget set of every document is drawn → +inf, never a crash
+    d = estimate_sensitivity(model, X, X.shape[0] - 1, trials=1, seed=0)
+    assert d["A"] == np.inf
+
+
+def test_face_newton_survives_a_singular_face():
+    """Two coinciding anchor rows make the face Hessian singular: the step falls back to the minimum-norm solution
+    (or keeps the row) instead of raising."""
+    rng = np.random.default_rng(0)
+    Xa = rng.dirichlet(np.ones(30), size=3)
+    Xa = np.vstack([Xa, Xa[:1]])  # anchor 3 duplicates anchor 0
+    G = Xa @ Xa.T
+    Bm = rng.dirichlet(np.ones(4), size=20) @ G
+    C0 = np.full((20, 4), 0.25)
+    Cn, bad = face_newton(C0, G, Bm)
+    assert np.isfinite(Cn).all() and np.allclose(Cn.sum(axis=1), 1) and (Cn >= 0).all()
+    C, info = solve_simplex_ls(G, Bm)
+    assert np.isfinite(C).all() and info["max_gap"] < 1e-6

@@ -18,6 +18,7 @@ from .corpus import RealCorpus, RealCorpusConfig, load_real_corpus
 from .model import AnchorTopicModel, TopicStats, align_topics, as_doc_word, max_column_l1, topic_permutation
 from .synthetic import sample_documents, separable_topics
 from .unlearning import (
+    AnchorVanishedError,
     LinearHead,
     Release,
     deletion_capacity,
@@ -45,6 +46,7 @@ __all__ = [
     "max_column_l1",
     "separable_topics",
     "sample_documents",
+    "AnchorVanishedError",
     "LinearHead",
     "Release",
     "deletion_capacity",

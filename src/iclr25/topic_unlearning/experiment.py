@@ -38,6 +38,7 @@ from .corpus import RealCorpusConfig, load_real_corpus
 from .model import AnchorTopicModel, cooccurrence_sum, max_column_l1, topic_permutation
 from .synthetic import sample_documents, separable_topics
 from .unlearning import (
+    AnchorVanishedError,
     LinearHead,
     deletion_capacity,
     estimate_sensitivity,
@@ -357,31 +358,45 @@ def capacities(
             "anchors_changed": d_new["scratch"]["anchors_changed"],
         }
         idx = rng.choice(cfg.m, m_f, replace=False)
-        A_f, _, _, _ = newton_unlearn(model.stats_, X[idx])
-        B_f = A_f @ head.w
-        Z = rng.standard_normal((cfg.noise_draws, *A_f.shape))
-        zb = rng.standard_normal((cfg.noise_draws, *B_f.shape))
+        try:
+            A_f, _, _, _ = newton_unlearn(model.stats_, X[idx])
+        except AnchorVanishedError:  # every occurrence of an anchor word deleted: the release is undefined
+            A_f = None
+            sens[str(m_f)]["release_undefined"] = True
+        Z = rng.standard_normal((cfg.noise_draws, *model.topic_word_.shape))
+        zb = rng.standard_normal((cfg.noise_draws, *(model.topic_word_ @ head.w).shape))
         if m_f in cfg.capacity_grid:
             d_none = {r: est("none", r) for r in refs}
             sens[str(m_f)]["none_A"] = d_none["fixed_anchors"]["A"]
             sens[str(m_f)]["none_A_scratch"] = d_none["scratch"]["A"]
         for r, sfx in zip(refs, ("", "_scratch")):
+            # an infinite Δ (a forget set that leaves the fixed-anchor model undefined) certifies nothing
+            new_ok = A_f is not None and np.isfinite(d_new[r]["A"])
+            head_ok = A_f is not None and np.isfinite(d_new[r]["B"])
             if m_f in cfg.capacity_grid:
-                e_new = [max_column_l1(A_ref, (A_f + mult * d_new[r]["A"] * z)[:, perm]) for z in Z]
-                e_none = [
-                    max_column_l1(A_ref, (model.topic_word_ + mult * d_none[r]["A"] * z)[:, perm]) for z in Z
-                ]
-                cap_pass["newton" + sfx][m_f] = utility_passes(e_new, cfg.utility_threshold)
-                cap_pass["noise_only" + sfx][m_f] = utility_passes(e_none, cfg.utility_threshold)
-            if m_f in cfg.head_grid:
-                acc0 = _head_acc(head, A_f, Xte, yte)
-                acc_base = [_head_acc(head, A_f + mult * d_new[r]["A"] * z, Xte, yte) for z in Z]
-                acc_head = [_head_acc(head, None, Xte, yte, B=B_f + mult * d_new[r]["B"] * z) for z in zb]
-                cap_pass["base" + sfx][m_f] = utility_passes(
-                    np.abs(acc0 - np.asarray(acc_base)), cfg.head_tolerance
+                cap_pass["noise_only" + sfx][m_f] = bool(np.isfinite(d_none[r]["A"])) and utility_passes(
+                    [
+                        max_column_l1(A_ref, (model.topic_word_ + mult * d_none[r]["A"] * z)[:, perm])
+                        for z in Z
+                    ],
+                    cfg.utility_threshold,
                 )
-                cap_pass["head" + sfx][m_f] = utility_passes(
-                    np.abs(acc0 - np.asarray(acc_head)), cfg.head_tolerance
+                cap_pass["newton" + sfx][m_f] = new_ok and utility_passes(
+                    [max_column_l1(A_ref, (A_f + mult * d_new[r]["A"] * z)[:, perm]) for z in Z],
+                    cfg.utility_threshold,
+                )
+            if m_f in cfg.head_grid:
+                acc0 = _head_acc(head, A_f, Xte, yte) if A_f is not None else float("nan")
+                cap_pass["base" + sfx][m_f] = new_ok and utility_passes(
+                    [abs(acc0 - _head_acc(head, A_f + mult * d_new[r]["A"] * z, Xte, yte)) for z in Z],
+                    cfg.head_tolerance,
+                )
+                cap_pass["head" + sfx][m_f] = head_ok and utility_passes(
+                    [
+                        abs(acc0 - _head_acc(head, None, Xte, yte, B=A_f @ head.w + mult * d_new[r]["B"] * z))
+                        for z in zb
+                    ],
+                    cfg.head_tolerance,
                 )
     return {
         "sensitivity": sens,

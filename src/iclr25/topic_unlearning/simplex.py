@@ -38,17 +38,25 @@ def face_newton(C: np.ndarray, G: np.ndarray, B: np.ndarray, support_tol: float 
 
     Inactive coordinates get an identity block and zero gradient, so all rows are solved in one batched
     ``np.linalg.solve``. Because f_i is quadratic, the step lands exactly on the face's optimum.
-    Returns (new C, boolean mask of rows that left the simplex and were projected back).
+    Returns (new C, boolean mask of rows that left the simplex and were projected back, or — only on a singular
+    face — could not be stepped and were kept).
     """
     n, r = C.shape
     M = (C > support_tol).astype(float)  # (n, r) face masks
     grad = 2.0 * (C @ G - B) * M  # (n, r)
     H = 2.0 * G[None] * (M[:, :, None] * M[:, None, :]) + np.eye(r)[None] * (1.0 - M)[:, None, :]
-    Hg = np.linalg.solve(H, grad[..., None])[..., 0]
-    H1 = np.linalg.solve(H, M[..., None])[..., 0]
-    coef = np.einsum("ij,ij->i", M, Hg) / np.einsum("ij,ij->i", M, H1)
+    try:
+        Hg = np.linalg.solve(H, grad[..., None])[..., 0]
+        H1 = np.linalg.solve(H, M[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a singular face (two anchor rows coincide): the minimum-norm step instead
+        Hp = np.linalg.pinv(H)
+        Hg, H1 = (Hp @ grad[..., None])[..., 0], (Hp @ M[..., None])[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        coef = np.einsum("ij,ij->i", M, Hg) / np.einsum("ij,ij->i", M, H1)
     Cn = C + (-Hg + H1 * coef[:, None]) * M
-    bad = (Cn < -1e-12).any(axis=1)
+    stuck = ~np.isfinite(Cn).all(axis=1)  # only on a singular face: keep the row where it was
+    Cn[stuck] = C[stuck]
+    bad = (Cn < -1e-12).any(axis=1) | stuck
     if bad.any():
         Cn[bad] = project_simplex(Cn[bad])
     Cn[~bad] = np.clip(Cn[~bad], 0.0, None)

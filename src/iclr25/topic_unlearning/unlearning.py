@@ -93,8 +93,27 @@ class Release:
     delta_total: float | None = None
 
 
+class AnchorVanishedError(ValueError):
+    """The forget set removes every occurrence of an anchor word: with the anchors fixed, that topic's row Q̄_s is
+    zero and the model is undefined (retrain from scratch instead; ``estimate_sensitivity`` counts such a forget
+    set as an infinite gap)."""
+
+
+def _check_anchors_remain(p_new: np.ndarray, p_old: np.ndarray, anchors: np.ndarray, n_forget: int) -> None:
+    # p_w[s] is a sum of nonnegative per-document terms: gone when it falls to round-off of its old value
+    gone = [int(a) for a in anchors if not p_new[a] > 1e-9 * p_old[a]]
+    if gone:
+        raise AnchorVanishedError(
+            f"forget_docs ({n_forget} documents) remove every occurrence of anchor word(s) {gone}: the fixed-anchor "
+            "model is undefined without them (retrain from scratch)"
+        )
+
+
 def newton_unlearn(stats: TopicStats, forget_docs, newton: str = "face", layout: str = "doc_word"):
-    """The noise-free part of U_base: returns (A^F, R^F, new TopicStats, projected-row count)."""
+    """The noise-free part of U_base: returns (A^F, R^F, new TopicStats, projected-row count).
+
+    Raises :class:`AnchorVanishedError` (a ``ValueError``) when the forget set removes every occurrence of an
+    anchor word (the fixed-anchor model is then undefined)."""
     if newton not in NEWTON:
         raise ValueError(f"newton must be one of {NEWTON}, got {newton!r}")
     Xf = as_doc_word(forget_docs, layout, n_words=stats.Sigma.shape[0])
@@ -116,6 +135,7 @@ def newton_unlearn(stats: TopicStats, forget_docs, newton: str = "face", layout:
     else:
         Q = Sigma / m
         Qbar, p = row_normalise(Q)
+        _check_anchors_remain(p, stats.p_w, stats.anchors, Xf.shape[0])
         X = Qbar[stats.anchors]
         G, B = X @ X.T, Qbar @ X.T
         if newton == "face":
@@ -304,9 +324,13 @@ def unlearn_head(
 
 
 def retrain_reference(model: AnchorTopicModel, forget_docs, layout: str = "doc_word", tol: float = 1e-12):
-    """A(S∖S_f) with the anchors of ``model`` kept fixed, solved to a tight duality gap (tests/experiments)."""
+    """A(S∖S_f) with the anchors of ``model`` kept fixed, solved to a tight duality gap (tests/experiments).
+    :class:`AnchorVanishedError` when the forget set removes every occurrence of an anchor word."""
     Xf = as_doc_word(forget_docs, layout, n_words=model.stats_.Sigma.shape[0])
     Sf, mf = cooccurrence_sum(Xf) if Xf.shape[0] else (0.0, 0)
+    if mf:
+        p_new = (model.stats_.Sigma - Sf).sum(axis=1) / (model.stats_.m - mf)
+        _check_anchors_remain(p_new, model.stats_.p_w, model.anchors_, Xf.shape[0])
     ref = AnchorTopicModel(model.n_topics, anchors=model.anchors_, tol=tol, max_iter=model.max_iter)
     return ref.fit_from_stats(model.stats_.Sigma - Sf, model.stats_.m - mf, model.anchors_)
 
@@ -370,7 +394,8 @@ def estimate_sensitivity(
     only; when deletions move the anchors the scratch gap is larger.
 
     Returns ``{"A": Δ_A (Frobenius), "R": Δ_R, "B": Δ_B (if head given, ||(·)w||₂), "anchors_changed": fraction of
-    trials whose scratch retraining found a different anchor set (0 for 'fixed_anchors')}``.
+    trials whose scratch retraining found a different anchor set (0 for 'fixed_anchors')}``. A forget set that
+    removes every occurrence of an anchor word leaves the fixed-anchor model undefined: its gap counts as +inf.
     """
     if method not in ("newton", "none"):
         raise ValueError(f"method must be 'newton' or 'none', got {method!r}")
@@ -384,15 +409,20 @@ def estimate_sensitivity(
     changed = []
     for _ in range(trials):
         idx = rng.choice(X.shape[0], size=m_f, replace=False)
-        if reference == "scratch":
-            ref, ch = retrain_scratch(model, X, idx)
-            changed.append(ch)
-        else:
-            ref = retrain_reference(model, X[idx])
-        if method == "newton":
-            A, R, _, _ = newton_unlearn(model.stats_, X[idx])
-        else:
-            A, R = _base_topics(model.stats_), model.topic_cov_
+        try:
+            if reference == "scratch":
+                ref, ch = retrain_scratch(model, X, idx)
+                changed.append(ch)
+            else:
+                ref = retrain_reference(model, X[idx])
+            if method == "newton":
+                A, R, _, _ = newton_unlearn(model.stats_, X[idx])
+            else:
+                A, R = _base_topics(model.stats_), model.topic_cov_
+        except AnchorVanishedError:  # the fixed-anchor model (reference or Newton) is undefined: no finite Δ
+            for k in ("A", "R") + (("B",) if head is not None else ()):
+                gaps[k].append(float("inf"))
+            continue
         gaps["A"].append(float(np.linalg.norm(A - ref.topic_word_)))
         gaps["R"].append(float(np.linalg.norm(R - ref.topic_cov_)))
         if head is not None:
