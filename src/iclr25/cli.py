@@ -1,28 +1,54 @@
 """``iclr25 list | run SLUG|all [...] | config SLUG [...] | report [...]`` — a thin shell over :mod:`iclr25.runs`.
 
-Exit status: 0 success; 1 a run failed or a folder cannot be used (one line on stderr, no traceback);
-2 a usage error (unknown system, preset, field or value out of range — the message lists the valid ones);
-130 interrupted (rerun the same command to resume).
+Exit status: 0 success; 1 a run failed or a folder cannot be used (one line on stderr, no traceback), or the
+output could not be written (``> /dev/full``); 2 a usage error (unknown system, preset, field or value out of
+range — the message lists the valid ones); 130 interrupted by SIGINT (Ctrl-C), 143 terminated by SIGTERM (rerun
+the same command to resume: finished seeds are kept, nothing is half-written).
+
+A reader that leaves early (``iclr25 run ... | head -1``) does not stop a run: standard output is silenced and
+the run goes on to its own exit status.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import signal
 import sys
-import time
-import warnings
-from pathlib import Path
+import threading
 
-from . import registry
-from .common.progress import is_quiet, log, set_quiet
-from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, RunWarning
-from .errors import UsageError, package_version
-from .launch import LAUNCHERS, LaunchError
-from .runs import RunPathError, run_experiment
 
-EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+def _interrupted_while_loading(signum, frame):  # noqa: ANN001
+    """Ctrl-C while the CLI is still importing its modules: one line, exit 130 (nothing has been written)."""
+    try:
+        os.write(2, b"iclr25: interrupted while starting; nothing was run\n")
+    finally:
+        os._exit(128 + signum)
+
+
+_LOADING = (
+    os.path.basename(sys.argv[0] or "") == "iclr25" and threading.current_thread() is threading.main_thread()
+)
+if _LOADING:  # only as the console script: a library import of this module leaves signals alone
+    _SIGINT_BEFORE = signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+import argparse  # noqa: E402
+import errno  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from . import registry  # noqa: E402
+from .common.progress import is_quiet, log, set_quiet  # noqa: E402
+from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, Interrupted, RunWarning  # noqa: E402
+from .errors import UsageError, package_version  # noqa: E402
+from .launch import LAUNCHERS, LaunchError  # noqa: E402
+from .runs import RunPathError, run_experiment  # noqa: E402
+
+if _LOADING:
+    signal.signal(signal.SIGINT, _SIGINT_BEFORE)
+
+EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143
 MAX_JOBS = 512
 
 
@@ -171,9 +197,13 @@ def _seed_args(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return seeds, seed
 
 
-def _check_preset(preset: str) -> None:
+def _check_preset(preset: str, slug: str | None = None) -> None:
+    """An unknown preset is a usage error listing the valid ones (a registered system's own: ``real`` only where
+    it has one)."""
     if preset not in PRESET_NAMES:
-        raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(PRESET_NAMES)}")
+        system = registry.find(slug) if slug else None
+        valid = [p for p in PRESET_NAMES if p != "real" or system is None or system.real_preset]
+        raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(valid)}")
 
 
 def cmd_list() -> int:
@@ -221,7 +251,7 @@ def _header(args: argparse.Namespace, slugs: list[str], seeds: int | None, seed:
 def cmd_run(args: argparse.Namespace) -> int:
     from .runs import check_out, effective_config, experiment_module
 
-    _check_preset(args.preset)
+    _check_preset(args.preset, args.slug)
     seeds, seed = _seed_args(args)
     jobs = "auto" if args.jobs == "auto" else _int_arg("jobs", args.jobs, 1, MAX_JOBS)
     launcher = _launcher(args)
@@ -344,7 +374,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     from .common.results import config_hash
     from .runs import effective_config, experiment_module
 
-    _check_preset(args.preset)
+    _check_preset(args.preset, args.slug)
     seeds, seed = _seed_args(args)
     exp = experiment_module(args.slug)
     cfg, applied = effective_config(
@@ -457,17 +487,86 @@ def _safe_streams() -> None:
             pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    _safe_streams()
-    args = _parser().parse_args(argv)
-    try:
-        return _dispatch(args)
-    except BrokenPipeError:  # `iclr25 list | head`: the reader left; not an error of ours
-        try:  # no second BrokenPipeError when the interpreter flushes stdout at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+class _GuardedStream:
+    """``sys.stdout`` / ``sys.stderr`` as the CLI writes them: a write or flush that fails — the reader of a pipe
+    left (``| head -1``), ``> /dev/full`` — silences the stream (its file descriptor then points at
+    ``/dev/null``, so no later flush fails either) instead of aborting the command, and is remembered in
+    ``error``. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream):  # noqa: ANN001
+        self._stream = stream
+        self.error: OSError | None = None
+
+    def _broken(self, e: OSError) -> None:
+        if self.error is None:
+            self.error = e
+        try:
+            fd = self._stream.fileno()
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+        except (OSError, ValueError, AttributeError):
+            pass
+        try:  # what is still buffered goes to /dev/null now
+            self._stream.flush()
         except (OSError, ValueError):
             pass
-        return 0
+
+    def write(self, text: str) -> int:
+        if self.error is None:
+            try:
+                return self._stream.write(text)
+            except OSError as e:
+                self._broken(e)
+        return len(text)
+
+    def writelines(self, lines) -> None:  # noqa: ANN001
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self._stream.flush()
+            except OSError as e:
+                self._broken(e)
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._stream, name)
+
+
+def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
+    if isinstance(e, Interrupted) and e.signum == signal.SIGTERM:
+        return "terminated (SIGTERM)", EXIT_TERMINATED
+    return "interrupted", EXIT_INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .common.results import interrupt_handlers
+
+    _safe_streams()
+    saved = sys.stdout, sys.stderr
+    out, err = _GuardedStream(sys.stdout), _GuardedStream(sys.stderr)
+    sys.stdout, sys.stderr = out, err
+    try:
+        with interrupt_handlers():  # SIGINT/SIGTERM: one line, exit 130/143, nothing half-written
+            try:
+                args = _parser().parse_args(argv)
+                code = _dispatch(args)
+                sys.stdout.flush()
+            except KeyboardInterrupt as e:  # outside a command's own handling (argument parsing, the summary)
+                what, code = _stop_message(e)
+                sys.stderr.write(f"iclr25: {what}\n")
+    finally:
+        sys.stdout, sys.stderr = saved
+    if out.error is not None and out.error.errno != errno.EPIPE and code == 0:
+        # `> /dev/full`: the command did its work but its output is lost — not the run folder's disk
+        reason = out.error.strerror or str(out.error)
+        sys.stderr.write(f"iclr25: error: cannot write to standard output ({reason}); its output is lost\n")
+        return EXIT_FAIL
+    return code
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -496,18 +595,29 @@ def _dispatch(args: argparse.Namespace) -> int:
         registry.DependencyVersionError,
     ) as e:  # one line
         return _fail(str(e), EXIT_FAIL)
-    except BrokenPipeError:
-        raise
     except OSError as e:  # a filesystem problem met mid-run: one line, not a traceback
-        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        return _fail(f"{e.strerror or e}{where}", EXIT_FAIL)
-    except KeyboardInterrupt:
-        sys.stderr.write(
-            "iclr25: interrupted; run the same command again to resume (finished seeds are kept)\n"
-        )
-        return EXIT_INTERRUPTED
+        return _fail(_os_error_text(e), EXIT_FAIL)
+    except KeyboardInterrupt as e:
+        what, code = _stop_message(e)
+        sys.stderr.write(f"iclr25: {what}; run the same command again to resume (finished seeds are kept)\n")
+        return code
     finally:
         warnings.showwarning = old
+
+
+def _os_error_text(e: OSError) -> str:
+    """One line for a filesystem error: what went wrong and the file (a full disk names the file it was writing)."""
+    what = e.strerror or str(e)
+    if not getattr(e, "filename", None) and e.errno == errno.ENOENT:
+        try:
+            os.getcwd()
+        except OSError:  # relative paths resolve against a folder that no longer exists
+            return f"the working folder was deleted while the command ran ({what}); rerun from an existing folder"
+    if getattr(e, "filename", None):
+        what = f"{what}: {e.filename}"
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            what += " (free some space there, then run the same command again to resume)"
+    return what
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +68,12 @@ def job_template(exp: Any, slug: str, preset: str, cfg: Any, overrides: dict, de
     )
 
 
-def replay(job: SeedJob, todo: Callable[[], Iterable[int]], reraise: bool) -> list[int]:
+def replay(
+    job: SeedJob, todo: Callable[[], Iterable[int]] | None, reraise: bool, conn: Any = None
+) -> list[int]:
     """Rebuild the run's config, replay ``run`` up to ``map_seeds`` call ``job.call`` and compute the seeds
-    ``todo()`` yields there (writing their files). Returns the seeds written."""
+    ``todo()`` yields there — or, for a local worker, those the parent sends down ``conn`` (each outcome goes
+    back the same way) — writing their files. Returns the seeds written."""
     from .common.device import set_cpu_threads
     from .common.results import RunContext, SeedsComputed, _Worker, config_hash, run_context
     from .runs import effective_config, no_network_env
@@ -86,7 +89,7 @@ def replay(job: SeedJob, todo: Callable[[], Iterable[int]], reraise: bool) -> li
             "(another iclr25 version on the worker?)"
         )
     set_cpu_threads(getattr(cfg, "threads", None))
-    worker = _Worker(call=job.call, todo=todo, reraise=reraise)
+    worker = _Worker(call=job.call, todo=todo, reraise=reraise, conn=conn)
     ctx = RunContext(job=lambda call, part: dataclasses.replace(job, call=call, part=part))
     with run_context(ctx, worker):
         try:
@@ -99,31 +102,29 @@ def replay(job: SeedJob, todo: Callable[[], Iterable[int]], reraise: bool) -> li
     )
 
 
-def spawn_worker(job: SeedJob, gpu: str | None, tasks: Any, forward: Any, parent: int) -> None:
-    """A local seed worker started with ``spawn``: pinned to ``gpu`` before CUDA is initialised, it takes seeds
-    from ``tasks`` until ``None`` and sends its progress through ``forward``."""
+def spawn_worker(job: SeedJob, gpu: str | None, conn: Any, parent: int, forward: bool = True) -> None:
+    """A local seed worker started with ``spawn``: pinned to ``gpu`` before CUDA is initialised, it replays the
+    run and computes the seeds the parent sends down ``conn`` (``None``: stop), sending back each outcome and,
+    with ``forward``, its progress. It ignores SIGINT and prints no traceback: a replay that fails before its
+    seeds is reported to the parent in one line (which then computes the seeds itself)."""
     from .common.device import pin_gpu
     from .common.progress import set_forward, set_quiet
-    from .common.results import _die_with_parent
+    from .common.results import _ConnForward, _die_with_parent, _send, _short, _worker_signals
 
+    _worker_signals()
     _die_with_parent(parent)
-    pin_gpu(gpu)
-    set_quiet(True)
-    set_forward(forward)
-
-    def todo() -> Iterator[int]:
-        while True:
-            s = tasks.get()
-            if s is None:
-                return
-            yield int(s)
-
     try:
-        replay(job, todo, reraise=False)
-    finally:
-        if forward is not None:
-            forward.close()
-            forward.join_thread()
+        pin_gpu(gpu)
+        set_quiet(True)
+        set_forward(_ConnForward(conn) if forward else None)
+        replay(job, None, reraise=False, conn=conn)
+    except BaseException as e:  # noqa: BLE001 — the parent says it in one line and computes the seeds itself
+        _send(conn, ("broken", f"{type(e).__name__}: {_short(str(e))}"))
+        conn.close()
+        import os
+
+        os._exit(1)
+    conn.close()
 
 
 def run_seed_job(job: SeedJob) -> list[int]:

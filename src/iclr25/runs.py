@@ -6,13 +6,15 @@
 
 The CLI (``iclr25 run``) is a thin shell around :func:`run`. Steps: build the effective config (preset,
 then ``overrides``, then ``seeds``/``seed``/``device``; every value validated by the config dataclass), check
-the output folder, call the experiment's ``run(cfg, out/<slug>)``, and :func:`finish_run` — fill in slug,
-preset and wall time, attach provenance, write the artefacts as one unit.
+the output folder and lock it (one run per folder: a second run into it stops in one line naming the holder),
+call the experiment's ``run(cfg, out/<slug>)``, and :func:`finish_run` — fill in slug, preset and wall time,
+attach provenance, write the artefacts as one unit.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import os
 import time
@@ -24,7 +26,7 @@ from typing import Any
 
 from . import registry
 from .common.fields import apply_overrides
-from .common.results import PRESET_NAMES, RunResult, config_hash, write_run
+from .common.results import PRESET_NAMES, RunResult, check_interrupt, config_hash, write_run
 from .errors import UsageError
 
 
@@ -369,6 +371,7 @@ def finish_run(
 
     if not isinstance(result, RunResult):
         raise TypeError(f"{slug}: run() must return a RunResult, got {type(result).__name__}")
+    check_interrupt()  # a Ctrl-C that something swallowed still stops the run before it writes anything
     wall = time.perf_counter() - started
     cpu_now = _cpu_seconds()
     result.slug, result.preset, result.runtime_s = slug, preset, wall
@@ -417,7 +420,7 @@ def run_experiment(
     from .common import provenance
     from .common.device import init_distributed, set_cpu_threads
     from .common.progress import set_quiet
-    from .common.results import RunContext, run_context
+    from .common.results import RunContext, lock_run_folder, run_context
     from .launch import job_template
 
     no_network_env()
@@ -428,35 +431,39 @@ def run_experiment(
     if dist is not None and dist["rank"] != 0:
         set_quiet(True)
     dest = check_out(out, slug)
-    set_cpu_threads(getattr(cfg, "threads", None))
-    load_start, cpu_start = provenance.load_average(), _cpu_seconds()
-    template = job_template(exp, slug, preset, cfg, applied, dest)
-    ctx = RunContext(
-        job=lambda call, part: dataclasses.replace(template, call=call, part=part), launcher=launcher
-    )
-    t0 = time.perf_counter()
-    with run_context(ctx):
-        result = exp.run(cfg, dest)
-    extra: dict[str, Any] = {
-        "world_size": 1 if dist is None else dist["world_size"],
-        "backend": None if dist is None else dist["backend"],
-        "launcher": "local"
-        if launcher is None
-        else f"submitit:{getattr(launcher, 'cluster', None) or 'auto'}",
-        "jobs": _resolved_jobs(str(cfg.device)) if launcher is None and dist is None else None,
-    }
-    return finish_run(
-        result,
-        cfg,
-        dest,
-        slug=slug,
-        preset=preset,
-        started=t0,
-        load_start=load_start,
-        cpu_start=cpu_start,
-        overrides=applied,
-        extra=extra,
-    )
+    # one run per folder: a second run into it (another config, another node) stops here in one line naming
+    # the holder; under torchrun only rank 0 writes, so only rank 0 holds it
+    lock = lock_run_folder(dest) if dist is None or dist["rank"] == 0 else contextlib.nullcontext()
+    with lock:
+        set_cpu_threads(getattr(cfg, "threads", None))
+        load_start, cpu_start = provenance.load_average(), _cpu_seconds()
+        template = job_template(exp, slug, preset, cfg, applied, dest)
+        ctx = RunContext(
+            job=lambda call, part: dataclasses.replace(template, call=call, part=part), launcher=launcher
+        )
+        t0 = time.perf_counter()
+        with run_context(ctx):
+            result = exp.run(cfg, dest)
+        extra: dict[str, Any] = {
+            "world_size": 1 if dist is None else dist["world_size"],
+            "backend": None if dist is None else dist["backend"],
+            "launcher": "local"
+            if launcher is None
+            else f"submitit:{getattr(launcher, 'cluster', None) or 'auto'}",
+            "jobs": _resolved_jobs(str(cfg.device)) if launcher is None and dist is None else None,
+        }
+        return finish_run(
+            result,
+            cfg,
+            dest,
+            slug=slug,
+            preset=preset,
+            started=t0,
+            load_start=load_start,
+            cpu_start=cpu_start,
+            overrides=applied,
+            extra=extra,
+        )
 
 
 def _resolved_jobs(device: str) -> int:

@@ -3,8 +3,10 @@
 JSON cannot hold NaN or ±inf, and a number that silently turns into ``null`` is lost for good (a reader then
 crashes on it, or worse, skips it). :func:`to_jsonable` therefore writes them as the tagged strings ``"NaN"``,
 ``"Infinity"`` and ``"-Infinity"`` and :func:`from_jsonable` / :func:`as_float` turn them back into floats.
-Temporary files carry the writer's process id (``.<name>.pid<pid>.<random>.tmp``) so :func:`clean_stale_tmp` can
-remove those left behind by a killed writer without touching a live one.
+Temporary files carry the writer's identity — a tag of its host, boot and PID namespace, and its process id
+(``.<name>.w<tag>.pid<pid>.<random>.tmp``, :func:`tmp_prefix`) — so :func:`clean_stale_tmp` removes those left
+behind by a killed writer on this machine without touching a live one, nor one of another node or container that
+shares the folder (whose process ids mean nothing here).
 """
 
 from __future__ import annotations
@@ -26,18 +28,85 @@ TMP_SUFFIX = ".tmp"
 NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
+STALE_TMP_AGE_S = (
+    24 * 3600
+)  # a temp file of a writer we cannot check (another host or container) is stale after this
+
+
+def _read_first_line(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def writer_identity() -> dict[str, str]:
+    """Who writes from this process: host name, boot id (``/proc/sys/kernel/random/boot_id``, changes at every
+    boot) and PID namespace (``/proc/self/ns/pid``, differs between containers). A process id is meaningful only
+    between processes that share all three."""
+    import socket
+
+    try:
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pidns = ""
+    return {
+        "host": socket.gethostname(),
+        "boot_id": _read_first_line("/proc/sys/kernel/random/boot_id"),
+        "pidns": pidns,
+    }
+
+
+_TAG: list = [None, None]  # [pid the tag was computed in, tag]
+
+
+def writer_tag() -> str:
+    """10 hex digits naming this host + boot + PID namespace (:func:`writer_identity`); the same in every
+    process of one machine and container, different on another node or in another PID namespace."""
+    import hashlib
+
+    if _TAG[0] != os.getpid():  # recomputed after a fork into another namespace (cheap, once per process)
+        ident = writer_identity()
+        key = "\0".join((ident["host"], ident["boot_id"], ident["pidns"]))
+        _TAG[:] = [os.getpid(), hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:10]]
+    return _TAG[1]
+
+
+def tmp_prefix(name: str) -> str:
+    """The prefix of this process's temporary file for ``name``: ``.<name>.w<tag>.pid<pid>.``."""
+    return f".{name}.w{writer_tag()}.pid{os.getpid()}."
+
+
+def _with_filename(e: OSError, path: Path) -> OSError:
+    """``e`` naming ``path`` when it names no file (a full disk fails in ``write``, which names none) or only
+    our temporary file beside it."""
+    name = getattr(e, "filename", None)
+    ours = isinstance(name, str) and os.path.basename(name).startswith(f".{path.name}.w")
+    if (name and not ours) or e.errno is None or getattr(e, "filename2", None):
+        return e
+    return OSError(e.errno, e.strerror or os.strerror(e.errno), str(path))  # the errno's subclass
+
+
 def _atomic(path: str | os.PathLike, writer: Callable[[str], None]) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=TMP_SUFFIX, dir=path.parent)
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix(path.name), suffix=TMP_SUFFIX, dir=path.parent)
+        os.close(fd)
         writer(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        named = _with_filename(e, path) if isinstance(e, OSError) else e
+        if named is not e:
+            raise named from e
         raise
     return path
 
@@ -254,11 +323,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_tmp(folder: str | os.PathLike, recursive: bool = True) -> list[Path]:
-    """Remove temporary files (``.<name>.pid<pid>.*.tmp``) and folders left by writers that no longer run.
+_TMP_TAGGED = re.compile(r"\.w([0-9a-f]{10})\.pid(\d+)\.")
+_TMP_LEGACY = re.compile(r"\.pid(\d+)\.")
 
-    A temp file whose writer process is alive is kept (it may be mid-write); one without a parsable pid is
-    removed only when older than an hour. Returns the removed paths.
+
+def _stale(p: Path, now: float, max_age: float) -> bool:
+    """Whether the temp file (or folder) ``p`` was left by a writer that no longer runs.
+
+    Tagged names (:func:`tmp_prefix`): a writer of this host + boot + PID namespace is checked by its pid; one
+    of another node or container cannot be, so its file is stale only when older than ``max_age``. Names of
+    older versions (``.pid<N>.`` alone) are checked by pid as they always were; a name without a pid, by age."""
+    m = _TMP_TAGGED.search(p.name)
+    if m is not None:
+        pid = int(m.group(2))
+        if m.group(1) == writer_tag():
+            return pid != os.getpid() and not _pid_alive(pid)
+        return now - p.lstat().st_mtime > max_age
+    m = _TMP_LEGACY.search(p.name)
+    if m is not None:
+        pid = int(m.group(1))
+        return pid != os.getpid() and not _pid_alive(pid)
+    return now - p.lstat().st_mtime > 3600
+
+
+def clean_stale_tmp(
+    folder: str | os.PathLike, recursive: bool = True, max_age: float = STALE_TMP_AGE_S
+) -> list[Path]:
+    """Remove temporary files (``.<name>.w<tag>.pid<pid>.*.tmp``) and folders left by writers that no longer run.
+
+    A temp file whose writer runs on this host, boot and PID namespace is removed only when that process is
+    gone; one written from another node or container sharing the folder (another tag: its pid cannot be checked
+    here) only when older than ``max_age`` seconds (a day) — never a live writer's. Returns the removed paths.
     """
     import shutil
     import time
@@ -268,12 +363,10 @@ def clean_stale_tmp(folder: str | os.PathLike, recursive: bool = True) -> list[P
         return []
     removed = []
     paths = folder.rglob(f".*{TMP_SUFFIX}") if recursive else folder.glob(f".*{TMP_SUFFIX}")
+    now = time.time()
     for p in list(paths):
-        m = re.search(r"\.pid(\d+)\.", p.name)
-        pid = int(m.group(1)) if m else None
         try:
-            stale = (not _pid_alive(pid)) if pid is not None else time.time() - p.lstat().st_mtime > 3600
-            if not stale or pid == os.getpid():
+            if not _stale(p, now, max_age):
                 continue
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)

@@ -20,6 +20,12 @@ lacking one is refused (:meth:`RunDir.map_seeds`).
 
 metrics.json is byte-identical across reruns of the same config and seeds: wall/CPU timings, which differ
 from run to run, are moved to timings.json (:func:`is_timing_key` says which keys are timings).
+
+One writer per run folder: the run path holds :func:`lock_run_folder` for the whole run (a second run into the
+folder stops in one line naming the holder) and :func:`write_run` takes it again, so a run's documents are one
+set; :func:`read_run_documents` reads claims.json, config.json and timings.json and checks their ``run_id``.
+Under the CLI, SIGINT/SIGTERM are remembered (:func:`interrupt_handlers`): an interrupted run never writes its
+documents (:func:`check_interrupt`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -45,6 +52,7 @@ from .claims import Claim, Stat, claims_document
 from .fields import check_fields
 from .io import (
     MAX_JSON_BYTES,
+    TMP_SUFFIX,
     UnsafeFileError,
     as_float,
     atomic_write_json,
@@ -53,6 +61,7 @@ from .io import (
     parse_json,
     read_bytes_limited,
     sha256_json,
+    tmp_prefix,
     to_jsonable,
 )
 from .progress import log, progress
@@ -310,8 +319,11 @@ class RunDir:
           experiment, replay its ``run`` up to this call and compute their seeds (:mod:`iclr25.launch`);
         * ``--launcher submitit``: one Slurm job per missing seed, the same replay; this call waits for them.
 
-        A seed whose local worker failed is then computed here, so errors surface with their traceback. Every
-        seed's result depends on its seed alone, so the numbers do not depend on how they were computed.
+        Each local worker takes seed after seed until none is left (its start-up is paid once, not per seed).
+        A seed whose local worker failed is then computed here, so errors surface with their traceback; a worker
+        killed mid-seed is reported (:class:`RunWarning`) and its seed computed here; an ``OSError`` in a worker (a
+        full disk, an unwritable folder) stops the pool and is raised here, naming its file. Every seed's result
+        depends on its seed alone, so the numbers do not depend on how they were computed.
         Under ``torchrun`` every rank computes each missing seed together (the DDP parts shard the work), rank 0
         reads and writes the seed files and sends every rank the same result. Results come back exactly as a
         later run reads them from disk (NaN/inf included).
@@ -339,6 +351,7 @@ class RunDir:
                     self._compute_pool(fn, missing, part, req, jobs, call)
         out: dict[int, dict] = {}
         for s in progress(seeds, desc=desc):
+            check_interrupt()
             cached = self.load_seed(s, part, req)
             if cached is not None:
                 if s not in missing:
@@ -398,31 +411,22 @@ class RunDir:
         return out
 
     def _compute_as_worker(self, fn: Callable[[int], dict], part: str, req: Sequence[str]) -> None:
+        w = _WORKER
+        if w.conn is not None:  # a local spawned worker: seeds from the parent, each outcome sent back
+            w.done.extend(_serve(w.conn, part, lambda s: self._compute_and_save(fn, s, part, req)))
+            raise SeedsComputed(w.done)
         from .progress import set_task, task_done
 
-        w = _WORKER
-        for s in w.todo():
+        for s in w.todo():  # a cluster job: a failing seed fails the job, with its traceback in the job's log
             key = f"{part} {s}" if part else f"seed {s}"
             set_task(key)
-            try:
-                r = self._checked(fn(s), s, part, req)
-            except (TypeError, ValueError):
-                if w.reraise:
-                    raise
-                task_done(key, "failed (recomputed by the parent)")
-                continue  # not saved: the parent computes this seed itself and raises with the reason
-            except Exception:
-                if w.reraise:
-                    raise
-                import traceback
-
-                traceback.print_exc()
-                task_done(key, "failed (recomputed by the parent)")
-                continue
-            self.save_seed(s, r, part)
+            self._compute_and_save(fn, s, part, req)
             w.done.append(s)
             task_done(key)
         raise SeedsComputed(w.done)
+
+    def _compute_and_save(self, fn: Callable[[int], dict], s: int, part: str, req: Sequence[str]) -> None:
+        self.save_seed(s, self._checked(fn(s), s, part, req), part)
 
     def _compute_pool(
         self,
@@ -433,8 +437,16 @@ class RunDir:
         jobs: int,
         call: int,
     ) -> None:
-        """Compute ``seeds`` in ``jobs`` worker processes: forked on CPU, spawned (and pinned to GPUs) when
-        CUDA is involved."""
+        """Compute ``seeds`` in ``jobs`` worker processes — forked on CPU, spawned (and pinned to GPUs) when CUDA
+        is involved — each taking seed after seed from the parent until none is left (a worker pays its start-up
+        once, not once per seed).
+
+        A worker's outcome per seed comes back to the parent: a seed that failed (other than with an ``OSError``)
+        is left missing, so the parent computes it itself and raises with the reason; an ``OSError`` (a full disk,
+        a read-only folder, a path too long) stops the pool and is raised here, naming its file; a worker killed
+        mid-seed (out of memory, a signal) is reported with a :class:`RunWarning` and its seed computed here.
+        Workers ignore SIGINT (a Ctrl-C reaches the whole process group; the parent stops them), print no
+        traceback, and die with the parent."""
         import multiprocessing as mp
 
         from .device import cuda_in_use
@@ -457,43 +469,25 @@ class RunDir:
         ctx = mp.get_context("spawn" if spawn else "fork")
         n = min(jobs, len(seeds))
         gpus = self._worker_gpus(n) if spawn else [None] * n
-        quiet = is_quiet()
-        fwd = None if quiet else ctx.Queue()
-        listener = None
-        if fwd is not None:
-            import threading
+        parent, quiet = os.getpid(), is_quiet()
+        if spawn:
+            from ..launch import spawn_worker
 
-            listener = threading.Thread(target=_draw_forwarded, args=(fwd, board()), daemon=True)
-            listener.start()
-        parent = os.getpid()
-        procs: list = []
-        try:
-            if spawn:
-                from ..launch import spawn_worker
+            job = _CONTEXT.job(call, part)
 
-                tasks = ctx.Queue()
-                for s in seeds:
-                    tasks.put(s)
-                for _ in range(n):
-                    tasks.put(None)
-                job = _CONTEXT.job(call, part)
-                for g in gpus:
-                    p = ctx.Process(target=spawn_worker, args=(job, g, tasks, fwd, parent), daemon=False)
-                    p.start()
-                    procs.append(p)
-                for p in procs:
-                    p.join()
-                tasks.cancel_join_thread()  # seeds left by a worker that died: the parent computes them
-            else:
-                self._fork_workers(ctx, fn, seeds, part, required, n, fwd, parent, procs)
-        finally:  # an exception or Ctrl-C here: no worker keeps writing after we are gone
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-                    p.join()
-            if fwd is not None:
-                fwd.put(None)
-                listener.join(timeout=5)
+            def make(conn: Any, gpu: str | None) -> Any:
+                return ctx.Process(
+                    target=spawn_worker, args=(job, gpu, conn, parent, not quiet), daemon=False
+                )
+        else:
+
+            def make(conn: Any, gpu: str | None) -> Any:
+                args = (self, conn, fn, part, required, parent, not quiet)
+                return ctx.Process(target=_fork_worker_main, args=args, daemon=False)
+
+        pool = _Pool(ctx, make, gpus, seeds, part, None if quiet else board())
+        pool.run()
+        pool.raise_or_warn()
 
     def _worker_gpus(self, n: int) -> list[str | None]:
         """The GPU each of ``n`` spawned workers is pinned to: the visible GPUs round-robin when the run's device
@@ -502,36 +496,223 @@ class RunDir:
 
         return worker_gpus(n, visible_gpus()) if self.device == "cuda" else [None] * n
 
-    def _fork_workers(self, ctx, fn, seeds, part, required, n, fwd, parent, procs) -> None:  # noqa: ANN001
-        def work(s: int) -> None:
-            from .progress import set_forward, set_quiet, set_task, task_done
 
-            _die_with_parent(parent)
-            set_quiet(True)
-            set_forward(fwd)
-            key = f"{part} {s}" if part else f"seed {s}"
-            set_task(key)
+class _ConnForward:
+    """A seed worker's progress channel to the parent (what :func:`iclr25.common.progress.set_forward` takes):
+    ``put`` sends the message down the worker's own pipe; nothing is shared between workers, so a worker killed
+    mid-message cannot block another."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def put(self, msg: Any) -> None:
+        self.conn.send(msg)
+
+
+def _worker_signals() -> None:
+    """In a seed worker: ignore SIGINT (a Ctrl-C reaches every process of the group; the parent stops its
+    workers and says so once), die silently on SIGTERM, then let the signals in that the parent blocked while
+    starting it."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):  # not the main thread: leave them
+        pass
+    _INTERRUPTS.clear()
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _serve(conn: Any, part: str, compute: Callable[[int], None]) -> list[int]:
+    """A seed worker's loop: take a seed from the parent (``None``: stop), ``compute`` it (which writes its file),
+    send back ``("ok", s)``, ``("fail", s, reason)`` or — for an ``OSError``, after which the worker stops —
+    ``("oserror", s, errno, strerror, filename)``. Never raises, never prints a traceback. Returns the seeds
+    written."""
+    from .progress import set_task, task_done
+
+    done: list[int] = []
+    while True:
+        try:
+            s = conn.recv()
+        except (EOFError, OSError):
+            return done
+        if s is None:
+            return done
+        key = f"{part} {s}" if part else f"seed {s}"
+        set_task(key)
+        try:
+            compute(s)
+        except OSError as e:
+            task_done(key, "failed")
+            _send(conn, ("oserror", s, e.errno, e.strerror or str(e), e.filename))
+            return done
+        except BaseException as e:  # noqa: BLE001 — the parent recomputes this seed and raises with the reason
+            task_done(key, "failed (recomputed by the parent)")
+            _send(conn, ("fail", s, f"{type(e).__name__}: {_short(str(e))}"))
+            continue
+        done.append(s)
+        task_done(key)
+        _send(conn, ("ok", s))
+
+
+def _send(conn: Any, msg: Any) -> None:
+    try:
+        conn.send(msg)
+    except (OSError, ValueError):
+        pass
+
+
+def _fork_worker_main(
+    rd: RunDir, conn: Any, fn: Callable, part: str, required: Sequence[str], parent: int, forward: bool
+) -> None:
+    """A forked seed worker (``fn`` is inherited, never pickled); ``forward``: send its progress to the parent."""
+    from .progress import set_forward, set_quiet
+
+    _worker_signals()
+    _die_with_parent(parent)
+    set_quiet(True)
+    set_forward(_ConnForward(conn) if forward else None)
+    _serve(conn, part, lambda s: rd._compute_and_save(fn, s, part, required))
+    conn.close()
+
+
+@dataclass
+class _PoolWorker:
+    proc: Any
+    conn: Any
+    seed: int | None = None  # the seed it is computing
+    dead: bool = False
+    eof: bool = False
+    broken: str = ""  # why a spawned worker could not start computing
+
+
+class _Pool:
+    """The parent's side of a pool of seed workers: start them, hand out seeds one at a time as each worker
+    finishes one, draw their progress, notice a worker that died, stop them all on an error or an interrupt."""
+
+    def __init__(self, ctx: Any, make: Callable, gpus: list, seeds: list[int], part: str, board: Any):
+        self.ctx, self.make, self.gpus, self.part, self.board = ctx, make, gpus, part, board
+        self.pending = list(seeds)
+        self.workers: list[_PoolWorker] = []
+        self.os_error: tuple | None = None
+        self.lost: list[tuple[int, str]] = []  # (seed, what happened to its worker)
+
+    def _what(self, s: int) -> str:
+        return f"{self.part} {s}" if self.part else f"seed {s}"
+
+    def _give(self, w: _PoolWorker) -> None:
+        s = self.pending.pop(0) if self.pending and self.os_error is None else None
+        w.seed = s
+        try:
+            w.conn.send(s)
+        except (OSError, ValueError):  # it died: noticed through its sentinel
+            if s is not None:
+                self.pending.insert(0, s)
+                w.seed = None
+
+    def _start(self) -> None:
+        import signal
+
+        for gpu in self.gpus:
+            parent_end, child_end = self.ctx.Pipe()
+            old = _block_stop_signals()  # the worker starts with them blocked and then ignores SIGINT
             try:
-                r = self._checked(fn(s), s, part, required)
-            except (TypeError, ValueError):
-                task_done(key, "failed (recomputed by the parent)")
-                os._exit(1)  # not saved: the parent computes this seed itself and raises with the reason
-            self.save_seed(s, r, part)
-            task_done(key)
-            if fwd is not None:
-                fwd.close()
-                fwd.join_thread()  # the parent gets this worker's last lines before it exits
-
-        pending = list(seeds)
-        running: list = []
-        while pending or running:
-            while pending and len(running) < n:
-                p = ctx.Process(target=work, args=(pending.pop(0),), daemon=False)
+                p = self.make(child_end, gpu)
                 p.start()
-                running.append(p)
-                procs.append(p)
-            running[0].join()
-            running = [p for p in running if p.is_alive()]
+            finally:
+                if old is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            child_end.close()
+            w = _PoolWorker(p, parent_end)
+            self.workers.append(w)
+            self._give(w)
+
+    def _receive(self, w: _PoolWorker) -> None:
+        """Handle every message waiting from ``w``."""
+        while not w.eof:
+            try:
+                if not w.conn.poll():
+                    return
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                w.eof = True  # it closed its end (it is exiting): wait for its sentinel only
+                return
+            kind = msg[0]
+            if kind in ("update", "done"):
+                if self.board is not None:
+                    _draw_message(self.board, msg)
+            elif kind == "ok" or kind == "fail":  # a failed seed stays missing: the parent recomputes it
+                self._give(w)
+            elif kind == "oserror":
+                if self.os_error is None:
+                    self.os_error = msg[1:]
+                w.seed = None
+            elif kind == "broken":  # a spawned worker whose replay of run() failed before its seeds
+                w.broken = msg[1]
+
+    def run(self) -> None:
+        from multiprocessing.connection import wait
+
+        try:
+            self._start()
+            while True:
+                live = [w for w in self.workers if not w.dead]
+                if not live or self.os_error is not None:
+                    break
+                check_interrupt()
+                waits = [w.conn for w in live if not w.eof] + [w.proc.sentinel for w in live]
+                ready = set(wait(waits, timeout=1.0))
+                for w in live:
+                    if w.conn in ready:
+                        self._receive(w)
+                    if w.proc.sentinel in ready:
+                        w.proc.join()
+                        self._receive(w)  # its last messages, sent before it exited
+                        w.dead = True
+                        if w.seed is not None:
+                            why = f"failed to start ({w.broken})" if w.broken else _exit_text(w.proc)
+                            self.lost.append((w.seed, why))
+                            w.seed = None
+        finally:  # an error, Ctrl-C or SIGTERM here: no worker keeps writing after we are gone
+            for w in self.workers:
+                if w.proc.is_alive():
+                    w.proc.kill()
+                w.proc.join()
+                w.conn.close()
+            if self.board is not None:
+                close = getattr(self.board, "close", None)
+                if close is not None:
+                    close()
+        check_interrupt()
+
+    def raise_or_warn(self) -> None:
+        if self.os_error is not None:
+            s, errno_, strerror, filename = self.os_error
+            if errno_ is None:
+                raise OSError(f"{self._what(s)}: {strerror}")
+            raise OSError(errno_, strerror, filename)
+        for s, what in self.lost:
+            warnings.warn(
+                f"{self._what(s)}: its worker {what}; recomputing it here", RunWarning, stacklevel=4
+            )
+
+
+def _exit_text(proc: Any) -> str:
+    import signal
+
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        oom = " (out of memory?)" if -code == signal.SIGKILL else ""
+        return f"(pid {proc.pid}) was killed by {name}{oom}"
+    return f"(pid {proc.pid}) exited with status {code} before finishing it"
 
 
 class SeedsComputed(BaseException):
@@ -545,13 +726,15 @@ class SeedsComputed(BaseException):
 
 @dataclass
 class _Worker:
-    """What a seed worker computes: at the ``call``-th ``map_seeds`` of its replay, the seeds ``todo()``
-    yields; ``reraise``: a failing seed fails the worker (a cluster job) instead of being left to the parent."""
+    """What a seed worker computes: at the ``call``-th ``map_seeds`` of its replay, the seeds ``todo()`` yields
+    (a cluster job) or the parent sends down ``conn`` (a local spawned worker); ``reraise``: a failing seed fails
+    the worker (a cluster job) instead of being left to the parent."""
 
     call: int
-    todo: Callable[[], Iterable[int]]
+    todo: Callable[[], Iterable[int]] | None = None
     reraise: bool = False
     done: list[int] = field(default_factory=list)
+    conn: Any = None  # a local spawned worker: its pipe to the parent (seeds in, outcomes and progress out)
 
 
 @dataclass
@@ -590,8 +773,19 @@ def run_context(ctx: RunContext | None, worker: _Worker | None = None):
         _CONTEXT, _WORKER = old
 
 
+def _draw_message(b: Any, msg: Any) -> None:
+    """Draw one forwarded progress message (``("update", key, desc, n, total)`` or ``("done", key, note)``)."""
+    try:
+        if msg[0] == "update":
+            b.update(*msg[1:])
+        elif msg[0] == "done":
+            b.finish(*msg[1:])
+    except Exception:  # drawing must never break a run
+        pass
+
+
 def _draw_forwarded(q: Any, b: Any) -> None:
-    """The parent's listener: draw the workers' progress messages until ``None``."""
+    """Draw the progress messages read from queue ``q`` until ``None``, then close the board."""
     while True:
         try:
             msg = q.get()
@@ -599,13 +793,7 @@ def _draw_forwarded(q: Any, b: Any) -> None:
             return
         if msg is None:
             break
-        try:
-            if msg[0] == "update":
-                b.update(*msg[1:])
-            elif msg[0] == "done":
-                b.finish(*msg[1:])
-        except Exception:  # drawing must never break a run
-            pass
+        _draw_message(b, msg)
     close = getattr(b, "close", None)
     if close is not None:
         close()
@@ -626,6 +814,264 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+
+
+# -- interrupts ---------------------------------------------------------------------------------------------
+
+_INTERRUPTS: list[int] = []  # SIGINT/SIGTERM received under interrupt_handlers (in order)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM under :func:`interrupt_handlers`: the run stops; finished seeds are kept."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = int(signum)
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        super().__init__(name)
+        self.name = name
+
+
+def _stop_signals() -> set:
+    import signal
+
+    return {signal.SIGINT, signal.SIGTERM}
+
+
+_STOP_SIGNALS = _stop_signals()
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    _INTERRUPTS.append(signum)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interrupt_handlers():
+    """SIGINT and SIGTERM raise :class:`Interrupted` (a ``KeyboardInterrupt``) and are remembered, so one that a
+    library swallows (an exception raised inside a ``__del__`` or a callback is only printed) still stops the
+    run at the next :func:`check_interrupt` — before seeds are handed out, before the run's documents are
+    written. The CLI installs them around a command; outside the main thread this does nothing."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    _INTERRUPTS.clear()
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _on_stop_signal)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            if h is not None:
+                signal.signal(sig, h)
+        _INTERRUPTS.clear()
+
+
+def check_interrupt() -> None:
+    """Raise :class:`Interrupted` if a SIGINT/SIGTERM arrived under :func:`interrupt_handlers` (and was
+    swallowed somewhere): an interrupted run never goes on to write its documents or exit 0."""
+    if _INTERRUPTS:
+        raise Interrupted(_INTERRUPTS[0])
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold SIGINT/SIGTERM back for the few milliseconds of a critical section (renaming a run's documents into
+    place), then deliver them to whatever handler was installed. Main thread only; elsewhere a no-op."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    old = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    old = {sig: h for sig, h in old.items() if h is not None}
+    for sig in old:
+        signal.signal(sig, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
+
+
+def _block_stop_signals() -> Any:
+    """Block SIGINT/SIGTERM in this thread (while a worker is forked or spawned); returns the old mask."""
+    import signal
+
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+# -- one writer per run folder ---------------------------------------------------------------------------------
+
+LOCK_NAME = ".lock"  # in a system's run folder while a run (or a write_run) holds it
+
+
+class RunFolderBusy(OSError):
+    """Another process (or thread) holds the run folder's lock: one line naming the holder."""
+
+
+@dataclass
+class _Held:
+    fd: int
+    path: str
+    thread: int
+    count: int = 1
+
+
+_HELD: dict[str, _Held] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def _holder(lock_file: Path) -> str:
+    """Who holds ``lock_file``, from what it wrote there: ``host H, pid P, started T``."""
+    from .io import read_bytes_limited
+
+    try:
+        info = json.loads(read_bytes_limited(lock_file, 1 << 16).decode("utf-8"))
+        parts = [f"host {info['host']}", f"pid {info['pid']}", f"started {info['started']}"]
+        if info.get("command"):
+            parts.append(f"command: {_short(info['command'])}")
+        return ", ".join(parts)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "a process that has not written its name yet"
+
+
+def _lock_info() -> bytes:
+    import datetime
+    import sys
+
+    from .io import writer_identity
+
+    ident = writer_identity()
+    return json.dumps(
+        {
+            "host": ident["host"],
+            "pid": os.getpid(),
+            "boot_id": ident["boot_id"],
+            "pidns": ident["pidns"],
+            "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": " ".join(sys.argv)[:300],
+        }
+    ).encode()
+
+
+def _try_lock(lock_file: Path) -> int | None:
+    """An fd holding an exclusive lock on ``lock_file`` (created if needed), or ``None`` when another process
+    holds it. The lock is POSIX (``fcntl.lockf``): released when this process exits however it exits, not
+    inherited by forked workers, and honoured across nodes by NFS."""
+    import errno
+    import fcntl
+
+    while True:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return None
+            raise
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_file))
+        except FileNotFoundError:
+            same = False
+        if same:  # not a file its last holder unlinked as we opened it
+            return fd
+        os.close(fd)
+
+
+def _acquire(folder: Path, wait: float) -> None:
+    import errno
+
+    key = os.path.realpath(folder)
+    lock_file = Path(key) / LOCK_NAME
+    me = threading.get_ident()
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        with _HELD_GUARD:
+            held = _HELD.get(key)
+            if held is not None and held.thread == me:
+                held.count += 1
+                return
+            if held is None:
+                try:
+                    fd = _try_lock(lock_file)
+                except OSError as e:
+                    if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                        raise
+                    warnings.warn(
+                        f"cannot lock run folder {folder} ({e.strerror or e}: the filesystem does not support "
+                        "locks); make sure no other run writes there at the same time",
+                        RunWarning,
+                        stacklevel=4,
+                    )
+                    fd = -1
+                if fd is not None:
+                    if fd >= 0:
+                        os.ftruncate(fd, 0)
+                        os.pwrite(fd, _lock_info(), 0)
+                    _HELD[key] = _Held(fd, str(lock_file), me)
+                    return
+                who = _holder(lock_file)
+            else:
+                who = f"another thread of this process (pid {os.getpid()})"
+        if time.monotonic() >= deadline:
+            raise RunFolderBusy(
+                f"run folder {folder} is in use by another iclr25 run ({who}); wait for it to finish, or "
+                "write to another --out"
+            )
+        time.sleep(0.05)
+
+
+def _release(folder: Path) -> None:
+    key = os.path.realpath(folder)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held.count -= 1
+        if held.count > 0:
+            return
+        del _HELD[key]
+        if held.fd >= 0:
+            try:  # unlinked while still held, so a waiter that opened it retries on a fresh file
+                if os.path.samestat(os.fstat(held.fd), os.stat(held.path)):
+                    os.unlink(held.path)
+            except OSError:
+                pass
+            os.close(held.fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def lock_run_folder(folder: str | os.PathLike, wait: float = 0.0):
+    """Hold ``folder``'s run lock (``<folder>/.lock``) for the block: one writer per run folder.
+
+    Re-entrant within a thread (the run path holds it around ``exp.run`` and :func:`write_run` takes it again);
+    another process — on this machine or, through NFS, on another node — or another thread waits up to ``wait``
+    seconds, then gets :class:`RunFolderBusy`, whose message names the holder (host, pid, start time, command).
+    Seed workers and cluster jobs do not take it: they write seed files into a folder their parent holds. The
+    lock is POSIX (``fcntl.lockf``): it goes with the process however the process ends, and is dropped if the
+    process itself opens and closes ``.lock`` (nothing in iclr25 does; an experiment must not copy its own run
+    folder while it runs)."""
+    folder = Path(folder)
+    _acquire(folder, wait)
+    try:
+        yield
+    finally:
+        _release(folder)
 
 
 _JOBS: int | str = 1
@@ -790,7 +1236,9 @@ def write_run(
 
     All five are written into a temporary folder first (a failure there leaves ``out`` untouched), then moved
     in with ``claims.json`` — the file that marks a finished run — removed first and moved in last, so a reader
-    never sees a ``claims.json`` beside artefacts of another run. config.json, timings.json and claims.json's
+    never sees a ``claims.json`` beside artefacts of another run. The folder's run lock (:func:`lock_run_folder`,
+    waited for up to :data:`WRITE_LOCK_WAIT_S`) makes two writers take turns, and SIGINT/SIGTERM wait for the
+    renames (milliseconds). config.json, timings.json and claims.json's
     provenance carry the same ``run_id``. metrics.json holds no run id and no timing (:func:`split_timings`
     moves every timing key of the aggregate and the per-seed results to timings.json), so it is byte-identical
     across reruns of the same config and seeds.
@@ -827,24 +1275,60 @@ def write_run(
         "report.md": report,
         "claims.json": _dumps(doc),
     }
-    stage = Path(tempfile.mkdtemp(prefix=f".write.pid{os.getpid()}.", suffix=".tmp", dir=out))
-    try:
-        for name in ARTEFACTS:
-            with open(stage / name, "w", encoding="utf-8") as f:
-                f.write(texts[name])
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(stage / name, 0o644)
-        marker = out / "claims.json"
-        if marker.is_dir() and not marker.is_symlink():
-            raise IsADirectoryError(f"{marker} is a folder; remove it to write this run")
-        marker.unlink(missing_ok=True)
-        for name in ARTEFACTS:
-            os.replace(stage / name, out / name)
-        _fsync_dir(out)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    with lock_run_folder(out, wait=WRITE_LOCK_WAIT_S):  # one writer: never a set mixed from two writers
+        stage = Path(tempfile.mkdtemp(prefix=tmp_prefix("write"), suffix=TMP_SUFFIX, dir=out))
+        try:
+            for name in ARTEFACTS:
+                try:
+                    with open(stage / name, "w", encoding="utf-8") as f:
+                        f.write(texts[name])
+                        f.flush()
+                        os.fsync(f.fileno())
+                except OSError as e:  # a full disk fails in write(), which names no file
+                    if e.filename is None and e.errno is not None:
+                        raise OSError(e.errno, e.strerror, str(out / name)) from e
+                    raise
+                os.chmod(stage / name, 0o644)
+            marker = out / "claims.json"
+            if marker.is_dir() and not marker.is_symlink():
+                raise IsADirectoryError(f"{marker} is a folder; remove it to write this run")
+            check_interrupt()  # an interrupted run writes nothing
+            with deferred_interrupts():  # the renames are one unit: a Ctrl-C waits for them (milliseconds)
+                marker.unlink(missing_ok=True)
+                for name in ARTEFACTS:
+                    os.replace(stage / name, out / name)
+                _fsync_dir(out)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return json.loads(texts["claims.json"])
+
+
+WRITE_LOCK_WAIT_S = 60.0  # write_run waits this long for another writer of the same folder
+
+
+def read_run_documents(folder: str | os.PathLike, attempts: int = 20) -> dict[str, Any]:
+    """``{"claims.json": ..., "config.json": ..., "timings.json": ...}`` of one finished run in ``folder``, read
+    so that all three belong to the same run: their ``run_id`` must agree (claims.json's is in its provenance).
+    A reader that raced a writer reads again (up to ``attempts`` times); documents that never agree raise
+    ``ValueError`` naming the run ids. ``FileNotFoundError`` when the folder holds no finished run."""
+    from .io import read_json
+
+    folder = Path(folder)
+    seen: dict[str, Any] = {}
+    for _ in range(max(1, attempts)):
+        docs = {n: read_json(folder / n) for n in ("claims.json", "config.json", "timings.json")}
+        ids = {
+            "claims.json": (docs["claims.json"].get("provenance") or {}).get("run_id"),
+            "config.json": docs["config.json"].get("run_id"),
+            "timings.json": docs["timings.json"].get("run_id"),
+        }
+        if len(set(ids.values())) == 1 and None not in ids.values():
+            return docs
+        seen = ids
+        time.sleep(0.05)
+    raise ValueError(
+        f"the documents in {folder} belong to different runs (run ids {seen}); rerun to rewrite them"
+    )
 
 
 def _dumps(obj: Any) -> str:
