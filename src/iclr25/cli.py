@@ -125,7 +125,20 @@ def _parser() -> argparse.ArgumentParser:
         help="re-run the first K seeds of a committed reference with its config; compare numbers and verdicts",
     )
     v.add_argument("slug", help=f"a system with a committed reference: {runnable}")
-    v.add_argument("--seeds", default="1", help="how many of the reference's seeds to re-run (default 1)")
+    v.add_argument(
+        "--seeds",
+        default="1",
+        help="how many of the reference's seeds to re-run: an integer, or all (compares the all-seed verdicts; "
+        "default 1)",
+    )
+    v.add_argument(
+        "--isa",
+        choices=("avx2", "native"),
+        default=None,
+        help="re-run in a child process with the AVX2 kernels forced (ATEN_CPU_CAPABILITY=avx2 "
+        "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell) or with those variables "
+        "removed (native); default: in this process",
+    )
     v.add_argument(
         "--reference",
         default=None,
