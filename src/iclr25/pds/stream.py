@@ -71,7 +71,7 @@ class StreamingTopK:
 
 def _keys(scores: np.ndarray, tau: float, g: torch.Generator | None) -> np.ndarray:
     """ẑ/τ + Gumbel(0, 1) with the next ``len(scores)`` draws of ``g`` (the in-memory selection's noise)."""
-    s = torch.as_tensor(scores, dtype=torch.float64)
+    s = torch.from_numpy(np.array(scores, dtype=np.float64))  # a copy: the scores may be a read-only memmap
     if tau == 0:
         return s.numpy()
     u = torch.rand(s.numel(), generator=g, dtype=torch.float64)
