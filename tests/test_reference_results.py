@@ -67,3 +67,21 @@ def test_readme_counts_are_the_references_re_derived():
     row = f"| quick ({len(docs)} systems) | {k.holds} | {k.fails} | {k.not_decided} | {k.checks}"
     assert row in results_readme and f"{old} of {k.claims + k.checks} held" in results_readme
     assert "| birdset | `noise_aug_helps` | holds | not decided **←** |" in table(docs)
+
+
+REAL = Path(__file__).resolve().parents[1] / "results" / "real"
+REAL_DOCS = sorted(p.parent.name for p in REAL.glob("*/claims.json")) if REAL.is_dir() else []
+
+
+@pytest.mark.parametrize("slug", REAL_DOCS)
+def test_real_reference_is_valid_and_matches_a_real_preset(slug):
+    """results/real/<slug>/claims.json: a valid document of the system's real preset, made from committed code
+    (a clean tree) with the machine load recorded, and the registry says the system has a real preset."""
+    doc = read_json(REAL / slug / "claims.json")
+    validate_claims_document(doc)
+    assert doc["slug"] == slug and doc["preset"] == "real"
+    assert registry.get(slug).real_preset, f"{slug} has a real reference but registry.real_preset is False"
+    prov = doc.get("provenance", {})
+    for k in ("git_commit", "date_utc", "wall_s", "cpu_count", "load_avg_start", "load_avg_end"):
+        assert k in prov, f"real reference {slug} lacks provenance {k!r}"
+    assert "dirty" not in str(prov["git_commit"]), f"real reference {slug} was made from uncommitted code"
