@@ -130,4 +130,6 @@ def test_method_card_has_the_common_headings(slug):
         text = card.read_text(encoding="utf-8")
         real = text.split("## Real inputs", 1)[1].split("\n## ", 1)[0].lower()
         for a in for_system(slug):  # the card names each asset it uses, with its licence
-            assert a.name in real or a.package.lower() in real, f"{slug}: Real inputs does not name asset {a.name}"
+            assert a.name in real or a.package.lower() in real, (
+                f"{slug}: Real inputs does not name asset {a.name}"
+            )

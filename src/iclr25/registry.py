@@ -28,7 +28,17 @@ _PKG_DIR = Path(__file__).resolve().parent
 # themselves are declared in pyproject.toml; tests/test_extras.py checks that the two agree and that every
 # system's third-party imports are covered by the core dependencies plus its extra.
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "llm": ("peft", "datasets", "data_selection", "trl", "sacrebleu", "gguf", "huggingface_hub", "pyarrow", "bitsandbytes"),
+    "llm": (
+        "peft",
+        "datasets",
+        "data_selection",
+        "trl",
+        "sacrebleu",
+        "gguf",
+        "huggingface_hub",
+        "pyarrow",
+        "bitsandbytes",
+    ),
     "rl": ("gymnasium", "mujoco"),
     "chem": ("pymatgen",),
     "vision": ("PIL", "corrupt_tta"),
