@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def no_refs(tmp_path):
     d = tmp_path / "no_refs"
     d.mkdir()
-    return str(d)
+    return str(d)  # an empty folder: neither the quick nor the real references (passed as both)
 
 
 def test_display_path_and_safe_text_always_encode():
@@ -80,7 +80,7 @@ def _many_runs(root: Path, n: int, fig_bytes: int) -> Path:
 def test_figures_beyond_the_budget_are_linked_main_figures_first(tmp_path, no_refs):
     runs = _many_runs(tmp_path, 6, 30_000)  # 12 figures of ~40 000 base64 characters each
     budget = 5 * 40_100  # room for 5 figures: the main figures of the first 5 systems
-    ctx = build_context(runs, no_refs, inline_budget=budget)
+    ctx = build_context(runs, no_refs, no_refs, inline_budget=budget)
     systems = {s["name"]: s for s in ctx["systems"]}
     mains = [systems[f"toy{i:03d}"]["main_figure"] for i in range(6)]
     assert [m["inline"] for m in mains] == [True] * 5 + [False]  # every main figure before any other figure
@@ -89,7 +89,7 @@ def test_figures_beyond_the_budget_are_linked_main_figures_first(tmp_path, no_re
     assert ctx["figures_linked"] == 7
     assert mains[5]["uri"] == "toy005/figures/acc.png"  # relative to index.html, which sits in runs/
     assert (runs / mains[5]["uri"]).is_file()
-    page = write_report(runs, no_refs, inline_budget=budget)
+    page = write_report(runs, no_refs, no_refs, inline_budget=budget)
     html = page.read_text()
     assert html.count("data:image/png;base64,") == 5
     assert 'href="toy005/figures/acc.png"' in html and 'href="toy000/figures/extra.png"' in html
@@ -101,7 +101,7 @@ def test_the_default_budget_keeps_a_report_over_many_runs_small(tmp_path, no_ref
     """The issue's case at small scale: 40 runs × 2 figures × 300 kB would be a 32 MB page inlined."""
     assert INLINE_BUDGET == 8 << 20
     runs = _many_runs(tmp_path, 40, 300_000)
-    html = render_report(runs, no_refs)
+    html = render_report(runs, no_refs, no_refs)
     assert len(html) < INLINE_BUDGET + 1_000_000
     assert "linked rather than embedded" in html
     assert html.count("data:image/png;base64,") == 20  # 20 × ~400 000 characters fit in 8 MiB
@@ -112,6 +112,6 @@ def test_a_linked_figure_is_still_confined_to_its_run_folder(tmp_path, no_refs):
     secret = tmp_path / "secret.png"
     secret.write_bytes(b"\x89PNG secret")
     (runs / "toy000" / "figures" / "leak.png").symlink_to(secret)
-    html = render_report(runs, no_refs, inline_budget=0)  # everything linked
+    html = render_report(runs, no_refs, no_refs, inline_budget=0)  # everything linked
     assert "leak.png" not in html and "secret" not in html
     assert 'href="toy000/figures/acc.png"' in html
