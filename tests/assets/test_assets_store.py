@@ -15,6 +15,7 @@ import pytest
 from iclr25 import assets
 from iclr25.assets import store
 from iclr25.cli import main
+from iclr25.common.io import writer_tag
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_interrupted_fetch_leaves_nothing_that_looks_complete(tmp_path, monkeypa
     assert len(calls) == 2
     assert assets.status("reuters").state == "missing"
     assert not store.asset_dir("reuters").exists()
-    assert not list(store.cache_root().glob(".reuters.fetch-*"))  # the staging folder went with it
+    assert not list(store.cache_root().glob(".reuters.fetch.*"))  # the staging folder went with it
 
 
 def test_leftover_of_a_killed_fetch_is_not_present_and_is_cleaned(tmp_path, monkeypatch, need_asset):
@@ -96,7 +97,9 @@ def test_leftover_of_a_killed_fetch_is_not_present_and_is_cleaned(tmp_path, monk
     # a SIGKILLed writer (pid that is not running) left a complete-looking staging folder behind
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    left = root / f".reuters.fetch-{store._host_tag()}-{dead.pid}-abc"
+    left = root / f".reuters.fetch.w{writer_tag()}.pid{dead.pid}.abc"
+    live = root / f".reuters.fetch.w{writer_tag()}.pid{os.getpid()}.xyz"  # this process: a live writer
+    live.mkdir()
     shutil.copytree(src, left / "files")
     assert assets.status("reuters").state == "missing"
     with pytest.raises(assets.AssetMissingError):
@@ -107,7 +110,7 @@ def test_leftover_of_a_killed_fetch_is_not_present_and_is_cleaned(tmp_path, monk
         if os.environ.get("ICLR25_REQUIRE_ASSETS") == "1":
             raise
         pytest.skip(f"no registry: {e}")
-    assert not left.exists()
+    assert not left.exists() and live.exists()
     assert assets.status("reuters").state == "present"
 
 

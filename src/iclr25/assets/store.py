@@ -2,7 +2,7 @@
 
 Layout: ``$ICLR25_ASSETS`` (default ``~/.cache/iclr25/assets``, or ``$XDG_CACHE_HOME/iclr25/assets``) holds one
 folder per asset, ``<name>-<version>/``, with the pinned files at their paths and ``ASSET.json`` (what was
-fetched, from where, when). A fetch builds the folder under a temporary name (``.<name>.fetch-<host>-<pid>-…``)
+fetched, from where, when). A fetch builds the folder under a temporary name (``.<name>.fetch.w<host/boot tag>.pid<pid>.…``, as ``common.io.tmp_prefix`` names temp files)
 and renames it into place only after every file's SHA-256 matched its pin, so a killed fetch never leaves
 anything that looks complete; a later fetch removes such leftovers once their writer is gone. A folder whose
 files do not match their pins is *damaged*: it is never used, and fetching again replaces it.
@@ -22,7 +22,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -33,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.io import is_stale_tmp, tmp_prefix
 from .catalog import ASSETS, PINS_FILE, Asset, get
 
 ENV = "ICLR25_ASSETS"
@@ -170,28 +170,13 @@ def _lock(name: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _host_tag() -> str:
-    return socket.gethostname().replace("-", "_")[:40] or "host"
-
-
 def _clean_leftovers(a: Asset) -> None:
-    """Remove temporary folders of earlier fetches of ``a`` whose writer (same host, pid) is gone. Called under
-    the asset's lock, so no live fetch of this asset on this host can own one; another host's are left alone."""
-    root = cache_root()
-    host = _host_tag()
-    for p in root.glob(f".{a.name}.fetch-*"):
-        parts = p.name.split("-")
-        try:
-            owner_host, pid = parts[-3], int(parts[-2])
-        except (IndexError, ValueError):
-            continue
-        if owner_host != host:
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if pid != os.getpid():
-                os.kill(pid, 0)
-                continue  # alive
-        shutil.rmtree(p, ignore_errors=True)
+    """Remove temporary folders of earlier fetches of ``a`` whose writer is gone (``common.io.is_stale_tmp``: a
+    dead pid on this host + boot + PID namespace, or older than a day elsewhere). Called under the asset's lock,
+    so no live fetch of this asset on this host owns one."""
+    for p in cache_root().glob(f".{a.name}.fetch.w*"):
+        if is_stale_tmp(p):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _run(cmd: list[str], what: str, cwd: Path) -> None:
@@ -355,9 +340,7 @@ def fetch_asset(
             return st.path
         _clean_leftovers(a)
         root = cache_root()
-        staging_root = Path(
-            tempfile.mkdtemp(prefix=f".{a.name}.fetch-{_host_tag()}-{os.getpid()}-", dir=root)
-        )
+        staging_root = Path(tempfile.mkdtemp(prefix=tmp_prefix(f"{a.name}.fetch"), dir=root))
         try:
             files = staging_root / "files"
             files.mkdir()

@@ -346,6 +346,14 @@ def _stale(p: Path, now: float, max_age: float) -> bool:
     return now - p.lstat().st_mtime > 3600
 
 
+def is_stale_tmp(path: str | os.PathLike, max_age: float = 24 * 3600) -> bool:
+    """Whether a temporary file or folder named with :func:`tmp_prefix` was left by a writer that no longer runs
+    (same host + boot + PID namespace: its pid is gone; another node or container: older than ``max_age`` s)."""
+    import time
+
+    return _stale(Path(path), time.time(), max_age)
+
+
 def clean_stale_tmp(
     folder: str | os.PathLike, recursive: bool = True, max_age: float = STALE_TMP_AGE_S
 ) -> list[Path]:
