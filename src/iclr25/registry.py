@@ -245,6 +245,7 @@ SYSTEMS: tuple[System, ...] = (
         "Inverting a known low-level policy recovers high-level actions from flat data, so off-the-shelf offline "
         "RL learns hierarchical policies that transfer.",
         extra="rl",
+        real_preset=True,
     ),
     System(
         "freevs",

@@ -31,6 +31,7 @@ from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 
+from . import real
 from .arm import ArmParams, flat_expert_action
 from .dynamics import ArmModel, LearnedLinearModel
 from .learners import IQLConfig, train_bc, train_iql
@@ -149,6 +150,63 @@ PRESETS = {
         device="auto",  # the BC / IQL networks train on a GPU when there is one (small MLPs: CPU works too)
     ),
 }
+
+
+# fields of the numpy arm, its ablations and network-lite: the real preset has no use for them
+_SIM_ONLY = (
+    "arm",
+    "network",
+    "net_episodes",
+    "net_bc_steps",
+    "net_hidden",
+    "net_eval_episodes",
+    "changed_R",
+    "inverse_ablation",
+    "solver",
+    "prior",
+    "lm_iters",
+)
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset's config: gymnasium's MuJoCo ``Reacher-v5`` (``real.py``, ``reacher.py``). A subclass, so
+    the simulated presets keep their fields and config hash; the fields of the numpy arm and network-lite
+    (``_SIM_ONLY``) are not used and must keep their defaults. Data sizes, the LQR, the inverse, the learners, the
+    evaluation and the model error (``model_error_mass`` scales every inertial parameter of the arm) are the quick
+    preset's fields."""
+
+    env_id: str = bounded("Reacher-v5", choices=("Reacher-v5",))
+    horizon: int = bounded(50, lo=50, hi=50)  # Reacher-v5's own episode length (its TimeLimit)
+    expert_omega: float = bounded(10.0, lo=0, lo_open=True)  # rad/s: the PD expert's natural frequency
+    expert_noise: float = bounded(0.1, lo=0)  # N(0, σ²) on every flat expert torque
+    random_frac: float = bounded(0.3, lo=0, hi=1)  # n_noisy episodes: chance of a random torque / sub-goal
+    hr_random_reach: float = bounded(1.0, lo=0)  # random HR sub-goals: q + U(−r, r), velocities U(−r, r)
+    lowlevel_change: bool = False  # the R = 1.0 re-inversion arm exists only for the numpy arm
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        base = Config()
+        for name in _SIM_ONLY:
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the numpy arm or network-lite, not used by the real preset; leave it "
+                    f"at {getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+        if self.lowlevel_change or self.iql.steps:
+            raise ValueError(
+                "the real preset has no low-level-change or IQL arm: lowlevel_change must be False and iql.steps 0, "
+                f"got {self.lowlevel_change!r} and {self.iql.steps!r}"
+            )
+
+
+PRESETS["real"] = RealConfig(
+    seeds=3,
+    n_expert=150,
+    n_noisy=50,
+    bc_steps=2000,
+    iql=dataclasses.replace(Config.iql, steps=0),
+)
 
 
 # ---------------------------------------------------------------- high-level action/observation transforms
@@ -456,6 +514,8 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):  # MuJoCo Reacher-v5 (real.py)
+        return real.run(cfg, out)
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     ablation = {tag: ablation_claims(per_seed, tag) for tag in ABLATION} if cfg.inverse_ablation else {}
