@@ -263,6 +263,7 @@ SYSTEMS: tuple[System, ...] = (
         "2406.17808",
         "Cascading sub-caches that accept tokens at exponentially spaced rates keep important tokens far beyond a "
         "sliding window, with linear-cost prefill.",
+        real_preset=True,
     ),
     System(
         "tool_planner",

@@ -144,23 +144,129 @@ PRESETS = {
         seeds=1, train=replace(Config.train, steps=80), trials=8, valid_trials=32, timing_repeats=1
     ),
     "quick": Config(seeds=3, train=replace(Config.train, steps=300), trials=50),
-    "full": Config(
-        seeds=1,
-        mode="pretrained",
-        model_name="meta-llama/Llama-3.1-8B",
-        device="cuda",
-        dtype="bfloat16",
-        sink_tokens=64,
-        cache_size=2048,
-        cascades=4,
-        stride=512,
-        beta=0.9999,
-        stream_length=10240,
-        trials=20,
-        timing_length=16384,
-        timing_repeats=2,
-    ),  # fmt: skip
 }
+
+
+_RECALL_ONLY = ("mode", "hidden", "intermediate", "layers", "heads", "kv_heads", "rope_theta", "tie_embeddings",
+                "n_filler", "n_values", "train_lengths", "train", "homogeneous_heads", "distance_factors",
+                "stream_length", "trials", "valid_trials", "timing_length", "timing_repeats", "full_attn_impl")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset (SmolLM2-135M-Instruct, ``real.py``) and the ``full`` preset (the paper's model class and
+    PG19): passkey retrieval at fixed prompt lengths and key distances through caches of equal size, and streaming
+    perplexity on held-out text. A subclass, so that the recall presets keep their fields and config hash; the recall
+    model's fields (``mode`` … ``full_attn_impl``, :data:`_RECALL_ONLY`) are not used and must keep their defaults."""
+
+    # local path, asset name or hub id, loaded with iclr25.assets.load_causal_lm
+    model_name: str = "smollm2-135m-instruct"
+    dtype: str = bounded("float32", choices=("float32", "bfloat16", "float16"))
+    # every cache holds S + N tokens: the cascade (C cascades), StreamingLLM (C = 1), HF's sliding window (S + N)
+    sink_tokens: int = bounded(4, lo=0)
+    cache_size: int = bounded(512, lo=1)
+    cascades: int = bounded(4, lo=1)
+    stride: int = bounded(128, lo=1)
+    beta: float = bounded(0.9999, lo=0, hi=1, lo_open=True, hi_open=True)
+    head_reduction: str = bounded("max", choices=("max", "mean"))
+    # passkey: prompt lengths and key distances (needle start -> prompt end), fixed before the run; L - d must be a
+    # multiple of the stride (the filler is read once and copied there)
+    prompt_lengths: tuple[int, ...] = bounded((2048, 4096), lo=1, each=True)
+    key_distances: tuple[int, ...] = bounded((256, 384, 768, 1280, 1792), lo=1, each=True)
+    keys_per_point: int = bounded(1, lo=1)  # keys per (length, distance) and seed
+    full_max_length: int = bounded(8192, lo=1)  # full attention runs only up to this prompt length
+    # precondition: full attention's accuracy at every length it runs
+    valid_min_acc: float = bounded(0.8, kind=float, lo=0, hi=1)
+    # streaming perplexity: "shakespeare" (iclr25.assets), a `datasets` hub name, or a local parquet file (text column)
+    ppl_corpus: str = "shakespeare"
+    ppl_split: str = "test"
+    ppl_tokens: int = bounded(12288, lo=2)
+    ppl_beyond: int = bounded(8192, lo=0)  # also report the perplexity of the tokens after this position
+
+    def __post_init__(self) -> None:
+        ExperimentConfig.__post_init__(self)  # the declared bounds; Config's rules are the recall model's
+        base = Config()
+        for name in _RECALL_ONLY:
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the recall model, not used by the real/full presets; leave it at "
+                    f"{getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+        if self.cache_size % self.cascades or self.cascades < 2:
+            raise ValueError(
+                f"cascades must be >= 2 (C = 1 is the StreamingLLM baseline) and divide cache_size "
+                f"({self.cache_size}), got {self.cascades}"
+            )
+        bad = [
+            (L, d)
+            for L in self.prompt_lengths
+            for d in self.key_distances
+            if (L - d) % self.stride or L - d < 256
+        ]
+        if bad:
+            raise ValueError(
+                f"prompt_lengths and key_distances must give filler cuts L - d >= 256 that are multiples of stride "
+                f"{self.stride}, got (L, d) = {bad}"
+            )
+        if not any(d < self.cache_size for d in self.key_distances) or not any(
+            self.cache_size < d < self.span_limit for d in self.key_distances
+        ):
+            raise ValueError(
+                f"key_distances must include one below cache_size {self.cache_size} and one between it and the span "
+                f"W·(2^C−1) = {self.span_limit}, got {self.key_distances}"
+            )
+        if not any(L <= self.full_max_length for L in self.prompt_lengths):
+            raise ValueError(
+                f"full_max_length ({self.full_max_length}) must admit at least one of prompt_lengths "
+                f"{self.prompt_lengths} (the precondition needs full attention)"
+            )
+        if self.ppl_beyond >= self.ppl_tokens:
+            raise ValueError(f"ppl_beyond must be < ppl_tokens = {self.ppl_tokens}, got {self.ppl_beyond}")
+
+
+# run with --jobs 1: two threads per seed (the filler is read once per run, before the seeds)
+PRESETS["real"] = RealConfig(threads=2)
+# the paper's setting by name (never downloaded in tests; `iclr25 config cascading_kv --preset full`): the model
+# class of its passkey and PG19 experiments (Llama 3.1 8B Instruct, 128K trained context), passkey to 1M tokens
+PRESETS["full"] = RealConfig(
+    seeds=3,
+    model_name="meta-llama/Llama-3.1-8B-Instruct",
+    device="cuda",
+    dtype="bfloat16",
+    threads=None,
+    sink_tokens=64,
+    cache_size=32768,
+    cascades=4,
+    stride=4096,
+    prompt_lengths=(131072, 262144, 1048576),
+    key_distances=(16384, 61440, 118784),
+    full_max_length=131072,
+    ppl_corpus="deepmind/pg19",
+    ppl_split="test",
+    ppl_tokens=65536,
+    ppl_beyond=32768,
+)
+
+# what a preset downloads (hub ids and `datasets` names; sizes as published on the Hugging Face hub)
+KNOWN_DOWNLOADS = {
+    "meta-llama/Llama-3.1-8B-Instruct": 16_060_617_592,  # 4 safetensors shards, bf16
+    "deepmind/pg19": 11_744_571_011,  # the whole dataset (train + validation + test)
+}
+
+
+def downloads(cfg) -> list[dict]:
+    """What running ``cfg`` would download: ``[{"what", "name", "bytes"}]`` (``bytes`` None when unknown); assets
+    of :mod:`iclr25.assets`, local paths and built-in corpora download nothing here."""
+    from iclr25.assets import NAMES
+
+    if not isinstance(cfg, RealConfig):
+        return []
+    out = []
+    if cfg.model_name not in NAMES and not Path(cfg.model_name).expanduser().exists():
+        out.append({"what": "model", "name": cfg.model_name, "bytes": KNOWN_DOWNLOADS.get(cfg.model_name)})
+    if cfg.ppl_corpus != "shakespeare" and not Path(cfg.ppl_corpus).expanduser().exists():
+        out.append({"what": "dataset", "name": cfg.ppl_corpus, "bytes": KNOWN_DOWNLOADS.get(cfg.ppl_corpus)})
+    return out
 
 
 # ----------------------------------------------------------------------------- key–value recall data
@@ -519,6 +625,8 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):
+        return _run_real(cfg, out)
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     valid, reason = validity(cfg, per_seed)
@@ -530,5 +638,23 @@ def run(cfg: Config, out: Path) -> RunResult:
         figures=[figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")],
         report_md=report_md(cfg, per_seed),
         valid=valid,
+        invalid_reason=reason,
+    )
+
+
+def _run_real(cfg: RealConfig, out: Path) -> RunResult:
+    from . import real
+
+    rd = RunDir(out, cfg, required=real.required_keys(cfg))
+    per_seed = real.run_all(cfg, rd, get_device(cfg.device))
+    reason = real.precondition(cfg, per_seed)
+    return RunResult(
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed),
+        claims=real.claims(cfg, per_seed),
+        per_seed=per_seed,
+        figures=[],
+        report_md=real.report_md(cfg, per_seed),
+        valid=not reason,
         invalid_reason=reason,
     )
