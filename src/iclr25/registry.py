@@ -188,6 +188,7 @@ SYSTEMS: tuple[System, ...] = (
         "Pauli-parameterised unitary adapters need logarithmically many parameters in the layer width and stay "
         "competitive with LoRA.",
         extra="llm",
+        real_preset=True,
     ),
     System(
         "fosp",

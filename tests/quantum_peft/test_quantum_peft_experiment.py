@@ -59,7 +59,7 @@ def test_config_validation() -> None:
         exp.Config(source_frac=0.7, target_train_frac=0.4)
     with pytest.raises(ValueError, match="param_widths"):
         exp.Config(param_widths=(64,))
-    assert set(exp.PRESETS) == {"smoke", "quick", "full"}
+    assert set(exp.PRESETS) == {"smoke", "quick", "real", "full"}
 
 
 class _Reached(Exception):

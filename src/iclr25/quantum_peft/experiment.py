@@ -34,7 +34,7 @@ from iclr25.common.progress import progress
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 
-from . import report
+from . import real, report
 from .model import QuantumPEFTConfig, get_qpeft_model
 from .params import comparison_table
 
@@ -109,12 +109,86 @@ class Config(ExperimentConfig):
 PRESETS = {
     "smoke": Config(seeds=1, widths=(64,), pretrain_epochs=12, finetune_epochs=5),
     "quick": Config(),
-    # GPU scale of the same protocol (GLUE/DeBERTa data is not available offline here): wider and deeper ViTs,
-    # including a non-power-of-two width (QSD node), 5 seeds.
-    "full": Config(
-        seeds=5, widths=(64, 96, 128, 256), depth=4, pretrain_epochs=40, finetune_epochs=40, device="auto"
-    ),
 }
+
+# fields of the digits-ViT protocol: the real / full presets have no use for them (they must keep their defaults)
+_VIT_ONLY = (
+    "widths", "depth", "heads", "mlp_ratio", "patch", "rotation", "source_frac", "target_train_frac",
+    "pretrain_epochs", "finetune_epochs", "batch_size", "lr_pretrain", "lr_head_only", "lr_lora", "lr_angles",
+    "lr_lambda", "lr_full", "weight_decay", "param_widths", "scaling_qubits", "min_source_acc",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset (``real.py``): a pretrained causal LM adapted to real text, Quantum-PEFT (``qpeft``,
+    the library's default K = 2, L = 1 on q/v) vs PEFT LoRA r = ``lora_rank`` on the same modules. A subclass, so
+    the digits presets keep their fields and config hash; the ViT fields must keep their defaults."""
+
+    model: str = "smollm2-135m-instruct"  # an iclr25 asset name, a save_pretrained folder or a hub id
+    corpus: str = "shakespeare"  # an iclr25 corpus asset, a local .parquet file or a `datasets` name
+    dataset_config: str = ""  # the `datasets` config name (hub datasets only)
+    dataset_split: str = "train"  # the `datasets` split whose rows are the documents (hub datasets only)
+    text_columns: tuple[str, ...] = ("text",)  # a row's text: these columns joined by a newline
+    test_frac: float = bounded(1 / 7, lo=0, hi=1, lo_open=True, hi_open=True)  # documents held out per seed
+    seq_len: int = bounded(128, lo=8)  # tokens per window
+    batch: int = bounded(4, lo=1)  # windows per step
+    steps: int = bounded(8, lo=1)  # optimizer steps (the same for both arms and every learning rate)
+    eval_windows: int = bounded(12, lo=1)  # held-out windows per seed
+    merge_windows: int = bounded(2, lo=1)  # held-out windows for the merge check
+    # the quick preset's grid (LR_GRID), one rate per arm for all its adapter parameters
+    lr_grid: tuple[float, ...] = bounded(LR_GRID, lo=0, lo_open=True, each=True)
+    tune_seeds: tuple[int, ...] = bounded((1000,), lo=0, each=True)  # distinct from the reported seeds
+    lora_rank: int = bounded(4, lo=1)
+    lora_alpha: float = bounded(4.0, lo=0, lo_open=True)
+    # what a run downloads where the assets are not local (shown by `iclr25 config`; informational)
+    downloads: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        base = Config()
+        for name in _VIT_ONLY:
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the digits-ViT protocol, not used by the real/full presets; leave it "
+                    f"at {getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+        if not self.text_columns:
+            raise ValueError("text_columns must name at least one column, got ()")
+        if set(self.tune_seeds) & set(self.seed_list):
+            raise ValueError(
+                f"tune_seeds {list(self.tune_seeds)} must be distinct from the reported seeds {self.seed_list}"
+            )
+        if self.merge_windows > self.eval_windows:
+            raise ValueError(
+                f"merge_windows must be <= eval_windows={self.eval_windows}, got {self.merge_windows}"
+            )
+
+
+PRESETS["real"] = RealConfig()
+# The paper's generation benchmark (GPT-2 Medium on the E2E NLG Challenge, q/v inside GPT-2's fused `c_attn`
+# Conv1D) on a GPU, through the same loaders and code as the real preset; never run here (no hub access).
+PRESETS["full"] = RealConfig(
+    model="openai-community/gpt2-medium",
+    corpus="tuetschek/e2e_nlg",
+    dataset_split="train",
+    text_columns=("meaning_representation", "human_reference"),
+    test_frac=0.1,
+    seq_len=256,
+    batch=16,
+    steps=2000,
+    eval_windows=512,
+    lr_grid=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
+    tune_seeds=(1000, 1001),
+    seeds=5,
+    device="cuda",
+    qpeft=QuantumPEFTConfig(target_modules=["c_attn"], rank=2, layers=1, alpha=1.0, init_std=0.5),
+    downloads=(
+        "model openai-community/gpt2-medium (Hugging Face hub, MIT): 355 M parameters, model.safetensors ≈ 1.52 GB",
+        "dataset tuetschek/e2e_nlg (Hugging Face datasets, CC BY-SA 4.0): 42,061 train rows "
+        "(meaning_representation, human_reference), ≈ 10 MB",
+    ),
+)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -498,6 +572,8 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):  # a pretrained LM on real text (real.py)
+        return real.run(cfg, out)
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     counts, rows = param_tables(cfg)
