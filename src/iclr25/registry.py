@@ -206,6 +206,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.03030",
         "Dynamic sparse training at low sparsity is more robust to image corruptions than dense training.",
         extra="vision",
+        real_preset=True,
     ),
     System(
         "pfes_gim",

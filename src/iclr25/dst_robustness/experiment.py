@@ -34,10 +34,10 @@ from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate
 from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import one_sided_bound95
 
-from . import report
+from . import real, report
 from .corruptions import COMMON_CORRUPTIONS, NOISE_CORRUPTIONS, SEVERITIES, corrupted_test_set, noise_at_level
 from .data import digits32, to_tensor
-from .models import build_model
+from .models import ARCHS, build_model
 from .robustness import (
     corruption_accuracy,
     group_accuracy,
@@ -67,7 +67,7 @@ def arm_name(method: str, sparsity: float) -> str:
 class Config(ExperimentConfig):
     """Every hyper-parameter of the reproduction (defaults = the README's reproduction / GraNet code where they apply)."""
 
-    arch: str = bounded("vgg_small", choices=("vgg_small", "resnet18"))
+    arch: str = bounded("vgg_small", choices=ARCHS)
     widths: tuple[int, int, int] = bounded((32, 64, 128), lo=1, each=True, length=3)  # conv widths c1, c2, c3
     fc: int = 256
     # every arm's SGD recipe, each ClassifierTrainConfig field a dotted override (``--set train.epochs=20``)
@@ -153,6 +153,44 @@ NOISE_LADDER_NOTE = (
 )
 
 
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset's config: Fashion-MNIST at 28×28 grayscale (``real.py``; issue #53). A subclass, so the
+    quick preset keeps its fields and config hash. Per seed a class-balanced training sample of
+    ``n_train_per_class`` images per class (drawn by the seed from the 60,000); a fixed test set of the first
+    ``n_test_per_class`` test images of each class (``n_test`` of the digits presets is not used)."""
+
+    n_train_per_class: int = bounded(300, lo=1, hi=6000)
+    n_test_per_class: int = bounded(50, lo=1, hi=1000)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_test is not None:
+            raise ValueError(
+                f"n_test is not used by the real preset (n_test_per_class is); leave it None, got {self.n_test!r}"
+            )
+
+
+REAL_LADDER_NOTE = (
+    "ladder = the published ImageNet-C constants at severities 3 and 4 (gaussian σ 0.18/0.26, shot λ 12/5, "
+    "impulse p 0.09/0.17), fixed before any preset seed ran, from one held-out dense probe (seed 100, used by no "
+    "preset): the CIFAR-10-C severities 4–5 left it within ~6 points of clean, ImageNet-C severity 5 took "
+    "gaussian noise to 18 % (near chance)"
+)
+
+
+def ladder_note(cfg: Config) -> str:
+    return REAL_LADDER_NOTE if isinstance(cfg, RealConfig) else NOISE_LADDER_NOTE
+
+
+PRESETS["real"] = RealConfig(
+    seeds=4, arch="resnet_small", widths=(8, 16, 32), train=replace(Config.train, epochs=8),
+    methods=("rigl", "set", "mest", "granet"), sparsities=(0.5,),
+    noise_gaussian=(0.18, 0.26), noise_shot=(12.0, 5.0), noise_impulse=(0.09, 0.17),
+    ra_points=4, ra_max_radius=14.0,
+)  # fmt: skip
+
+
 def noise_ladder(cfg: Config) -> list[tuple[str, tuple[float, ...]]]:
     return [
         ("gaussian_noise", cfg.noise_gaussian),
@@ -162,6 +200,8 @@ def noise_ladder(cfg: Config) -> list[tuple[str, tuple[float, ...]]]:
 
 
 def _data(cfg: Config, cache: Path | None) -> dict:
+    if isinstance(cfg, RealConfig):
+        return _real_data(cfg, cache)
     xtr, ytr, xte, yte = digits32(cfg.split_seed)
     if cfg.n_test is not None:
         xte, yte = xte[: cfg.n_test], yte[: cfg.n_test]
@@ -184,6 +224,31 @@ def _data(cfg: Config, cache: Path | None) -> dict:
             "mean": mean, "std": std}  # fmt: skip
 
 
+def _real_data(cfg: RealConfig, cache: Path | None) -> dict:
+    """Fashion-MNIST: the 60,000 training images as the pool each seed samples from, the fixed class-balanced test
+    set, its 15 × 5 grayscale corruptions and the noise ladder (``real.py``)."""
+    xpool, ypool = real.load_split("train")
+    xall, yall = real.load_split("test")
+    te = real.balanced_first(yall, cfg.n_test_per_class)
+    xte, yte = xall[te], yall[te]
+    corrupted = real.corrupted_gray_set(
+        xte,
+        COMMON_CORRUPTIONS,
+        SEVERITIES,
+        seed=cfg.corruption_seed,
+        frost_source=cfg.frost_source,
+        cache_dir=cache,
+    )
+    ladder = [
+        np.stack([real.noise_gray(xte, name, lv, derive_seed(cfg.corruption_seed, "noise_ladder", name, i))
+                  for i, lv in enumerate(levels)])
+        for name, levels in noise_ladder(cfg)
+    ]  # fmt: skip
+    mean, std = float(xpool.mean() / 255.0), float(xpool.std() / 255.0)
+    return {"xpool": xpool, "ypool": ypool, "xte": xte, "yte": yte, "corrupted": corrupted, "noise_ladder": ladder,
+            "mean": mean, "std": std}  # fmt: skip
+
+
 def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
     """Train and evaluate every arm for one seed. ``data`` is ``_data(cfg, cache)``, built once per run and shared
     by the seeds (built here, uncached, when not given)."""
@@ -197,10 +262,17 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
     rmax = max_radius(*x01.shape[-2:])
     radii = [float(r) for r in np.linspace(0.0, min(rmax, cfg.ra_max_radius), cfg.ra_points)]
     out: dict = {}
+    if isinstance(cfg, RealConfig):  # this seed's class-balanced training sample of the 60,000
+        idx = real.balanced_sample(data["ypool"], cfg.n_train_per_class, seed)
+        xtr, ytr = data["xpool"][idx], data["ypool"][idx]
+        out["train_class_counts"] = np.bincount(ytr, minlength=10).tolist()
+    else:
+        xtr, ytr = data["xtr"], data["ytr"]
+    channels = int(data["xte"].shape[-1])
     for name, dst in cfg.arms():
         t0 = time.perf_counter()
         model, engine, info = train_classifier(
-            lambda: build_model(cfg.arch, 10, cfg.widths, cfg.fc), data["xtr"], data["ytr"], cfg.train,
+            lambda: build_model(cfg.arch, 10, cfg.widths, cfg.fc, channels), xtr, ytr, cfg.train,
             seed, dst, mean, std, dev,
         )  # fmt: skip
         train_s = time.perf_counter() - t0
@@ -228,7 +300,7 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
         log(f"[seed {seed}] {name}: clean {out[name]['clean']:.2f} robust {out[name]['robust']:.2f} "
             f"noise ladder {out[name]['noise_ladder']:.2f} ({train_s:.1f}s train)")  # fmt: skip
     dense = np.asarray(out["dense"]["acc_grid"]) / 100
-    for name in out:
+    for name, _ in cfg.arms():
         out[name]["mce_vs_dense"] = mce(np.asarray(out[name]["acc_grid"]) / 100, dense)
     out["radii"] = radii
     return out
@@ -261,7 +333,11 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     """The three claims on the pre-registered DST arm, paired over seeds (ids and thresholds fixed)."""
     arm = arm_name(cfg.claim_method, cfg.claim_sparsity)  # pre-registered, never chosen from the results
     pick = f"pre-registered DST arm = {arm} (fixed before the run; other arms reported, not picked)"
-    scale = "10-class digits at 32×32 and a tiny CNN; the paper's own CIFAR10-C gain is only +0.4 pp"
+    scale = (
+        "Fashion-MNIST at 28×28 grayscale, a small residual CNN on a class-balanced sample"
+        if isinstance(cfg, RealConfig)
+        else "10-class digits at 32×32 and a tiny CNN"
+    ) + "; the paper's own CIFAR10-C gain is only +0.4 pp"
     d_clean_mean, d_noise_mean = (
         float(np.mean(values(per_seed, f"dense/{k}"))) for k in ("clean", "noise_ladder")
     )
@@ -298,7 +374,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         threshold=1e-9,
         direction=">=",
         compare="difference",
-        note=f"{pick}; {_bound_note(d_noise, 0.0, 'lower')}; {drop_note}; {NOISE_LADDER_NOTE}",
+        note=f"{pick}; {_bound_note(d_noise, 0.0, 'lower')}; {drop_note}; {ladder_note(cfg)}",
     )
     clean_kw = dict(
         method=values(per_seed, f"{arm}/clean"),

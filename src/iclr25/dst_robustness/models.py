@@ -84,12 +84,44 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1))
 
 
+class SmallResNet(nn.Module):
+    """A small residual CNN (the ``real`` preset's, for 28×28 grayscale): a 3×3 stem of width ``c1``, then one
+    :class:`BasicBlock` per width (``c1`` at stride 1, ``c2`` and ``c3`` at stride 2: 28 → 14 → 7), global
+    average pooling and a linear classifier. ``in_channels`` 1 for grayscale."""
+
+    def __init__(self, widths: Sequence[int] = (16, 32, 64), num_classes: int = 10, in_channels: int = 1):
+        super().__init__()
+        if len(widths) != 3 or any(int(w) < 1 for w in widths):
+            raise ValueError(f"widths must be three positive ints, got {widths!r}")
+        if int(in_channels) < 1:
+            raise ValueError(f"in_channels must be a positive int, got {in_channels!r}")
+        c1, c2, c3 = (int(w) for w in widths)
+        self.stem = nn.Sequential(*_conv_bn(int(in_channels), c1))
+        self.layers = nn.Sequential(BasicBlock(c1, c1, 1), BasicBlock(c1, c2, 2), BasicBlock(c2, c3, 2))
+        self.fc = nn.Linear(c3, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, in_channels, H, W) -> (B, classes)
+        h = self.layers(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1))
+
+
+ARCHS = ("vgg_small", "resnet18", "resnet_small")
+
+
 def build_model(
-    arch: str, num_classes: int = 10, widths: Sequence[int] = (32, 64, 128), fc: int = 256
+    arch: str,
+    num_classes: int = 10,
+    widths: Sequence[int] = (32, 64, 128),
+    fc: int = 256,
+    in_channels: int = 3,
 ) -> nn.Module:
-    """``arch``: ``vgg_small`` (the reproduction's CNN) or ``resnet18`` (width = widths[0])."""
+    """``arch``: ``vgg_small`` (the reproduction's CNN), ``resnet18`` (width = widths[0]) or ``resnet_small``
+    (:class:`SmallResNet`, ``fc`` unused); ``in_channels`` is honoured by ``resnet_small`` only (the others take
+    3-channel input)."""
     if arch == "vgg_small":
         return SmallVGG(widths, fc, num_classes)
     if arch == "resnet18":
         return ResNet18(num_classes, width=int(widths[0]))
-    raise ValueError(f"arch must be 'vgg_small' or 'resnet18', got {arch!r}")
+    if arch == "resnet_small":
+        return SmallResNet(widths, num_classes, in_channels)
+    raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")

@@ -41,7 +41,7 @@ def _mce_note(per_seed: dict) -> str:
 
 def report_md(cfg: Config, per_seed: dict) -> str:
     """The results table (every arm), the per-corruption table of the pre-registered arm and the set-up notes."""
-    from .experiment import NOISE_LADDER_NOTE, arm_name  # the experiment imports this module
+    from .experiment import arm_name, ladder_note  # the experiment imports this module
 
     arms, best = [a for a, _ in cfg.arms()], arm_name(cfg.claim_method, cfg.claim_sparsity)
     rows = [
@@ -74,9 +74,7 @@ Per corruption (mean over severities), dense vs the pre-registered DST arm `{bes
 {per_c}
 
 ## Setup and deviations from the paper
-- Data: scikit-learn digits (1 797 images) upsampled to 32×32 RGB, one stratified 80/20 split
-  (split seed {cfg.split_seed}) shared by all seeds; seeds vary the initialisation, data order and masks.
-  Test images used: {cfg.n_test or "all"}.
+{_data_lines(cfg, per_seed)}
 - Corruptions: our numpy/scipy/PIL port of the 15 CIFAR-10-C corruptions with CIFAR-10-C severity constants,
   generated once with seed {cfg.corruption_seed}; glass blur reproduces make_cifar_c.py's loop exactly (its
   numpy-view "swap" is a copy), motion blur / snow re-implement ImageMagick's MotionBlurImage (offsets along
@@ -85,19 +83,35 @@ Per corruption (mean over severities), dense vs the pre-registered DST arm `{bes
 - Training: SGD {cfg.train.momentum} lr {cfg.train.lr} cosine, wd {cfg.train.weight_decay}, batch {cfg.train.batch_size},
   {cfg.train.epochs} epochs, crop pad {cfg.train.crop_pad}. DST: {cfg.dst.distribution.upper()}, ΔT = {cfg.dst.delta_t} steps,
   p0 = {cfg.dst.p0} cosine-decayed to 0 at {cfg.dst.t_end_frac:.0%} of training; drop k = ⌊p_t·nnz⌋ by magnitude,
-  regrow random (SET) or by dense |grad| (RigL), new weights 0 with zero momentum.
+  regrow random (SET) or by dense |grad| (RigL), new weights 0 with zero momentum (MEST / GraNet: module sparsity.py).
 - Baseline is vanilla dense training of the same network and recipe (as in the paper).
 - Claims use one pre-registered DST arm, `{cfg.claim_method}` at sparsity {cfg.claim_sparsity} (fixed before
   the run); every other arm is reported only. Verdict = mean paired difference vs threshold; each claim note
   gives the paired one-sided 95 % t-bound and whether it clears the threshold.
 - `noise_group_gain` is measured on a noise ladder, not on the CIFAR-C noise severities 4–5: those (σ ≤ 0.10)
   and even ImageNet-C's (σ ≤ 0.38) leave the dense digits model within a few points of clean. Levels: gaussian
-  σ {cfg.noise_gaussian}, shot λ {cfg.noise_shot}, impulse p {cfg.noise_impulse}; {NOISE_LADDER_NOTE}.
+  σ {cfg.noise_gaussian}, shot λ {cfg.noise_shot}, impulse p {cfg.noise_impulse}; {ladder_note(cfg)}.
   Per noise and level (mean over seeds), dense vs `{best}`: {_ladder_table(cfg, per_seed, best)}.
   The CIFAR-C sev 4–5 noise column is reported for comparison (not a claim).
-- RA curves: radii 0…{cfg.ra_max_radius} (upsampled 8×8 digits have almost no energy beyond); the paper
+- RA curves: radii 0…{cfg.ra_max_radius}{"" if hasattr(cfg, "n_train_per_class") else " (upsampled 8×8 digits have almost no energy beyond)"}; the paper
   finds dense models lose more than DST when high frequencies are removed (low-pass curves).
 """
+
+
+def _data_lines(cfg: Config, per_seed: dict) -> str:
+    if not hasattr(cfg, "n_train_per_class"):
+        return (
+            f"- Data: scikit-learn digits (1 797 images) upsampled to 32×32 RGB, one stratified 80/20 split\n"
+            f"  (split seed {cfg.split_seed}) shared by all seeds; seeds vary the initialisation, data order and masks.\n"
+            f"  Test images used: {cfg.n_test or 'all'}."
+        )
+    return (
+        f"- Data (real preset): Fashion-MNIST 28×28 grayscale (MIT). Train: per seed {cfg.n_train_per_class} images "
+        f"per class drawn by the seed from the 60,000 ({10 * cfg.n_train_per_class} in all); test: the first "
+        f"{cfg.n_test_per_class} test images of each class in file order ({10 * cfg.n_test_per_class} of 10,000), "
+        "the same for every seed. Corruptions are applied to the gray image replicated to 3 channels and turned back "
+        "into one (channel 0 for the three noises, luma otherwise: only frost's colour overlay differs)."
+    )
 
 
 def _ladder_table(cfg: Config, per_seed: dict, arm: str) -> str:
