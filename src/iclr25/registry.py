@@ -179,6 +179,7 @@ SYSTEMS: tuple[System, ...] = (
         "Singular-value fine-tuning experts trained with RL, dispatched in a two-pass inference, adapt an LLM to "
         "unseen tasks with far fewer parameters than LoRA.",
         extra="llm",
+        real_preset=True,
     ),
     System(
         "quantum_peft",
@@ -222,6 +223,7 @@ SYSTEMS: tuple[System, ...] = (
         "Yu Wang, Ruihan Wu, Zexue He, Xiusi Chen, Julian McAuley",
         "2405.16720",
         "Editing a few MLP matrices removes a very large set of facts while preserving reasoning ability.",
+        real_preset=True,
     ),
     System(
         "improver",

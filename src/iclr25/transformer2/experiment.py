@@ -30,6 +30,7 @@ from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate
 from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
 from iclr25.common.train import LMTrainConfig, train_lm
 
+from . import real as R
 from . import skills as S
 from .adaptation import few_shot_adapt
 from .dispatch import expert_dispatch, prompt_dispatch, two_pass
@@ -168,6 +169,76 @@ PRESETS = {
         device="auto",
     ),
 }
+
+
+# fields of the toy the real preset does not read (it must leave them at their defaults)
+_TOY_ONLY = (
+    "arch", "hidden", "layers", "heads", "intermediate", "pretrain_steps", "pretrain_lr", "pretrain_per_task",
+    "cls_fraction", "model_path", "targets", "svf_mode", "n_val", "cls_steps", "lora_r", "lora_alpha",
+    "lora_dropout", "lora_lr", "lora_steps", "lora_tasks", "n_test", "n_route", "shift_lo", "shift_hi",
+    "shift_tasks", "shots", "cem_iters", "cem_pop", "cem_elite", "per_matrix", "normalise", "raw_mixing",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset (``real.py``): SVF experts for a pretrained LM on three real tasks, prompt dispatch and a
+    held-out task. A subclass, so the toy presets keep their fields and config hash; the toy's fields
+    (``_TOY_ONLY``) are not read and must keep their defaults. ``rl`` holds the experts' REINFORCE settings
+    (``--set rl.steps=36``): batch 8 prompts, 12 steps, Adam lr 2e-2 (the official 2e-3 is for ~200 steps;
+    the same total movement of z in 12), clip 1e-3, λ = 0.1 KL(π_ref‖π), sampled rollouts of <= 4 tokens."""
+
+    rl: ReinforceConfig = ReinforceConfig(
+        steps=12,
+        lr=2e-2,
+        batch_size=8,
+        max_grad_norm=1e-3,
+        kl_coef=0.1,
+        kl_direction="ref_policy",
+        greedy=False,
+        eval_every=4,
+        max_new_tokens=4,
+    )
+    model: str = (
+        "smollm2-135m-instruct"  # an asset name, a local folder or a hub id (iclr25.assets.load_causal_lm)
+    )
+    svf_modules: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")
+    svf_first_layer: int = bounded(20, lo=0)  # SVF on the MLP of layers svf_first_layer … last
+    analogy_sections: tuple[str, ...] = R.GRAM_SECTIONS
+    heldout_section: str = "city-in-state"
+    analogy_shots: int = bounded(2, lo=1)
+    analogy_test_frac: float = bounded(0.25, lo=0, hi=1, lo_open=True, hi_open=True)
+    analogy_val_frac: float = bounded(0.1, lo=0, hi=1, lo_open=True, hi_open=True)
+    heldout_test_frac: float = bounded(0.5, lo=0, hi=1, lo_open=True, hi_open=True)
+    sentiment_test: int = bounded(60, lo=1)
+    sentiment_val: int = bounded(20, lo=1)
+    source_test: int = bounded(20, lo=1)  # per source
+    source_val: int = bounded(8, lo=1)  # per source
+    source_train: int = bounded(60, lo=1)  # per source, at most
+    source_min_words: int = bounded(20, lo=1)
+    doc_tokens: int = bounded(32, lo=4)  # sentences and documents cut to their first doc_tokens tokens
+    dispatch_per_task: int = bounded(30, lo=1)
+    dispatch_tokens: int = bounded(
+        16, lo=4
+    )  # the dispatcher reads each prompt's first dispatch_tokens tokens
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        base = Config()
+        for name in _TOY_ONLY:
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the skills toy, not used by the real preset; leave it at "
+                    f"{getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+        if self.heldout_section in self.analogy_sections:
+            raise ValueError(
+                f"heldout_section must not be one of analogy_sections (it is never used to train an expert), "
+                f"got {self.heldout_section!r}"
+            )
+
+
+PRESETS["real"] = RealConfig()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -796,6 +867,8 @@ def _logged_seed(cfg: Config, seed: int, expert_dir: Path) -> dict:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):  # a pretrained LM on real tasks (real.py)
+        return R.run(cfg, out)
     rd = RunDir(out, cfg)
     fn = lambda s: _logged_seed(cfg, s, rd.path / "experts" / f"seed_{s}")  # noqa: E731
     per_seed = rd.map_seeds(fn, cfg.seed_list, required=required_keys(cfg))
