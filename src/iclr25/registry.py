@@ -223,7 +223,6 @@ SYSTEMS: tuple[System, ...] = (
         "Yu Wang, Ruihan Wu, Zexue He, Xiusi Chen, Julian McAuley",
         "2405.16720",
         "Editing a few MLP matrices removes a very large set of facts while preserving reasoning ability.",
-        real_preset=True,
     ),
     System(
         "improver",
