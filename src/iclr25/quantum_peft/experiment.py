@@ -131,13 +131,14 @@ class RealConfig(Config):
     dataset_split: str = "train"  # the `datasets` split whose rows are the documents (hub datasets only)
     text_columns: tuple[str, ...] = ("text",)  # a row's text: these columns joined by a newline
     test_frac: float = bounded(1 / 7, lo=0, hi=1, lo_open=True, hi_open=True)  # documents held out per seed
-    seq_len: int = bounded(128, lo=8)  # tokens per window
+    seq_len: int = bounded(64, lo=8)  # tokens per window
     batch: int = bounded(4, lo=1)  # windows per step
     steps: int = bounded(8, lo=1)  # optimizer steps (the same for both arms and every learning rate)
-    eval_windows: int = bounded(12, lo=1)  # held-out windows per seed
+    eval_windows: int = bounded(16, lo=1)  # held-out windows per seed
     merge_windows: int = bounded(2, lo=1)  # held-out windows for the merge check
-    # the quick preset's grid (LR_GRID), one rate per arm for all its adapter parameters
-    lr_grid: tuple[float, ...] = bounded(LR_GRID, lo=0, lo_open=True, each=True)
+    # the upper four values of the quick preset's grid (LR_GRID; 3e-3 dropped for the time budget: it moved
+    # Quantum-PEFT's held-out loss by 2e-4 nats in a first tuning run), one rate per arm for all its parameters
+    lr_grid: tuple[float, ...] = bounded(LR_GRID[1:], lo=0, lo_open=True, each=True)
     tune_seeds: tuple[int, ...] = bounded((1000,), lo=0, each=True)  # distinct from the reported seeds
     lora_rank: int = bounded(4, lo=1)
     lora_alpha: float = bounded(4.0, lo=0, lo_open=True)
