@@ -159,6 +159,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.07064",
         "Selecting pre-training data with PMP-derived scores accelerates LM training about 2x and lowers final loss.",
         extra="llm",
+        real_preset=True,
     ),
     System(
         "topic_unlearning",
@@ -223,6 +224,7 @@ SYSTEMS: tuple[System, ...] = (
         "Yu Wang, Ruihan Wu, Zexue He, Xiusi Chen, Julian McAuley",
         "2405.16720",
         "Editing a few MLP matrices removes a very large set of facts while preserving reasoning ability.",
+        real_preset=True,
     ),
     System(
         "improver",

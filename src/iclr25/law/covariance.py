@@ -14,7 +14,7 @@ import torch
 from iclr25.common.io import atomic_write_with
 
 from . import checks as check
-from .memories import MemoryLayer, model_fingerprint, resolve_layers
+from .memories import MemoryLayer, _forward_until, model_fingerprint, resolve_layers
 
 
 def _corpus_hash(texts) -> str:
@@ -116,7 +116,8 @@ def key_covariance(
                 ids, am = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
             mask_holder["mask"] = am.bool()
             count += int(am.sum())
-            model(input_ids=ids, attention_mask=am)
+            # the keys of the deepest edited layer are read once its block has run: the rest is skipped
+            _forward_until(model, ids, am, max(mls, key=lambda m: m.index).block)
     finally:
         for h in handles:
             h.remove()

@@ -120,3 +120,38 @@ def generic_loss(
         cnt += int(m.sum())
     model.train(was)
     return tot / max(cnt, 1)
+
+
+@torch.no_grad()
+def fact_known_generate(
+    model, tokenizer, facts: Sequence[Fact], max_new_tokens: int = 10, batch_size: int = 128
+) -> torch.Tensor:
+    """Bool (N,): the official "known" test (``util/get_predictions.py``): the lower-cased answer (stripped) is a
+    substring of the lower-cased text of ``max_new_tokens`` greedy tokens after the prompt.
+
+    Batched greedy decoding with left padding (the prompts' tokens and positions are those of an unpadded run)."""
+    facts = check_facts(facts)
+    check.batch_size(batch_size)
+    check.int_at_least("max_new_tokens", max_new_tokens, 1)
+    if not facts:
+        return torch.zeros(0, dtype=torch.bool)
+    dev = next(model.parameters()).device
+    was, side = model.training, tokenizer.padding_side
+    model.eval()
+    tokenizer.padding_side = "left"
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    out = []
+    try:
+        for s in range(0, len(facts), batch_size):
+            chunk = facts[s : s + batch_size]
+            enc = tokenizer([f.prompt for f in chunk], return_tensors="pt", padding=True).to(dev)
+            gen = model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad, num_beams=1,
+                eos_token_id=None,
+            )  # fmt: skip
+            texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            out += [f.target.strip().lower() in t.lower() for f, t in zip(chunk, texts)]
+    finally:
+        tokenizer.padding_side = side
+        model.train(was)
+    return torch.tensor(out, dtype=torch.bool)

@@ -38,7 +38,7 @@ from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import derive_seed, torch_generator
 from iclr25.common.train import causal_lm_loss_sum
 
-from . import report
+from . import real, report
 from .baselines import ft_to_eos, ft_unlearn
 from .covariance import key_covariance
 from .evaluation import fact_accuracy, generic_loss
@@ -174,37 +174,94 @@ PRESETS = {
         known_threshold=0.98,
     ),  # fmt: skip
     "quick": Config(),
-    "full": Config(
-        world=replace(
-            Config.world,
-            subjects=20_000,
-            first_names=200,
-            objects=400,
-            recall_pairs=4,
-            recall_keys=32,
-            recall_values=32,
-            generic_states=256,
-        ),
-        hidden=768,
-        layers=12,
-        heads=12,
-        train_steps=60_000,
-        fact_rows=256,
-        recall_rows=192,
-        generic_rows=64,
-        eval_every=1000,
-        lam_grid=(2_000.0, 20_000.0, 100_000.0),
-        train_lr=6e-4,
-        edit_layers=(3, 4, 5, 6, 7),
-        ascent_lr=1e-6,
-        cov_rows=100_000,
-        sweep_fractions=(0.25, 0.5),
-        n_recall_eval=5000,
-        n_generic_eval=3000,
-        device="auto",
-    ),  # fmt: skip
 }
 
+
+_REAL_RELATIONS = real.RELATIONS + ("counterfact",)
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` / ``full`` presets (``real.py``): wash facts a pretrained LM really knows. A subclass of the small
+    world's Config (the run contract) whose world, tiny-model, tuning-grid and sweep fields are not used; the LaW
+    fields it shares (``edit_layers``, ``beta_ratio``, ``ascent_steps``, ``ascent_lr``) get the paper's values."""
+
+    # an asset name (SmolLM2), a local save_pretrained folder or a hub id (``full``: the paper's GPT2-XL)
+    model: str = "smollm2-135m-instruct"
+    # the paper's fact set by datasets name (``full``: CounterFact), or a local .parquet / .jsonl file with its
+    # columns; "" = none (the real preset's relations only). Its facts form the relation "counterfact"
+    facts_dataset: str = ""
+    facts_split: str = "train"
+    # what ``full`` would download and its size (shown by ``iclr25 config law --preset full``; informational)
+    downloads: tuple[str, ...] = ()
+    edit_layers: tuple[int, ...] = bounded((3, 4, 5, 6, 7), lo=0, each=True)
+    # LaW: the paper's GPT2-XL zsRE / CounterFact defaults (λ₀ 20,000, lr 1e-7, 1,000 steps, β 1.1×)
+    lam: float = bounded(20_000.0, lo=0)
+    ascent_steps: int = bounded(1000, lo=0)
+    ascent_lr: float = bounded(1e-7, lo=0)
+    beta_ratio: float = bounded(1.1, lo=1)
+    scales: tuple[int, ...] = bounded((64, 256), lo=1, each=True)  # washed facts per seed (nested sets)
+    washed_relations: tuple[str, ...] = bounded(("capital", "capital_of", "hypernym"), choices=_REAL_RELATIONS,
+                                                each=True)  # fmt: skip
+    other_relations: tuple[str, ...] = bounded(("currency", "city_state"), choices=_REAL_RELATIONS, each=True)
+    heldout_frac: float = bounded(
+        0.25, lo=0, hi=1, lo_open=True, hi_open=True
+    )  # of each washed relation's facts
+    max_heldout: int = bounded(40, lo=1)  # held-out facts evaluated per relation
+    wn_stride: int = bounded(8, lo=1)  # WordNet hypernym candidates: every wn_stride-th eligible noun synset
+    wn_candidates: int = bounded(1200, lo=0)
+    gram_per_section: int = bounded(8, lo=1)  # few-shot queries per grammatical section (nine sections)
+    gram_shots: int = bounded(3, lo=1)
+    ppl_passages: int = bounded(8, lo=1)  # held-out Wikipedia passages for perplexity
+    ppl_chars: int = bounded(600, lo=50)
+    cov_passages: int = bounded(56, lo=1)  # Shakespeare passages for C = E[kkᵀ]
+    cov_chars: int = bounded(1200, lo=50)
+    cov_max_tokens: int = bounded(256, lo=8)
+    # FT-UL on the same W_out matrices (Adam, full batch), stopped at LaW's washed accuracy
+    ft_lr: float = bounded(1e-4, lo=0, lo_open=True)
+    ft_max_steps: int = bounded(30, lo=1)
+    threads: int | None = 2
+
+    def __post_init__(self) -> None:
+        ExperimentConfig.__post_init__(
+            self
+        )  # declared bounds; the small world's cross-field rules do not apply
+        if not self.model.strip():
+            raise ValueError(f"model must name an asset, a folder or a hub id, got {self.model!r}")
+        if set(self.washed_relations) & set(self.other_relations):
+            raise ValueError(
+                f"washed_relations and other_relations must not share a relation, got {self.washed_relations!r} "
+                f"and {self.other_relations!r}"
+            )
+        if "counterfact" in self.washed_relations + self.other_relations and not self.facts_dataset:
+            raise ValueError(
+                "the relation 'counterfact' needs facts_dataset (a datasets name or a local file)"
+            )
+        if len(set(self.scales)) != len(self.scales):
+            raise ValueError(f"scales must be distinct, got {self.scales!r}")
+
+
+PRESETS["real"] = RealConfig()
+PRESETS["full"] = RealConfig(
+    model="gpt2-xl",
+    facts_dataset="azhx/counterfact",
+    downloads=(
+        "model gpt2-xl (Hugging Face hub, 1.5B parameters, fp32 safetensors about 6.4 GB)",
+        "dataset azhx/counterfact (Hugging Face hub mirror of CounterFact, 21,919 records; tens of MB, size not "
+        "measured here)",
+    ),
+    edit_layers=(13, 14, 15, 16, 17),
+    scales=(1000, 4000),
+    washed_relations=("counterfact",),
+    other_relations=("capital", "capital_of", "currency", "city_state", "hypernym"),
+    max_heldout=500,
+    gram_per_section=30,
+    ppl_passages=200,
+    cov_passages=5000,
+    ft_max_steps=100,
+    device="cuda",
+    threads=None,
+)
 
 # -- world and model ---------------------------------------------------------------------------------------
 
@@ -539,7 +596,10 @@ def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | No
     """One seed: the main comparison and the report-only extras on its washed subset. ``st`` (the run's trained
     model and covariances) and ``ft_lr`` (the tuned FT learning rates) are shared by the seeds of a run, which
     computes the two parts as separate tasks (``map_seed_parts``); given neither, both are built here in a
-    temporary folder (the same numbers as in a run of ``cfg``)."""
+    temporary folder (the same numbers as in a run of ``cfg``). A ``RealConfig`` loads its model and facts here."""
+    if isinstance(cfg, RealConfig):
+        data = real.load_real(cfg, Path(tempfile.mkdtemp(prefix="law-real-")))
+        return real.one_seed(cfg, data, real.base_metrics(data), seed, {})
     if st is None:
         tmp = Path(tempfile.mkdtemp(prefix="law-"))
         st = Setting(cfg, tmp, str(get_device(cfg.device)))
@@ -554,6 +614,8 @@ def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | No
 def claims(cfg: Config, per_seed: dict, precondition: str = "") -> list[Claim]:
     """The three claims (ids and thresholds fixed). ``precondition`` is ``Setting.precondition()``: when it names a
     problem the claims say they are not meaningful; otherwise each failed claim carries its measured reason."""
+    if isinstance(cfg, RealConfig):
+        return real.claims(cfg, per_seed)
     if precondition:
         return _claims(per_seed, "precondition not reached (the claims are not meaningful): " + precondition)
     return explain_failures(_claims(per_seed, ""), _failure_notes(per_seed))
@@ -634,18 +696,15 @@ def _remaining(ps: dict) -> list[float]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
+    if isinstance(cfg, RealConfig):  # a pretrained LM and real facts (real.py)
+        return real.run(cfg, out)
     rd = RunDir(Path(out), cfg)
     st = Setting(cfg, rd.path, str(get_device(cfg.device)))
     ft_lr = st.tune(rd)
     per_seed = map_seed_parts(rd, st, ft_lr)
     model, reason = st.summary(ft_lr), st.precondition()
     return RunResult(
-        seeds=cfg.seed_list,
-        metrics=aggregate(per_seed) | {"model": model},
-        claims=claims(cfg, per_seed, reason),
-        per_seed=per_seed,
-        figures=[report.figure(cfg, per_seed, rd.figures / "law_washing.png")],
-        report_md=report.report_md(cfg, per_seed, model),
-        valid=not reason,
-        invalid_reason=reason,
-    )
+        seeds=cfg.seed_list, metrics=aggregate(per_seed) | {"model": model}, claims=claims(cfg, per_seed, reason),
+        per_seed=per_seed, figures=[report.figure(cfg, per_seed, rd.figures / "law_washing.png")],
+        report_md=report.report_md(cfg, per_seed, model), valid=not reason, invalid_reason=reason,
+    )  # fmt: skip

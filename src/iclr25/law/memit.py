@@ -187,25 +187,43 @@ def compute_z(
     params = [q for q in model.parameters() if q.requires_grad]
     for q in params:
         q.requires_grad_(False)
-    fact_of_row = torch.arange(N, device=dev).repeat_interleave(T)
+    trow = torch.arange(T, device=dev)
+    kl_pos = None
+    if kl_batch is not None:  # fact -> its row of the KL batch (-1: none)
+        kl_pos = torch.full((N,), -1, dtype=torch.long, device=dev)
+        kl_pos[kl_idx] = torch.arange(len(kl_rows), device=dev)
     try:
         nll = torch.zeros(N, device=dev)
         for _ in range(z.steps + 1):
-            with add_to_block_output(site, batch.subject_pos, delta[fact_of_row]):
-                lg = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            nll = _seq_nll(lg, batch.input_ids, batch.target_mask).reshape(N, T).mean(1)
-            loss_f = nll + z.weight_decay * delta.norm(dim=1) / h0n**2
+            # only the facts still optimised are run: a stopped fact's δ is frozen and its loss masked, so dropping
+            # its rows changes no active fact's loss or gradient
+            idx = active.nonzero().squeeze(1)
+            rows = (idx[:, None] * T + trow).reshape(-1)
+            with add_to_block_output(site, batch.subject_pos[rows], delta[idx].repeat_interleave(T, 0)):
+                lg = model(input_ids=batch.input_ids[rows], attention_mask=batch.attention_mask[rows]).logits
+            nll_a = _seq_nll(lg, batch.input_ids[rows], batch.target_mask[rows]).reshape(len(idx), T).mean(1)
+            loss_a = nll_a + z.weight_decay * delta[idx].norm(dim=1) / h0n[idx] ** 2
             if kl_batch is not None:
-                with add_to_block_output(site, kl_batch.subject_pos, delta[kl_idx]):
-                    lg2 = model(input_ids=kl_batch.input_ids, attention_mask=kl_batch.attention_mask).logits
-                lp = F.log_softmax(lg2[torch.arange(len(kl_rows)), last].float(), -1)
-                kl = (kl_p0.exp() * (kl_p0 - lp)).sum(-1)
-                loss_f = loss_f.index_add(0, kl_idx, z.kl_factor * kl)
-            active = active & (nll.detach() >= z.early_stop)
+                sel = kl_pos[idx]
+                has = (sel >= 0).nonzero().squeeze(1)
+                if len(has):
+                    kr = sel[has]
+                    with add_to_block_output(site, kl_batch.subject_pos[kr], delta[idx[has]]):
+                        lg2 = model(
+                            input_ids=kl_batch.input_ids[kr], attention_mask=kl_batch.attention_mask[kr]
+                        ).logits
+                    lp = F.log_softmax(lg2[torch.arange(len(kr), device=dev), last[kr]].float(), -1)
+                    kl = (kl_p0[kr].exp() * (kl_p0[kr] - lp)).sum(-1)
+                    loss_a = loss_a.index_add(0, has, z.kl_factor * kl)
+            nll = nll.clone()
+            nll[idx] = nll_a.detach()
+            still = nll_a.detach() >= z.early_stop
+            active = active.clone()
+            active[idx] = still
             if _ == z.steps or not active.any():
                 break
             opt.zero_grad()
-            (loss_f * active).sum().backward()
+            (loss_a * still).sum().backward()
             before = delta.detach().clone()
             opt.step()
             with torch.no_grad():
@@ -303,11 +321,21 @@ def _solve_with_search(R, K, C, lam, W_norm, search: LamSearch | None):
 
 @torch.no_grad()
 def _memit(
-    model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, keep
+    model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, keep, z_cache=None
 ) -> MemitResult:
     zl = mls[-1]
-    with torch.enable_grad():
-        Z, _, znll = compute_z(model, tokenizer, facts, zl, z, edit_target, templates)
+    if z_cache is None:
+        with torch.enable_grad():
+            Z, _, znll = compute_z(model, tokenizer, facts, zl, z, edit_target, templates)
+    else:  # z_i depends on fact i alone: computed once per fact and reused (same model, layers, z, target, templates)
+        missing = list(dict.fromkeys(f for f in facts if f not in z_cache))
+        if missing:
+            with torch.enable_grad():
+                Zm, _, nm = compute_z(model, tokenizer, missing, zl, z, edit_target, templates)
+            for f, zr, nr in zip(missing, Zm, nm):
+                z_cache[f] = (zr.detach().clone(), nr.detach().clone())
+        Z = torch.stack([z_cache[f][0] for f in facts])
+        znll = torch.stack([z_cache[f][1] for f in facts])
     if z.steps > 0 and float(znll.mean()) > math.log(2):
         warnings.warn(
             f"the target vectors z at {zl.name} do not make the model emit the edit target (mean NLL "
@@ -351,13 +379,16 @@ def memit_to_eos(
     templates: Sequence[str] = ("{}",),
     lam_search: LamSearch | None = None,
     apply: bool = True,
+    z_cache: dict | None = None,
 ) -> MemitResult:
     """MEMIT editing every fact's prompt to EOS (the paper's MEMIT baseline and LaW's initialisation).
 
     For layer i of m (in order): K = keys of all facts on the current model, R = (Z − h_{l_m}) / (m − i),
     ``Δ_i = R Kᵀ(λC_i + KKᵀ)⁻¹`` (float64). ``apply=False`` restores the weights afterwards (LaW computes the
     initialisation on temporarily edited weights). ``lam`` default = the official GPT2-XL zsRE/CounterFact λ₀;
-    ``lam_search=LamSearch()`` turns on the official band search.
+    ``lam_search=LamSearch()`` turns on the official band search. ``z_cache``: a dict ``{Fact: (z, nll)}`` kept by
+    the caller for one model, layer list, ``z``, ``edit_target`` and ``templates``; each fact's target vector is
+    computed once and reused by later calls (z_i depends on fact i alone).
     """
     facts = check_facts(facts)
     if not facts:
@@ -368,7 +399,11 @@ def memit_to_eos(
         raise ValueError(f"lam_search must be a LamSearch or None, got {type(lam_search).__name__}")
     mls = resolve_layers(model, layers)
     cov = {ml.index: check_covariance(_cov_for(cov, ml), f"cov[{ml.index}]") for ml in mls}
-    return _memit(model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, apply)
+    if z_cache is not None and not isinstance(z_cache, dict):
+        raise ValueError(f"z_cache must be a dict or None, got {type(z_cache).__name__}")
+    return _memit(
+        model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, apply, z_cache
+    )
 
 
 def _cov_for(cov, ml: MemoryLayer) -> torch.Tensor:

@@ -513,6 +513,24 @@ def _mean_over_templates(x: torch.Tensor, batch: FactBatch) -> torch.Tensor:
     return x.reshape(batch.n_facts, batch.n_templates, -1).mean(1)
 
 
+def _forward_until(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, block: torch.nn.Module
+) -> None:
+    """Run the model on a batch only until ``block`` has run (the reads of keys, block outputs and values at or
+    below that block are the same as in a full forward pass; the later blocks and the LM head are skipped)."""
+
+    def stop(m, a, o):
+        raise _Stop
+
+    h = block.register_forward_hook(stop)
+    try:
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    except _Stop:
+        pass
+    finally:
+        h.remove()
+
+
 @torch.no_grad()
 def fact_keys(
     model, batch: FactBatch, layers: Sequence[MemoryLayer], chunk: int = 256
@@ -523,8 +541,9 @@ def fact_keys(
     per = chunk * batch.n_templates
     for s in range(0, batch.input_ids.shape[0], per):
         sl = slice(s, s + per)
+        last = max(layers, key=lambda m: m.index).block
         with capture(layers, batch.subject_pos[sl]) as st:
-            model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl])
+            _forward_until(model, batch.input_ids[sl], batch.attention_mask[sl], last)
         for m in layers:
             outs[m.index].append(st[("k", m.index)].double())
     return {i: _mean_over_templates(torch.cat(v), batch) for i, v in outs.items()}
@@ -538,7 +557,7 @@ def block_outputs(model, batch: FactBatch, layer: MemoryLayer, chunk: int = 256)
     for s in range(0, batch.input_ids.shape[0], per):
         sl = slice(s, s + per)
         with capture([layer], batch.subject_pos[sl], keys=False, resid=True) as st:
-            model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl])
+            _forward_until(model, batch.input_ids[sl], batch.attention_mask[sl], layer.block)
         res.append(st[("h", layer.index)].double())
     return _mean_over_templates(torch.cat(res), batch)
 
@@ -551,6 +570,6 @@ def block_values(model, batch: FactBatch, layer: MemoryLayer, chunk: int = 256) 
     for s in range(0, batch.input_ids.shape[0], per):
         sl = slice(s, s + per)
         with capture_values(layer, batch.subject_pos[sl]) as st:
-            model(input_ids=batch.input_ids[sl], attention_mask=batch.attention_mask[sl])
+            _forward_until(model, batch.input_ids[sl], batch.attention_mask[sl], layer.block)
         res.append(st["v"].double())
     return _mean_over_templates(torch.cat(res), batch)

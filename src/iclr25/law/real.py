@@ -1,0 +1,476 @@
+"""The ``real`` preset of the LaW reproduction: wash facts SmolLM2-135M-Instruct really knows (issue #52).
+
+Facts are prompts built from real relations, each kept only if the model completes it greedily (the official
+``unlearn.py`` keeps only known facts; the rule here is :func:`~iclr25.law.evaluation.fact_known`: the greedy
+continuation starts with the answer), fixed before any washing:
+
+- gensim's analogy sections: ``capital`` ("The capital of Greece is" → " Athens", sections capital-common-countries
+  and capital-world), ``capital_of`` ("Athens is the capital of" → " Greece"), ``currency`` ("The currency of Japan
+  is the" → " yen"), ``city_state`` ("Chicago is a city in the state of" → " Illinois");
+- WordNet 3.0 noun hypernyms: ``hypernym`` ("A banana is a kind of" → " fruit"), from noun synsets whose first
+  lemma and whose first hypernym's first lemma are single lower-case words (every ``wn_stride``-th such synset,
+  at most ``wn_candidates``).
+
+Per seed (the data and the model are fixed; a seed draws which known facts are washed and which are held out):
+of each washed relation's known facts ``heldout_frac`` are held out (never washed: *held-out, same relation*),
+the rest are shuffled and the first 64 / 256 are washed (nested, the paper's scale axis); the known facts of the
+``other_relations`` are never washed (*held-out, other relations*). Washing: LaW (``wash``, the paper's defaults:
+λ 20,000, Adam lr 1e-7 for 1,000 steps, β = 1.1×, successive elimination) on W_out of layers 3–7 with
+C = E[kkᵀ] over Shakespeare passages; MEMIT→EOS = LaW's initialisation applied alone; FT-UL = gradient ascent on
+prompt + answer on the same W_out matrices, stopped at LaW's washed accuracy (matched forgetting). Reasoning kept:
+few-shot accuracy on gensim's nine grammatical analogy sections (no washed fact in them); fluency: perplexity on
+held-out Wikipedia text.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..common.claims import Claim, all_of, explain_failures, make_claim
+from ..common.progress import log
+from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.seeding import derive_seed
+from .baselines import ft_unlearn
+from .covariance import key_covariance
+from .evaluation import fact_known, generic_loss
+from .facts import Fact
+from .memories import resolve_layers
+from .washing import apply_delta, wash
+
+if TYPE_CHECKING:  # the experiment imports this module
+    from .experiment import RealConfig
+
+GEO_RELATIONS = ("capital", "capital_of", "currency", "city_state")
+RELATIONS = GEO_RELATIONS + ("hypernym",)
+GRAM_SECTIONS = tuple(f"gram{i}" for i in range(1, 10))
+METHODS = ("law", "memit", "ft_ul")
+
+
+# -- facts ----------------------------------------------------------------------------------------------------
+
+
+def _pairs(analogies, prefix: str) -> list[tuple[str, str]]:
+    """Unique (a, b) pairs of the analogy sections starting with ``prefix`` (first-seen order)."""
+    seen: dict[tuple[str, str], None] = {}
+    for r in analogies:
+        if r["section"].startswith(prefix):
+            seen[(r["a"], r["b"])] = None
+            seen[(r["c"], r["d"])] = None
+    return list(seen)
+
+
+def geo_facts(analogies) -> dict[str, list[Fact]]:
+    """The four gensim-analogy relations as facts (one per distinct subject, sorted by subject)."""
+    caps: dict[str, str] = {}
+    for capital, country in _pairs(analogies, "capital-"):
+        caps.setdefault(country, capital)
+    out = {
+        "capital": [Fact(f"The capital of {c} is", f" {k}", c) for c, k in sorted(caps.items())],
+        "capital_of": [
+            Fact(f"{k} is the capital of", f" {c}", k)
+            for k, c in sorted({k: c for c, k in caps.items()}.items())
+        ],
+        "currency": [
+            Fact(f"The currency of {c} is the", f" {m}", c)
+            for c, m in sorted(dict(_pairs(analogies, "currency")).items())
+        ],
+        "city_state": [
+            Fact(f"{c} is a city in the state of", f" {s}", c)
+            for c, s in sorted(dict(_pairs(analogies, "city-in-state")).items())
+        ],
+    }
+    return out
+
+
+def hypernym_facts(glosses, stride: int, limit: int) -> list[Fact]:
+    """WordNet noun hypernyms "A {noun} is a kind of" → " {hypernym}" (both single lower-case words)."""
+    nouns = [r for r in glosses if r["pos"] == "n"]
+    first = {r["offset"]: r["lemmas"][0] for r in nouns}
+    ok = lambda w: w.isalpha() and w.islower() and len(w) >= 3  # noqa: E731
+    cands, seen = [], set()
+    for r in nouns:
+        w = r["lemmas"][0]
+        hyp = [first[h] for h in r["hypernyms"] if h in first]
+        if ok(w) and hyp and ok(hyp[0]) and hyp[0] != w and w not in seen:
+            seen.add(w)
+            cands.append((w, hyp[0]))
+    cands = cands[::stride][:limit]
+    return [Fact(f"{'An' if w[0] in 'aeiou' else 'A'} {w} is a kind of", f" {h}", w) for w, h in cands]
+
+
+def grammar_items(analogies, per_section: int, shots: int) -> dict[str, list[Fact]]:
+    """Few-shot prompts of the nine grammatical sections: ``shots`` other pairs of the section as
+    "a -> b" lines, then the query "c ->" → " d". The first ``per_section`` distinct pairs are the queries, the
+    shots the next pairs cyclically (fixed, seed-independent)."""
+    out = {}
+    for sec in GRAM_SECTIONS:
+        pairs = _pairs(analogies, sec)
+        n = len(pairs)
+        items = []
+        for i in range(min(per_section, n)):
+            demo = "\n".join(f"{a} -> {b}" for a, b in (pairs[(i + 1 + j) % n] for j in range(shots)))
+            a, b = pairs[i]
+            items.append(Fact(f"{demo}\n{a} ->", f" {b}"))
+        out[sec] = items
+    return out
+
+
+def heldout_texts(corpus, n: int, chars: int) -> list[str]:
+    """``n`` passages of ``chars`` characters from the start of distinct Wikipedia articles (held-out text)."""
+    out = []
+    for r in corpus:
+        t = " ".join(r["text"].split())
+        if len(t) >= chars:
+            out.append(t[:chars])
+        if len(out) == n:
+            break
+    return out
+
+
+def cov_texts(corpus, n: int, chars: int) -> list[str]:
+    """``n`` Shakespeare passages of ``chars`` characters, round-robin over the plays (generic text for C)."""
+    texts = [" ".join(r["text"].split()) for r in corpus]
+    out, j = [], 0
+    while len(out) < n:
+        for t in texts:
+            s = 5000 + j * chars  # skip each text's front matter
+            if len(t) >= s + chars and len(out) < n:
+                out.append(t[s : s + chars])
+        j += 1
+        if j > 1000:
+            break
+    return out
+
+
+def counterfact_facts(name_or_path: str, split: str = "train") -> list[Fact]:
+    """CounterFact records (``requested_rewrite`` = {prompt with ``{}``, subject, target_true: {str}}) as facts
+    whose answer is the true object. ``name_or_path``: a ``datasets`` hub name (``azhx/counterfact``) or a local
+    ``.parquet`` / ``.jsonl`` / ``.json`` file with the same columns."""
+    import datasets
+
+    p = Path(name_or_path).expanduser()
+    kind = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}.get(p.suffix)
+    if kind is not None:
+        if not p.is_file():
+            raise FileNotFoundError(f"facts_dataset: no such file {p}")
+        ds = datasets.load_dataset(kind, data_files=str(p), split="train")
+    else:
+        ds = datasets.load_dataset(name_or_path, split=split)
+    if "requested_rewrite" not in ds.column_names:
+        raise ValueError(
+            f"facts_dataset {name_or_path!r} must have CounterFact's 'requested_rewrite' column, got {ds.column_names}"
+        )
+    out = []
+    for r in ds:
+        rw = r["requested_rewrite"]
+        subj = rw["subject"]
+        out.append(Fact(rw["prompt"].format(subj), " " + rw["target_true"]["str"].strip(), subj))
+    return out
+
+
+@dataclass
+class RealData:
+    model: object
+    tok: object
+    known: dict[str, list[Fact]]  # relation -> facts the model completes greedily
+    counts: dict[str, dict[str, int]]  # relation -> {"candidates", "known"}
+    grammar: dict[str, list[Fact]]
+    ppl_texts: list[str]
+    cov: dict[int, torch.Tensor]
+    cpu_s: dict[str, float]
+
+
+def load_real(cfg: RealConfig, cache: Path) -> RealData:
+    from iclr25.assets import load_analogies, load_causal_lm, load_corpus, load_wordnet_glosses
+
+    from ..common.device import get_device
+
+    t0 = time.process_time()
+    model, tok = load_causal_lm(cfg.model, device=str(get_device(cfg.device)))
+    an = load_analogies()
+    cands = geo_facts(an)
+    cands["hypernym"] = hypernym_facts(load_wordnet_glosses(), cfg.wn_stride, cfg.wn_candidates)
+    if cfg.facts_dataset:
+        cands["counterfact"] = counterfact_facts(cfg.facts_dataset, cfg.facts_split)
+    t1 = time.process_time()
+    known, counts = {}, {}
+    for rel in sorted(set(cfg.washed_relations + cfg.other_relations), key=list(cands).index):
+        fs = cands[rel]
+        mask = fact_known(model, tok, fs, batch_size=256) if fs else torch.zeros(0, dtype=torch.bool)
+        known[rel] = [f for f, k in zip(fs, mask.tolist()) if k]
+        counts[rel] = {"candidates": len(fs), "known": len(known[rel])}
+    t2 = time.process_time()
+    grammar = grammar_items(an, cfg.gram_per_section, cfg.gram_shots)
+    ppl = heldout_texts(load_corpus("wikipedia"), cfg.ppl_passages, cfg.ppl_chars)
+    cov = key_covariance(
+        model, list(cfg.edit_layers), cov_texts(load_corpus("shakespeare"), cfg.cov_passages, cfg.cov_chars), tok,
+        batch_size=8, max_length=cfg.cov_max_tokens, cache_dir=cache,
+    )  # fmt: skip
+    t3 = time.process_time()
+    cpu = {"load": t1 - t0, "known_filter": t2 - t1, "covariance": t3 - t2}
+    return RealData(model, tok, known, counts, grammar, ppl, cov, cpu)
+
+
+# -- per seed -------------------------------------------------------------------------------------------------
+
+
+def split(cfg: RealConfig, data: RealData, seed: int) -> dict:
+    """The seed's washed sets (nested, one per scale) and its held-out facts (same / other relations)."""
+    rng = np.random.default_rng(derive_seed(cfg.seed, "law-real-split", seed))
+    pool, same = [], {}
+    for rel in cfg.washed_relations:
+        fs = list(data.known[rel])
+        idx = rng.permutation(len(fs))
+        n_hold = int(round(cfg.heldout_frac * len(fs)))
+        same[rel] = [fs[i] for i in idx[:n_hold]][: cfg.max_heldout]
+        pool += [fs[i] for i in idx[n_hold:]]
+    order = rng.permutation(len(pool))
+    pool = [pool[i] for i in order]
+    washed = {n: pool[:n] for n in cfg.scales}
+    other = {rel: data.known[rel][: cfg.max_heldout] for rel in cfg.other_relations}
+    return {"washed": washed, "same": same, "other": other, "pool": len(pool)}
+
+
+def _acc(model, tok, facts) -> float:
+    return float(fact_known(model, tok, facts, batch_size=256).float().mean()) if facts else float("nan")
+
+
+def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
+    tok = data.tok
+    same = [f for fs in sp["same"].values() for f in fs]
+    other = [f for fs in sp["other"].values() for f in fs]
+    gram = {s: _acc(model, tok, fs) for s, fs in data.grammar.items()}
+    out = {
+        "washed": _acc(model, tok, washed),
+        "heldout_same": _acc(model, tok, same),
+        "heldout_other": _acc(model, tok, other),
+        "heldout_all": _acc(model, tok, same + other),
+        "grammar": float(np.mean(list(gram.values()))),
+        "ppl": float(np.exp(generic_loss(model, tok, data.ppl_texts, batch_size=8))),
+    }
+    out |= {f"gram_{s}": v for s, v in gram.items()}
+    out |= {f"same_{r}": _acc(model, tok, fs) for r, fs in sp["same"].items()}
+    out |= {f"other_{r}": _acc(model, tok, fs) for r, fs in sp["other"].items()}
+    return out
+
+
+def base_metrics(data: RealData) -> dict:
+    gram = {s: _acc(data.model, data.tok, fs) for s, fs in data.grammar.items()}
+    return {
+        "grammar": float(np.mean(list(gram.values()))),
+        "ppl": float(np.exp(generic_loss(data.model, data.tok, data.ppl_texts, batch_size=8))),
+    } | {f"gram_{s}": v for s, v in gram.items()}
+
+
+def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: dict) -> dict:
+    sp = split(cfg, data, seed)
+    res: dict = {"pool": sp["pool"], "n_same": sum(map(len, sp["same"].values())),
+                 "n_other": sum(map(len, sp["other"].values()))}  # fmt: skip
+    layers = list(cfg.edit_layers)
+    for n in cfg.scales:
+        washed = sp["washed"][n]  # fewer than n when the seed has fewer washable known facts (run invalid)
+        if not washed:
+            raise ValueError(
+                f"seed {seed} has no washable known facts (known: {data.counts}); the model knows none of the facts "
+                "of washed_relations beyond the held-out share"
+            )
+        r: dict = {"n_washed": len(washed)}
+        t = time.process_time()
+        m = copy.deepcopy(data.model)
+        rep = wash(
+            m, data.tok, washed, layers, data.cov, lam=cfg.lam, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
+            beta_ratio=cfg.beta_ratio, z_cache=z_cache,
+        )  # fmt: skip
+        r["law"] = evaluate(m, data, sp, washed) | {
+            "cpu_s": time.process_time() - t,
+            "z_nll": float("nan") if rep.z_nll is None else rep.z_nll,
+            "known_before": rep.known_before,
+            "remaining": [lr.remaining_after for lr in rep.layers],
+            "ratio_over_beta": [lr.ratio / lr.beta for lr in rep.layers],
+        }
+        del m
+        t = time.process_time()
+        mm = copy.deepcopy(data.model)
+        apply_delta(mm, rep.init_deltas)
+        r["memit"] = evaluate(mm, data, sp, washed) | {"cpu_s": time.process_time() - t}
+        del mm
+        target = r["law"]["washed"]
+        t = time.process_time()
+        mf = copy.deepcopy(data.model)
+        params = [ml.module.weight for ml in resolve_layers(mf, layers)]
+        for p in mf.parameters():
+            p.requires_grad_(False)
+        for p in params:
+            p.requires_grad_(True)
+        fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
+                        params=params, seed=seed)  # fmt: skip
+        mf.eval()
+        r["ft_ul"] = evaluate(mf, data, sp, washed) | {
+            "cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
+        }  # fmt: skip
+        del mf
+        for k in METHODS:
+            r[k]["grammar_drop"] = base["grammar"] - r[k]["grammar"]
+            r[k]["ppl_rise"] = r[k]["ppl"] / base["ppl"] - 1
+        r["law_minus_ft_heldout"] = r["law"]["heldout_all"] - r["ft_ul"]["heldout_all"]
+        res[f"n{n}"] = r
+        log(
+            f"[law real] seed {seed} n={n}: LaW washed {r['law']['washed']:.3f} held-out {r['law']['heldout_all']:.3f} "
+            f"| MEMIT {r['memit']['washed']:.3f}/{r['memit']['heldout_all']:.3f} | FT-UL {r['ft_ul']['washed']:.3f}/"
+            f"{r['ft_ul']['heldout_all']:.3f} ({fr.steps} steps)"
+        )
+    return res
+
+
+# -- claims ---------------------------------------------------------------------------------------------------
+
+
+def claims(cfg: RealConfig, ps: dict) -> list[Claim]:
+    v = lambda k: values(ps, k)  # noqa: E731
+    lo, hi = min(cfg.scales), max(cfg.scales)
+    washed = all_of(
+        "real_washed",
+        f"LaW washes SmolLM2's known facts: washed-fact accuracy ≤ 0.1 at {lo} and at {hi} facts (mean over seeds)",
+        [
+            make_claim(
+                f"n{n}",
+                f"LaW washed accuracy at {n} facts ≤ 0.1",
+                f"n{n}/law/washed",
+                v(f"n{n}/law/washed"),
+                0.1,
+                "<=",
+            )  # fmt: skip
+            for n in cfg.scales
+        ],
+    )
+    reasoning = make_claim(
+        "real_reasoning_kept",
+        f"grammatical-analogy few-shot accuracy drops ≤ 5 points after washing {hi} facts (mean over seeds)",
+        f"n{hi}/law/grammar_drop", v(f"n{hi}/law/grammar_drop"), 0.05, "<=",
+    )  # fmt: skip
+    fluency = make_claim(
+        "real_fluency",
+        f"held-out Wikipedia perplexity rises ≤ 10 % after washing {hi} facts (mean over seeds)",
+        f"n{hi}/law/ppl_rise", v(f"n{hi}/law/ppl_rise"), 0.10, "<=",
+    )  # fmt: skip
+    beats = all_of(
+        "real_beats_ft",
+        "at matched forgetting LaW keeps more held-out known facts (same and other relations) than FT-UL, paired "
+        "per seed, at each scale",
+        [
+            make_claim(
+                f"n{n}",
+                f"LaW − FT-UL held-out accuracy at {n} facts > 0 (paired per seed)",
+                f"n{n}/law_minus_ft_heldout",
+                v(f"n{n}/law_minus_ft_heldout"),
+                0.0,
+                ">",
+            )  # fmt: skip
+            for n in cfg.scales
+        ],
+    )
+    return explain_failures([washed, reasoning, fluency, beats], _why(cfg, ps))
+
+
+def _why(cfg: RealConfig, ps: dict) -> dict[str, str]:
+    m = lambda k: float(np.nanmean(values(ps, k)))  # noqa: E731
+    hi = max(cfg.scales)
+    parts = []
+    for n in cfg.scales:
+        parts.append(
+            f"n={n}: LaW washed {m(f'n{n}/law/washed'):.3f} (MEMIT {m(f'n{n}/memit/washed'):.3f}, FT-UL "
+            f"{m(f'n{n}/ft_ul/washed'):.3f}), held-out same relation LaW {m(f'n{n}/law/heldout_same'):.3f} / FT-UL "
+            f"{m(f'n{n}/ft_ul/heldout_same'):.3f}, other relations LaW {m(f'n{n}/law/heldout_other'):.3f} / FT-UL "
+            f"{m(f'n{n}/ft_ul/heldout_other'):.3f}, FT-UL reached LaW's level on "
+            f"{m(f'n{n}/ft_ul/reached_target'):.2f} of seeds"
+        )
+    return {
+        "real_washed": "; ".join(parts) + f"; EOS NLL reached by z {m(f'n{hi}/law/z_nll'):.2f} nats.",
+        "real_reasoning_kept": f"grammar accuracy drop at {hi}: LaW {m(f'n{hi}/law/grammar_drop'):.3f}, MEMIT "
+        f"{m(f'n{hi}/memit/grammar_drop'):.3f}, FT-UL {m(f'n{hi}/ft_ul/grammar_drop'):.3f}.",
+        "real_fluency": f"perplexity rise at {hi}: LaW {m(f'n{hi}/law/ppl_rise'):.3f}, MEMIT "
+        f"{m(f'n{hi}/memit/ppl_rise'):.3f}, FT-UL {m(f'n{hi}/ft_ul/ppl_rise'):.3f}.",
+        "real_beats_ft": "; ".join(parts) + ".",
+    }
+
+
+def report_md(cfg: RealConfig, ps: dict, data_summary: dict) -> str:
+    lines = ["# LaW on SmolLM2-135M-Instruct (real preset)", "", "## Known facts (greedy-completion filter)", "",
+             "| relation | candidates | known |", "|---|---|---|"]  # fmt: skip
+    for rel, c in data_summary["counts"].items():
+        lines.append(f"| {rel} | {c['candidates']} | {c['known']} |")
+    lines += ["", "## Per seed", "",
+              "| seed | n | method | washed | held-out same | held-out other | grammar | ppl | FT steps |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s, r in sorted(ps.items()):
+        for n in cfg.scales:
+            for k in METHODS:
+                x = r[f"n{n}"][k]
+                lines.append(
+                    f"| {s} | {n} | {k} | {x['washed']:.3f} | {x['heldout_same']:.3f} | {x['heldout_other']:.3f} | "
+                    f"{x['grammar']:.3f} | {x['ppl']:.2f} | {x.get('steps', '')} |"
+                )
+    b = data_summary["base"]
+    lines += ["", f"Unedited model: grammar {b['grammar']:.3f}, perplexity {b['ppl']:.2f}.", ""]
+    return "\n".join(lines)
+
+
+def run(cfg: RealConfig, out: Path) -> RunResult:
+    torch.manual_seed(0)
+    rd = RunDir(Path(out), cfg)
+    data = load_real(cfg, rd.path / "cache")
+    log(f"[law real] known facts: {data.counts}")
+    t = time.process_time()
+    base = base_metrics(data)
+    z_cache: dict = {}
+    per_seed = rd.map_seeds(
+        lambda s: one_seed(cfg, data, base, s, z_cache),
+        cfg.seed_list,
+        desc="law real seeds",
+        part="real",
+        required=tuple(f"n{n}/{k}/washed" for n in cfg.scales for k in METHODS),
+    )
+    summary = {
+        "counts": data.counts,
+        "base": base,
+        "cpu_s": data.cpu_s | {"base_eval": time.process_time() - t},
+    }
+    reason = precondition(cfg, per_seed)
+    return RunResult(
+        seeds=cfg.seed_list,
+        metrics=aggregate(per_seed) | {"data": summary},
+        claims=claims(cfg, per_seed) + [pool_check(cfg, per_seed)],
+        per_seed=per_seed,
+        figures=[],
+        report_md=report_md(cfg, per_seed, summary),
+        valid=not reason,
+        invalid_reason=reason,
+    )
+
+
+def precondition(cfg: RealConfig, ps: dict) -> str:
+    """Why the run cannot test the claims as stated ("" if every seed washes the full number at every scale)."""
+    short = {s: r["pool"] for s, r in ps.items() if r["pool"] < max(cfg.scales)}
+    if not short:
+        return ""
+    return (
+        f"the model knows too few facts of {list(cfg.washed_relations)}: seeds {sorted(short)} have "
+        f"{sorted(set(short.values()))} washable known facts (after holding out {cfg.heldout_frac:.0%} per relation), "
+        f"fewer than the largest scale {max(cfg.scales)}; the larger scales washed every washable fact instead"
+    )
+
+
+def pool_check(cfg: RealConfig, ps: dict) -> Claim:
+    return make_claim(
+        "real_known_pool",
+        f"each seed has ≥ {max(cfg.scales)} washable known facts (the largest scale)",
+        "pool", values(ps, "pool"), max(cfg.scales), ">=", reduce="all",
+        check="precondition: the scales need that many known facts",
+    )  # fmt: skip

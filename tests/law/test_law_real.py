@@ -1,0 +1,158 @@
+"""The real preset's pieces on the real assets: the fact builders and the known-fact filter on SmolLM2, the fast
+ascent and the truncated forward passes against their slow paths, a wash of two facts, the ``full`` miniature."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from iclr25.law import Fact, constrained_ascent, fact_known, resolve_layers, wash
+from iclr25.law.memories import capture, encode_for, fact_keys
+
+
+@pytest.fixture(scope="module")
+def analogies(need_asset):
+    need_asset("gensim-test-data")
+    from iclr25.assets import load_analogies
+
+    return load_analogies()
+
+
+def test_fact_builders_count_and_phrase_real_relations(analogies):
+    from iclr25.law import real
+
+    geo = real.geo_facts(analogies)
+    counts = {k: len(v) for k, v in geo.items()}
+    assert counts == {"capital": 116, "capital_of": 116, "currency": 30, "city_state": 67}
+    greece = next(f for f in geo["capital"] if f.subject == "Greece")
+    assert (greece.prompt, greece.target) == ("The capital of Greece is", " Athens")
+    gram = real.grammar_items(analogies, per_section=4, shots=3)
+    assert sorted(gram) == [f"gram{i}" for i in range(1, 10)] and all(len(v) == 4 for v in gram.values())
+    # no washed-relation answer or subject is a grammatical query
+    q = {f.prompt.rsplit("\n", 1)[1] for fs in gram.values() for f in fs}
+    assert not q & {f"{f.subject} ->" for f in geo["capital"]}
+    with pytest.raises(ValueError, match="requested_rewrite"):
+        real.counterfact_facts(__file__.replace(".py", ".missing.parquet"))
+
+
+def test_known_filter_on_smollm2(smollm2, analogies):
+    model, tok = smollm2
+    facts = [
+        Fact("The capital of France is", " Paris", "France"),
+        Fact("The capital of France is", " Berlin", "France"),
+        Fact("The capital of Japan is", " Tokyo", "Japan"),
+        Fact("The capital of Japan is", " Paris", "Japan"),
+    ]
+    assert fact_known(model, tok, facts).tolist() == [True, False, True, False]
+
+
+def test_fast_ascent_returns_the_slow_ascents_delta():
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(40, 40, generator=g, dtype=torch.float64)
+    C = A @ A.t() / 40 + 0.01 * torch.eye(40, dtype=torch.float64)
+    K = torch.randn(40, 5, generator=g, dtype=torch.float64)
+    d0 = 0.1 * torch.randn(8, 40, generator=g, dtype=torch.float64)
+    for mode in ("paper", "official"):
+        for lr in (1e-4, 3e-3):  # rarely / often at the boundary
+            kw = dict(
+                beta=1.1 * float(((d0 @ C) * d0).sum() / C.trace()), steps=300, lr=lr, best_iterate=mode
+            )
+            slow = constrained_ascent(d0, K, C, fast=False, **kw)
+            fast = constrained_ascent(d0, K, C, fast=True, **kw)
+            assert torch.equal(slow.delta, fast.delta)
+            assert slow.hit_boundary_at == fast.hit_boundary_at and slow.objectives == fast.objectives
+            assert all(f >= s - 1e-12 for f, s in zip(fast.ratios, slow.ratios))  # bounds where skipped
+    assert slow.hit_boundary_at is not None
+
+
+def test_truncated_forward_reads_the_same_keys(smollm2):
+    model, tok = smollm2
+    facts = [
+        Fact("The capital of Greece is", " Athens", "Greece"),
+        Fact("Tokyo is the capital of", " Japan", "Tokyo"),
+    ]
+    mls = resolve_layers(model, [3, 5])
+    b = encode_for(model, tok, facts, target=None)
+    fast = fact_keys(model, b, mls)
+    with torch.no_grad(), capture(mls, b.subject_pos) as st:  # the full forward pass
+        model(input_ids=b.input_ids, attention_mask=b.attention_mask)
+    for ml in mls:
+        assert torch.equal(fast[ml.index], st[("k", ml.index)].double())
+
+
+def test_wash_of_two_known_facts_drops_them_fast_equals_slow(smollm2):
+    from iclr25.law import key_covariance
+
+    model, tok = smollm2
+    facts = [
+        Fact("The capital of France is", " Paris", "France"),
+        Fact("The capital of Japan is", " Tokyo", "Japan"),
+    ]
+    keep = [Fact("The capital of Italy is", " Rome", "Italy")]
+    assert fact_known(model, tok, facts + keep).all()
+    texts = ["To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"] * 2
+    cov = key_covariance(model, [5, 6], texts + ["The quick brown fox jumps over the lazy dog. " * 4], tok)
+    z_cache: dict = {}
+    reps = {}
+    for fast in (False, True):
+        m = copy.deepcopy(model)
+        reps[fast] = wash(m, tok, facts, [5, 6], cov, steps=40, lr=1e-5, fast=fast, z_cache=z_cache)
+        if fast:
+            assert not fact_known(m, tok, facts).any()  # both washed
+        del m
+    assert len(z_cache) == 2  # computed once, reused by the second wash
+    for name, d in reps[False].deltas.items():
+        assert torch.equal(d, reps[True].deltas[name])
+    assert set(reps[True].init_deltas) == set(reps[True].deltas)
+
+
+def test_full_preset_names_the_papers_assets_and_runs_on_a_miniature(smollm2, tmp_path, need_asset):
+    need_asset("gensim-test-data", "wordnet", "wikipedia" if False else "shakespeare")
+    import dataclasses
+
+    import pandas as pd
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from iclr25.law import real
+    from iclr25.law.experiment import PRESETS, RealConfig
+
+    out = subprocess.run([sys.executable, "-m", "iclr25", "config", "law", "--preset", "full"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    doc = json.loads(out)["config"]
+    assert (
+        doc["model"] == "gpt2-xl" and doc["facts_dataset"] == "azhx/counterfact" and doc["device"] == "cuda"
+    )
+    assert any("gpt2-xl" in d and "GB" in d for d in doc["downloads"])
+    # the miniature: a save_pretrained tiny GPT-2 folder and a parquet file with CounterFact's columns
+    _, tok = smollm2
+    folder = tmp_path / "tiny-gpt2"
+    torch.manual_seed(0)
+    GPT2LMHeadModel(
+        GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=4, n_head=2, n_positions=64)
+    ).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    rows = [
+        {"case_id": i, "requested_rewrite": {"prompt": p, "subject": s, "target_true": {"str": t, "id": "Q"},
+                                             "target_new": {"str": "x", "id": "Q"}, "relation_id": "P36"}}
+        for i, (p, s, t) in enumerate([("The capital of {} is", "France", "Paris"), ("{} is located in", "Rome", "Italy")])
+    ]  # fmt: skip
+    pq = tmp_path / "counterfact.parquet"
+    pd.DataFrame(rows).to_parquet(pq)
+    assert [(f.prompt, f.target, f.subject) for f in real.counterfact_facts(str(pq))] == [
+        ("The capital of France is", " Paris", "France"),
+        ("Rome is located in", " Italy", "Rome"),
+    ]
+    cfg = dataclasses.replace(
+        PRESETS["full"], model=str(folder), facts_dataset=str(pq), device="cpu", edit_layers=(1, 2), scales=(2,),
+        other_relations=("currency",), wn_candidates=0, gram_per_section=1, ppl_passages=1, cov_passages=2,
+        cov_chars=200, seeds=1,
+    )  # fmt: skip
+    assert isinstance(cfg, RealConfig)
+    data = real.load_real(cfg, tmp_path / "cache")
+    assert data.counts["counterfact"]["candidates"] == 2 and data.counts["currency"]["candidates"] == 30
+    assert set(data.cov) == {1, 2} and data.cov[1].shape == (64, 64)
+    with pytest.raises(ValueError, match="washable"):  # a random miniature knows no fact: nothing to wash
+        real.one_seed(cfg, data, real.base_metrics(data), 0, {})
