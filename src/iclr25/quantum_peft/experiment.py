@@ -575,6 +575,11 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
 def run(cfg: Config, out: Path) -> RunResult:
     if isinstance(cfg, RealConfig):  # a pretrained LM on real text (real.py)
         return real.run(cfg, out)
+    return run_digits(cfg, out)
+
+
+def run_digits(cfg: Config, out: Path) -> RunResult:
+    """The smoke / quick presets: the digits-ViT reproduction."""
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     counts, rows = param_tables(cfg)
