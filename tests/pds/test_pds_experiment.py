@@ -45,5 +45,7 @@ def test_config_validation(field, value):
 
 
 def test_presets_are_configs():
-    assert set(PRESETS) == {"smoke", "quick", "full"} and all(isinstance(c, Config) for c in PRESETS.values())
+    assert set(PRESETS) == {"smoke", "quick", "real", "full"} and all(
+        isinstance(c, Config) for c in PRESETS.values()
+    )
     assert PRESETS["quick"].ratio == 0.4 and PRESETS["quick"].tau == 0.1 and PRESETS["quick"].seeds == 3

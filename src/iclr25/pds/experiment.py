@@ -25,7 +25,7 @@ from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 
-from . import report
+from . import full, real, report
 from .corpus import SOURCES, make_markov_corpus
 from .dsir import dsir_log_weights
 from .pmp import pmp_scores
@@ -129,41 +129,143 @@ PRESETS = {
         train_warmup=4,
     ),
     "quick": Config(),
-    "full": Config(
-        n_symbols=512,
-        seq_len=256,
-        n_pool=100_000,
-        n_dev=256,
-        n_test=1024,
-        arch="mistral",
-        proxy_hidden=256,
-        proxy_layers=4,
-        proxy_heads=8,
-        warm_steps=500,
-        warm_lr=1e-3,
-        pmp_steps=100,
-        pmp_batch=64,
-        pmp_lr=0.05,
-        proxy_size=16384,
-        scorer_val=2048,
-        chunk_size=64,
-        scorer="transformer",
-        scorer_hidden=256,
-        scorer_layers=4,
-        scorer_epochs=5,
-        scorer_batch=128,
-        target_hidden=512,
-        target_layers=8,
-        target_heads=8,
-        train_steps=2000,
-        train_batch=64,
-        train_lr=6e-4,
-        train_warmup=100,
-        eval_every=100,
-        dsir_backend="numpy",
-        device="cuda",
-    ),
 }
+
+
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset (``real.py``): chunks of five real corpora in SmolLM2's tokenizer, Wikipedia as the
+    target. A subclass, so the generated presets keep their fields and config hash; ``n_symbols`` and ``mix``
+    (fields of the generated corpus) are not used and must keep their defaults; ``n_pool`` must equal
+    ``per_source`` × the number of sources."""
+
+    sources: tuple[str, ...] = bounded(real.SOURCES, choices=real.SOURCES, each=True)
+    per_source: int = bounded(1000, lo=1)  # chunks each source puts in the pool
+    vocab: int = bounded(4096, lo=4)  # the pool's most frequent SmolLM2 ids kept (+ pad / bos / unk)
+    max_tokens: int = bounded(400_000, lo=0)  # per non-Wikipedia source, ≈ tokens kept (every k-th unit)
+    run_t1: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sources[:1] != ("wikipedia",) or len(set(self.sources)) != len(self.sources):
+            raise ValueError(
+                f"sources must start with 'wikipedia' and not repeat a source, got {self.sources!r}"
+            )
+        if self.n_pool != self.per_source * len(self.sources):
+            raise ValueError(
+                f"n_pool must equal per_source × len(sources) = {self.per_source * len(self.sources)}, "
+                f"got {self.n_pool}"
+            )
+        base = Config()
+        for name in ("n_symbols", "mix"):
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the generated corpus, not used by the real preset; leave it at "
+                    f"{getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+
+
+PRESETS["real"] = RealConfig(
+    seq_len=32,
+    n_pool=5000,
+    vocab=2048,
+    proxy_hidden=32,
+    proxy_layers=2,
+    proxy_heads=4,
+    pmp_lr=0.1,
+    proxy_size=1000,
+    target_hidden=64,
+    target_layers=2,
+    target_heads=4,
+    train_steps=300,
+)
+
+
+@dataclass(frozen=True)
+class FullConfig(Config):
+    """The ``full`` preset (``full.py``): the paper's proxy / target LMs, a CommonCrawl-derived corpus and LIMA by
+    hub id / ``datasets`` name (or local files in the same format). ``n_symbols`` and ``mix`` are not used."""
+
+    proxy_model: str = "Data-Selection/BSL-160M"
+    target_model: str = "Data-Selection/BSL-160M"
+    corpus: str = "HuggingFaceFW/fineweb"
+    corpus_config: str = "sample-10BT"
+    corpus_split: str = "train"
+    corpus_docs: int = bounded(200_000, lo=0)  # documents read (0: all); enough for n_pool rows
+    text_column: str = "text"
+    target_data: str = "GAIR/lima"
+    target_column: str = "conversations"
+    dev_split: str = "train"
+    test_split: str = "test"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("proxy_model", "target_model", "corpus", "target_data", "text_column", "target_column"):
+            if not getattr(self, name).strip():
+                raise ValueError(
+                    f"{name} must name a hub id, dataset or local path, got {getattr(self, name)!r}"
+                )
+
+    def downloads(self) -> list[dict[str, str]]:
+        return full.downloads(self)
+
+
+PRESETS["full"] = FullConfig(
+    seq_len=1024,  # instances of 1,025 tokens (§4.1)
+    n_pool=100_000,
+    n_dev=1024,
+    n_test=512,
+    warm_steps=0,  # the proxy is a pre-trained checkpoint
+    pmp_steps=100,  # T = 100, η = 0.008, every 10 steps (§4.1)
+    pmp_batch=64,
+    pmp_lr=0.008,
+    score_every=10,
+    proxy_size=16384,
+    scorer_val=2048,
+    chunk_size=8,
+    scorer="transformer",
+    scorer_hidden=256,
+    scorer_layers=4,
+    scorer_epochs=5,
+    scorer_batch=128,
+    train_steps=2000,
+    train_batch=64,
+    train_lr=6e-4,
+    train_warmup=100,
+    eval_every=100,
+    dsir_backend="numpy",
+    run_t1=False,
+    device="cuda",
+)
+
+
+def downloads(cfg: Config) -> list[dict[str, str]]:
+    """What ``iclr25 run pds`` with ``cfg`` fetches from the hub (empty: nothing; the full preset names models and
+    data)."""
+    return full.downloads(cfg) if isinstance(cfg, FullConfig) else []
+
+
+def _corpus(cfg: Config, seed: int):
+    if isinstance(cfg, RealConfig):
+        return real.make_real_corpus(
+            cfg.seq_len,
+            cfg.per_source,
+            cfg.n_dev,
+            cfg.n_test,
+            cfg.vocab,
+            tuple(cfg.sources),
+            cfg.max_tokens,
+            seed=derive_seed(seed, "corpus"),
+        )
+    return make_markov_corpus(
+        cfg.n_pool,
+        cfg.n_dev,
+        cfg.n_test,
+        cfg.n_symbols,
+        cfg.seq_len,
+        cfg.mix,
+        seed=derive_seed(seed, "corpus"),
+    )
 
 
 def _lm(cfg: Config, hidden: int, layers: int, heads: int, vocab: int, seed: int) -> torch.nn.Module:
@@ -191,12 +293,13 @@ def _train(
     seed: int,
     eval_every: int,
     desc: str,
+    pad: int | None = 0,
 ) -> dict:
     """AdamW (β = 0.9/0.98 and wd 0.01 as the paper's pre-training), cosine to 0.1×, batches of whole rows."""
     per_eval = min(64, test.shape[0])
 
     def labels(x: torch.Tensor) -> torch.Tensor:
-        return x.masked_fill(x == 0, IGNORE)
+        return x if pad is None else x.masked_fill(x == pad, IGNORE)
 
     def batch_fn(step: int, g: torch.Generator):
         x = rows[torch.randint(0, rows.shape[0], (cfg.train_batch,), generator=g)]
@@ -271,21 +374,19 @@ def one_seed(cfg: Config, seed: int) -> dict:
     t0 = time.perf_counter()
     seed_everything(seed)
     dev = torch.device(cfg.device)
-    data = make_markov_corpus(
-        cfg.n_pool,
-        cfg.n_dev,
-        cfg.n_test,
-        cfg.n_symbols,
-        cfg.seq_len,
-        cfg.mix,
-        seed=derive_seed(seed, "corpus"),
-    )
+    if isinstance(cfg, FullConfig):  # the paper's proxy checkpoint and its tokenizer
+        proxy, tok = full.load_proxy(cfg)
+        data = full.make_full_corpus(cfg, tok, derive_seed(seed, "corpus"))
+    else:
+        data = _corpus(cfg, seed)
     V = data.vocab_size
+    names = getattr(data, "sources", SOURCES)
+    pad = getattr(data, "pad_id", 0)  # None: rows hold no padding
 
     # 1. proxy LM θ_0: a short conventional warm start on the pool (the paper starts from a 10K-step checkpoint)
-    proxy = _lm(cfg, cfg.proxy_hidden, cfg.proxy_layers, cfg.proxy_heads, V, derive_seed(seed, "proxy")).to(
-        dev
-    )
+    if not isinstance(cfg, FullConfig):
+        proxy = _lm(cfg, cfg.proxy_hidden, cfg.proxy_layers, cfg.proxy_heads, V, derive_seed(seed, "proxy"))
+        proxy = proxy.to(dev)
     if cfg.warm_steps:
         _train(
             proxy,
@@ -298,6 +399,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
             derive_seed(seed, "warm"),
             0,
             "warm-start",
+            pad,
         )
 
     # 2. PMP solver on the proxy set; trajectory batches = the pool stream in corpus order (not the proxy set)
@@ -315,14 +417,14 @@ def one_seed(cfg: Config, seed: int) -> dict:
         steps=cfg.pmp_steps,
         score_every=cfg.score_every,
         chunk_size=cfg.chunk_size,
+        pad_id="auto" if pad == 0 else pad,
         return_trace=True,
     )
     solver_s = time.perf_counter() - t1
     z = normalize_scores(raw.double().cpu())
     src = data.source[proxy_idx]
     mean_z = {
-        name: float(z[src == i].mean()) if (src == i).any() else float("nan")
-        for i, name in enumerate(SOURCES)
+        name: float(z[src == i].mean()) if (src == i).any() else float("nan") for i, name in enumerate(names)
     }
 
     # 3. data scorer on proxy rows → whole pool;  4. Gumbel-top-k selection
@@ -353,13 +455,14 @@ def one_seed(cfg: Config, seed: int) -> dict:
                 steps=1,
                 score_every=1,
                 chunk_size=cfg.chunk_size,
+                pad_id="auto" if pad == 0 else pad,
             )
             .double()
             .cpu()
         )
         mean_z_t1 = {
             name: float(z1[src == i].mean()) if (src == i).any() else float("nan")
-            for i, name in enumerate(SOURCES)
+            for i, name in enumerate(names)
         }
         sc1, rho1 = _fit_scorer(cfg, proxy_rows, z1, V, derive_seed(seed, "scorer_t1"))
         sel["pds_t1"] = gumbel_top_k_select(
@@ -374,7 +477,12 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
     # 5. train the same fresh target LM on each selection, evaluate clean-test loss
     curves = {}
-    init = _lm(cfg, cfg.target_hidden, cfg.target_layers, cfg.target_heads, V, derive_seed(seed, "target"))
+    if isinstance(cfg, FullConfig):  # the paper's target architecture, fresh weights
+        init = full.target_init(cfg, V, derive_seed(seed, "target"))
+    else:
+        init = _lm(
+            cfg, cfg.target_hidden, cfg.target_layers, cfg.target_heads, V, derive_seed(seed, "target")
+        )
     for arm, idx in sel.items():
         model = copy.deepcopy(init)  # the same initial weights for every arm
         res = _train(
@@ -388,6 +496,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
             derive_seed(seed, "train"),
             cfg.eval_every,
             f"train[{arm}]",
+            pad,
         )
         curves[arm] = [(h["step"], h["val_loss"]) for h in res["history"] if "val_loss" in h]
         out[arm] = {
@@ -404,8 +513,11 @@ def one_seed(cfg: Config, seed: int) -> dict:
         out[arm]["loss_ratio"] = out[arm]["final_loss"] / ref
         out[arm]["steps_frac_to_random_final"] = frac
         out[arm]["reached_random_final"] = reached
-    others = [mean_z[s] for s in SOURCES[1:] if np.isfinite(mean_z[s])]
-    out["pmp"]["clean_margin"] = mean_z["clean"] - max(others)
+    others = [mean_z[s] for s in names[1:] if np.isfinite(mean_z[s])]
+    if others:
+        out["pmp"]["clean_margin"] = mean_z[names[0]] - max(others)
+    if isinstance(cfg, RealConfig):
+        out.update(real.diagnostics(cfg, data, sel, pool_scores, z, src, curves))
     out["n_params_target"] = n_params(model)
     out["seed_s"] = time.perf_counter() - t0
     return out
@@ -476,12 +588,12 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
+    rd = RunDir(out, cfg, required=real.REQUIRED if isinstance(cfg, RealConfig) else REQUIRED)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims(cfg, per_seed),
+        claims=real.claims(cfg, per_seed) if isinstance(cfg, RealConfig) else claims(cfg, per_seed),
         per_seed=per_seed,
         figures=[report.figure(cfg, per_seed, rd.figures / "pds_curves.png")],
         report_md=report.report_md(cfg, per_seed),
