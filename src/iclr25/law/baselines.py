@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checks as check
-from .evaluation import fact_accuracy
+from .evaluation import fact_accuracy as _fact_accuracy
 from .facts import Fact, check_facts
 from .memit import _target_ids
 from .memories import encode_for
@@ -45,8 +45,15 @@ def _ft(
     optimizer,
     batch_size,
     seed,
+    known_fn=None,
 ):
     facts = check_facts(facts)
+
+    def fact_accuracy(m, t, fs):  # the washed accuracy that decides the stop (default: fact_known's rule)
+        if known_fn is None:
+            return _fact_accuracy(m, t, fs)
+        return float(known_fn(m, t, fs).float().mean())
+
     if not facts:
         raise ValueError("facts must hold at least one Fact, got an empty list")
     check.number("lr", lr, 0.0, open_lo=True)
@@ -108,13 +115,15 @@ def ft_unlearn(
     optimizer: str = "adam",
     batch_size: int | None = None,
     seed: int = 0,
+    known_fn=None,
 ) -> FTReport:
     """FT-UL: gradient *ascent* on the NLL of ``prompt + answer`` (``tokens="answer"``: answer tokens only, as
     SeUL). Default lr = the official GPT2-XL FT-UL one. ``params``: the tensors to train (default: all; pass a PEFT
-    model to train LoRA weights only). Stops early once washed accuracy ≤ ``stop_at``."""
+    model to train LoRA weights only). Stops early once washed accuracy ≤ ``stop_at`` (``known_fn(model, tokenizer,
+    facts)`` → bool per fact decides it; default :func:`~iclr25.law.evaluation.fact_known`)."""
     return _ft(
         model, tokenizer, facts, lr=lr, max_steps=max_steps, stop_at=stop_at, sign=-1.0, target="answer",
-        tokens=tokens, params=params, optimizer=optimizer, batch_size=batch_size, seed=seed,
+        tokens=tokens, params=params, optimizer=optimizer, batch_size=batch_size, seed=seed, known_fn=known_fn,
     )  # fmt: skip
 
 

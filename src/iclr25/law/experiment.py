@@ -192,6 +192,9 @@ class RealConfig(Config):
     # columns; "" = none (the real preset's relations only). Its facts form the relation "counterfact"
     facts_dataset: str = ""
     facts_split: str = "train"
+    # the fact test (real.known_fn): "starts" = the greedy continuation starts with the answer; "generate10" = the
+    # official test, the answer inside 10 greedy tokens
+    known_rule: str = bounded("starts", choices=real.KNOWN_RULES)
     # what ``full`` would download and its size (shown by ``iclr25 config law --preset full``; informational)
     downloads: tuple[str, ...] = ()
     edit_layers: tuple[int, ...] = bounded((3, 4, 5, 6, 7), lo=0, each=True)

@@ -39,7 +39,7 @@ from ..common.results import RunDir, RunResult, aggregate, values
 from ..common.seeding import derive_seed
 from .baselines import ft_unlearn
 from .covariance import key_covariance
-from .evaluation import fact_known, generic_loss
+from .evaluation import fact_known, fact_known_generate, generic_loss
 from .facts import Fact
 from .memories import resolve_layers
 from .washing import apply_delta, wash
@@ -51,6 +51,19 @@ GEO_RELATIONS = ("capital", "capital_of", "currency", "city_state")
 RELATIONS = GEO_RELATIONS + ("hypernym",)
 GRAM_SECTIONS = tuple(f"gram{i}" for i in range(1, 10))
 METHODS = ("law", "memit", "ft_ul")
+KNOWN_RULES = ("starts", "generate10")
+
+
+def known_fn(rule: str):
+    """The fact test of a rule: ``starts`` — the greedy continuation starts with the answer (teacher-forced,
+    :func:`fact_known`); ``generate10`` — the official test, the answer inside 10 greedy tokens
+    (:func:`fact_known_generate`). The same test picks the known facts, drives successive elimination, stops FT-UL
+    and measures every accuracy."""
+    if rule == "starts":
+        return lambda m, t, fs: fact_known(m, t, fs, batch_size=256)
+    if rule == "generate10":
+        return lambda m, t, fs: fact_known_generate(m, t, fs, max_new_tokens=10)
+    raise ValueError(f"known_rule must be one of {KNOWN_RULES}, got {rule!r}")
 
 
 # -- facts ----------------------------------------------------------------------------------------------------
@@ -192,6 +205,7 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
 
     from ..common.device import get_device
 
+    _RULE["fn"] = known_fn(cfg.known_rule)
     t0 = time.process_time()
     model, tok = load_causal_lm(cfg.model, device=str(get_device(cfg.device)))
     an = load_analogies()
@@ -203,7 +217,7 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
     known, counts = {}, {}
     for rel in sorted(set(cfg.washed_relations + cfg.other_relations), key=list(cands).index):
         fs = cands[rel]
-        mask = fact_known(model, tok, fs, batch_size=256) if fs else torch.zeros(0, dtype=torch.bool)
+        mask = known_fn(cfg.known_rule)(model, tok, fs) if fs else torch.zeros(0, dtype=torch.bool)
         known[rel] = [f for f, k in zip(fs, mask.tolist()) if k]
         counts[rel] = {"candidates": len(fs), "known": len(known[rel])}
     t2 = time.process_time()
@@ -238,26 +252,39 @@ def split(cfg: RealConfig, data: RealData, seed: int) -> dict:
     return {"washed": washed, "same": same, "other": other, "pool": len(pool)}
 
 
+_RULE = {"fn": known_fn("starts")}  # the run's rule (set by load_real; forked seed workers inherit it)
+
+
 def _acc(model, tok, facts) -> float:
-    return float(fact_known(model, tok, facts, batch_size=256).float().mean()) if facts else float("nan")
+    return float(_RULE["fn"](model, tok, facts).float().mean()) if facts else float("nan")
 
 
 def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
+    """Washed accuracy, held-out accuracy (same relations, other relations, both; per relation), grammar few-shot
+    accuracy (mean over the nine sections) and held-out perplexity of ``model``."""
     tok = data.tok
-    same = [f for fs in sp["same"].values() for f in fs]
-    other = [f for fs in sp["other"].values() for f in fs]
+    groups = {f"same_{r}": fs for r, fs in sp["same"].items()} | {
+        f"other_{r}": fs for r, fs in sp["other"].items()
+    }
+    hits = {k: float(_RULE["fn"](model, tok, fs).float().sum()) if fs else 0.0 for k, fs in groups.items()}
+    n = {k: len(fs) for k, fs in groups.items()}
+
+    def pooled(prefix: str) -> float:
+        ks = [k for k in groups if k.startswith(prefix)]
+        tot = sum(n[k] for k in ks)
+        return sum(hits[k] for k in ks) / tot if tot else float("nan")
+
     gram = {s: _acc(model, tok, fs) for s, fs in data.grammar.items()}
     out = {
         "washed": _acc(model, tok, washed),
-        "heldout_same": _acc(model, tok, same),
-        "heldout_other": _acc(model, tok, other),
-        "heldout_all": _acc(model, tok, same + other),
+        "heldout_same": pooled("same_"),
+        "heldout_other": pooled("other_"),
+        "heldout_all": pooled(""),
         "grammar": float(np.mean(list(gram.values()))),
         "ppl": float(np.exp(generic_loss(model, tok, data.ppl_texts, batch_size=8))),
     }
     out |= {f"gram_{s}": v for s, v in gram.items()}
-    out |= {f"same_{r}": _acc(model, tok, fs) for r, fs in sp["same"].items()}
-    out |= {f"other_{r}": _acc(model, tok, fs) for r, fs in sp["other"].items()}
+    out |= {k: hits[k] / n[k] if n[k] else float("nan") for k in groups}
     return out
 
 
@@ -281,12 +308,12 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
                 f"seed {seed} has no washable known facts (known: {data.counts}); the model knows none of the facts "
                 "of washed_relations beyond the held-out share"
             )
-        r: dict = {"n_washed": len(washed)}
+        r: dict = {"n_washed": len(washed)}  # all known by the same test: wash's only_known filter is skipped
         t = time.process_time()
         m = copy.deepcopy(data.model)
         rep = wash(
             m, data.tok, washed, layers, data.cov, lam=cfg.lam, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
-            beta_ratio=cfg.beta_ratio, z_cache=z_cache,
+            beta_ratio=cfg.beta_ratio, z_cache=z_cache, known_fn=_RULE["fn"], only_known=False,
         )  # fmt: skip
         r["law"] = evaluate(m, data, sp, washed) | {
             "cpu_s": time.process_time() - t,
@@ -310,7 +337,7 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
         for p in params:
             p.requires_grad_(True)
         fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
-                        params=params, seed=seed)  # fmt: skip
+                        params=params, seed=seed, known_fn=_RULE["fn"])  # fmt: skip
         mf.eval()
         r["ft_ul"] = evaluate(mf, data, sp, washed) | {
             "cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
@@ -415,7 +442,7 @@ def report_md(cfg: RealConfig, ps: dict, data_summary: dict) -> str:
                 x = r[f"n{n}"][k]
                 lines.append(
                     f"| {s} | {n} | {k} | {x['washed']:.3f} | {x['heldout_same']:.3f} | {x['heldout_other']:.3f} | "
-                    f"{x['grammar']:.3f} | {x['ppl']:.2f} | {x.get('steps', '')} |"
+                    f"{x['grammar']:.3f} | {x['ppl']:.2f} | {x['steps'] if k == 'ft_ul' else ''} |"
                 )
     b = data_summary["base"]
     lines += ["", f"Unedited model: grammar {b['grammar']:.3f}, perplexity {b['ppl']:.2f}.", ""]
