@@ -47,6 +47,9 @@ def test_known_filter_on_smollm2(smollm2, analogies):
         Fact("The capital of Japan is", " Paris", "Japan"),
     ]
     assert fact_known(model, tok, facts).tolist() == [True, False, True, False]
+    from iclr25.law.evaluation import fact_known_generate  # the official rule: the answer in 10 greedy tokens
+
+    assert fact_known_generate(model, tok, facts).tolist() == [True, False, True, False]
 
 
 def test_fast_ascent_returns_the_slow_ascents_delta():

@@ -210,7 +210,8 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
     model, tok = load_causal_lm(cfg.model, device=str(get_device(cfg.device)))
     an = load_analogies()
     cands = geo_facts(an)
-    cands["hypernym"] = hypernym_facts(load_wordnet_glosses(), cfg.wn_stride, cfg.wn_candidates)
+    if "hypernym" in cfg.washed_relations + cfg.other_relations:
+        cands["hypernym"] = hypernym_facts(load_wordnet_glosses(), cfg.wn_stride, cfg.wn_candidates)
     if cfg.facts_dataset:
         cands["counterfact"] = counterfact_facts(cfg.facts_dataset, cfg.facts_split)
     t1 = time.process_time()
