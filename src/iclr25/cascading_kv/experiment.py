@@ -247,15 +247,16 @@ PRESETS["full"] = RealConfig(
     ppl_beyond=32768,
 )
 
-# what a preset downloads (hub ids and `datasets` names; sizes as published on the Hugging Face hub)
+# what a preset downloads (hub ids and `datasets` names). Sizes are approximate, recalled from the hub's file
+# listings and not verified from here (no network): the model's 4 bf16 safetensors shards, PG19's whole dataset.
 KNOWN_DOWNLOADS = {
-    "meta-llama/Llama-3.1-8B-Instruct": 16_060_617_592,  # 4 safetensors shards, bf16
+    "meta-llama/Llama-3.1-8B-Instruct": 16_060_556_376,
     "deepmind/pg19": 11_744_571_011,  # the whole dataset (train + validation + test)
 }
 
 
 def downloads(cfg) -> list[dict]:
-    """What running ``cfg`` would download: ``[{"what", "name", "bytes"}]`` (``bytes`` None when unknown); assets
+    """What running ``cfg`` would download: ``[{"what", "source", "bytes"}]`` (``bytes`` None when unknown); assets
     of :mod:`iclr25.assets`, local paths and built-in corpora download nothing here."""
     from iclr25.assets import NAMES
 
@@ -263,9 +264,11 @@ def downloads(cfg) -> list[dict]:
         return []
     out = []
     if cfg.model_name not in NAMES and not Path(cfg.model_name).expanduser().exists():
-        out.append({"what": "model", "name": cfg.model_name, "bytes": KNOWN_DOWNLOADS.get(cfg.model_name)})
+        out.append({"what": "model", "source": cfg.model_name, "bytes": KNOWN_DOWNLOADS.get(cfg.model_name)})
     if cfg.ppl_corpus != "shakespeare" and not Path(cfg.ppl_corpus).expanduser().exists():
-        out.append({"what": "dataset", "name": cfg.ppl_corpus, "bytes": KNOWN_DOWNLOADS.get(cfg.ppl_corpus)})
+        out.append(
+            {"what": "dataset", "source": cfg.ppl_corpus, "bytes": KNOWN_DOWNLOADS.get(cfg.ppl_corpus)}
+        )
     return out
 
 
