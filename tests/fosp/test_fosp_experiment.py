@@ -74,14 +74,14 @@ def test_tuning_uses_one_grid_for_both_awr_arms_and_picks_best_held_out_score():
         tuning.with_knobs(cfg, "safedreamer", 1.0, 0.1)
 
 
-def test_full_preset_refuses_without_safety_gymnasium(tmp_path):
+def test_safety_gymnasium_id_refuses_without_safety_gymnasium(tmp_path):
     from iclr25.fosp.experiment import PRESETS, require_env
 
     try:
         import safety_gymnasium  # noqa: F401
     except ImportError:
         with pytest.raises(RuntimeError, match=r"iclr25\[safety\]"):
-            require_env(PRESETS["full"])
+            require_env(dataclasses.replace(PRESETS["full"], env_id="SafetyPointGoal1-v0"))
     else:  # pragma: no cover
         pytest.skip("safety-gymnasium installed")
     with pytest.raises(ValueError, match="env_id"):

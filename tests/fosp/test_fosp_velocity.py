@@ -65,3 +65,12 @@ def test_bad_inputs():
         VelocityCost(gym.make("Pendulum-v1"), 3.0)
     with pytest.raises(ValueError, match="gymnasium Env"):
         VelocityCost("HalfCheetah-v5", 3.0)
+
+
+def test_full_preset_names_the_velocity_task_and_refuses_with_the_reason():
+    from iclr25.fosp.experiment import PRESETS, require_env
+
+    full = PRESETS["full"]
+    assert full.env_id == "SafetyHalfCheetahVelocity-v1" and full.env_id in VELOCITY_TASKS
+    with pytest.raises(NotImplementedError, match="without Safety-Gymnasium.*data collector"):
+        require_env(full)
