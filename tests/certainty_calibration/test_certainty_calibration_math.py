@@ -15,7 +15,7 @@ from iclr25.certainty_calibration import (
     gpt4o,
     radiologist_survey,
 )
-from iclr25.certainty_calibration.experiment import synthetic_speaker
+from iclr25.certainty_calibration.data import synthetic_speaker
 from iclr25.certainty_calibration.metrics import reliability_from_counts
 
 

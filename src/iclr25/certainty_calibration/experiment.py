@@ -15,76 +15,21 @@ B. digits {3,5,8,9}, label = digit ∈ {3,5}; 40 % train a PCA(2)+logistic model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
-from ..common.fields import bounded
-from ..common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from ..common.results import RunDir, RunResult, aggregate, values
 from . import report
 from .baselines import HistogramBinningOnPhrases, PlattOnMeans
+from .config import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, PRESETS, Config
+from .data import digits_speaker, stratified_halves, synthetic_speaker
 from .metrics import binned_ece, brier, brier_exact, calibration_error
 from .phrases import PhraseSet, phrase_set
 from .transport import OTCalibrator
 
-
-@dataclass(frozen=True)
-class Config(ExperimentConfig):
-    seeds: int = 5
-    n_items: int = bounded(2000, lo=100)  # data A, per seed
-    overconfidence: float = 0.3  # data A: speaker's shift of p before choosing the nearest phrase
-    noise: float = 0.05
-    phrases: str = "gpt4o_12"
-    bins: int = bounded(100, lo=1)  # the paper's M for all LLM results
-    eps: float = 1e-3  # entropic regularisation (paper default)
-    tau: float = 1e-3  # target-marginal relaxation (paper default)
-    solver: str = "sinkhorn_unbalanced"
-    n_bootstrap: int = 0  # 100 = the code's bootstrap-median cost
-    digits_scale: float = 3.0  # data B: overconfidence factor on the logistic decision function
-    # gECE by M; non-empty (its min and max are compared)
-    bins_sweep: tuple[int, ...] = bounded((10, 100), lo=1, each=True)
-    # data B: alternative cal/test halvings per seed (diagnostic, not the claim)
-    alt_splits: int = bounded(20, lo=0)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()  # the bounds declared above (bins_sweep element-wise); below: lookups, delegated checks
-        ps = phrase_set(self.phrases)  # validates the name
-        # the calibrator's own parameter checks (eps, tau, solver, n_bootstrap), so `--set` rejects them up front
-        OTCalibrator(
-            ps, bins=self.bins, eps=self.eps, tau=self.tau, solver=self.solver, n_bootstrap=self.n_bootstrap
-        )._validate_params()
-
-
-# data B thresholds of the `digits_gece_drop` claim (fixed), shared by the claim and the split sweep
-DIGITS_MIN_DROP = 0.50
-DIGITS_MAX_BRIER_DELTA = 0.0
-
-PRESETS = {
-    "smoke": Config(seeds=2, n_items=600, alt_splits=3),
-    "quick": Config(),
-    "full": Config(n_items=50_000, bins_sweep=(5, 10, 20, 50, 100), n_bootstrap=100),
-}
-
-
-def synthetic_speaker(n: int, ps: PhraseSet, shift: float, noise: float, seed: int):
-    """Data A: outcome probabilities, 0/1 outcomes and the overconfident speaker's phrase indices."""
-    rng = np.random.default_rng(seed)
-    p = rng.beta(2.0, 3.0, n)
-    y = (rng.random(n) < p).astype(float)
-    stated = np.clip(p + shift + noise * rng.standard_normal(n), 0.0, 1.0)
-    return p, y, ps.nearest(stated)
-
-
-def _stratified_halves(idx: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.model_selection import train_test_split
-
-    strat = idx.copy()
-    vals, counts = np.unique(idx, return_counts=True)
-    rare = np.isin(idx, vals[counts < 2])
-    strat[rare] = vals[counts.argmax()]  # phrases used once can't be stratified (as in the paper's code)
-    return train_test_split(np.arange(idx.size), test_size=0.5, random_state=seed, stratify=strat)
+__all__ = ["PRESETS", "Config", "claims", "one_seed", "run"]
 
 
 def evaluate_split(ps: PhraseSet, idx_cal, y_cal, idx_test, y_test, cfg: Config, seed: int) -> dict:
@@ -120,27 +65,6 @@ def evaluate_split(ps: PhraseSet, idx_cal, y_cal, idx_test, y_test, cfg: Config,
         "map": ot_cal.mapping_,
         "n_test": int(idx_test.size),
     }
-
-
-def digits_speaker(ps: PhraseSet, scale: float, seed: int):
-    """Data B: an overconfident PCA(2) + logistic classifier on digits {3,5,8,9}, verbalised as phrases."""
-    from sklearn.datasets import load_digits
-    from sklearn.decomposition import PCA
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import train_test_split
-    from sklearn.pipeline import make_pipeline
-
-    X, d = load_digits(return_X_y=True)
-    keep = np.isin(d, [3, 5, 8, 9])
-    X, lab = X[keep], np.isin(d[keep], [3, 5]).astype(int)
-    Xtr, Xrest, ytr, yrest = train_test_split(X, lab, train_size=0.4, random_state=seed, stratify=lab)
-    clf = make_pipeline(PCA(2, random_state=seed), LogisticRegression()).fit(Xtr, ytr)
-    p1 = 1.0 / (1.0 + np.exp(-scale * clf.decision_function(Xrest)))
-    pred = (p1 >= 0.5).astype(int)
-    conf = np.maximum(p1, 1 - p1)
-    correct = (pred == yrest).astype(float)
-    # the rest stays in train_test_split's (shuffled) order: the caller takes its first half as calibration
-    return ps.nearest(conf), correct
 
 
 def digits_split_sweep(ps: PhraseSet, idx: np.ndarray, y: np.ndarray, cfg: Config, seed: int) -> dict:
@@ -185,7 +109,7 @@ def digits_split_sweep(ps: PhraseSet, idx: np.ndarray, y: np.ndarray, cfg: Confi
 def one_seed(cfg: Config, seed: int) -> dict:
     ps = phrase_set(cfg.phrases)
     _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
-    cal, test = _stratified_halves(idx, seed)
+    cal, test = stratified_halves(idx, seed)
     a = evaluate_split(ps, idx[cal], y[cal], idx[test], y[test], cfg, seed)
     a["gece_by_bins"] = {str(m): calibration_error(idx, y, ps, m).ece for m in cfg.bins_sweep}
     a["bin_gap"] = abs(
@@ -328,21 +252,8 @@ def run(cfg: Config, out: Path) -> RunResult:
     )
 
 
-def _split_stats(per_seed: dict, cfg: Config) -> dict | None:
-    if not cfg.alt_splits:
-        return None
-    seeds = cfg.seed_list
-    passed = np.array([per_seed[s]["B_splits"]["passed"] for s in seeds], dtype=bool)  # (seeds, splits)
-    rates = passed.mean(axis=1)
-    return {
-        "rates": rates,
-        "all_seeds": int(passed.all(axis=0).sum()),  # split indices j on which every seed passes
-        "p_indep": float(np.prod(rates)),  # P(claim holds) if each seed's split were drawn independently
-    }
-
-
 def _split_note(per_seed: dict, cfg: Config) -> str:
-    st = _split_stats(per_seed, cfg)
+    st = report.split_stats(per_seed, cfg)
     if st is None:
         return ""
     return (

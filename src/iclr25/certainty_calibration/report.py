@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..common.io import atomic_savefig
 from ..common.results import values
 from ..common.stats import mean_std
+from .config import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, Config
+from .data import stratified_halves, synthetic_speaker
 from .metrics import calibration_error, plot_reliability
 from .phrases import phrase_set
 from .transport import OTCalibrator
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Data A, first seed: reliability before/after OT (20 exact bins) and the OT map P(new | old)."""
     from iclr25.common.figures import subplots
 
-    from .experiment import _stratified_halves, synthetic_speaker
-
     seed = cfg.seed
     ps = phrase_set(cfg.phrases)
     _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
-    cal, test = _stratified_halves(idx, seed)
+    cal, test = stratified_halves(idx, seed)
     ot_cal = OTCalibrator(ps, bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, seed=seed)
     new = ot_cal.fit(idx[cal], y[cal]).transform(idx[test])
     fig, axes = subplots(1, 2, figsize=(10, 4.2))
@@ -73,9 +69,7 @@ def report_md(cfg: Config, per_seed: dict) -> str:
 
 
 def _split_table(per_seed: dict, cfg: Config) -> str:
-    from .experiment import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, _split_stats
-
-    st = _split_stats(per_seed, cfg)
+    st = split_stats(per_seed, cfg)
     if st is None:
         return ""
     rows = []
@@ -101,3 +95,18 @@ def _split_table(per_seed: dict, cfg: Config) -> str:
         f"{int(np.mean(values(per_seed, 'B/n_test')))} test items per seed the cal/test split, not the method, decides "
         "this verdict.\n"
     )
+
+
+def split_stats(per_seed: dict, cfg: Config) -> dict | None:
+    """Data B's alternative-split sweep summarised over seeds: each seed's pass rate, the split indices on which
+    every seed passes, and P(every seed passes) were each seed's split drawn independently (``None`` without a sweep)."""
+    if not cfg.alt_splits:
+        return None
+    seeds = cfg.seed_list
+    passed = np.array([per_seed[s]["B_splits"]["passed"] for s in seeds], dtype=bool)  # (seeds, splits)
+    rates = passed.mean(axis=1)
+    return {
+        "rates": rates,
+        "all_seeds": int(passed.all(axis=0).sum()),  # split indices j on which every seed passes
+        "p_indep": float(np.prod(rates)),  # P(claim holds) if each seed's split were drawn independently
+    }
