@@ -9,7 +9,7 @@ SCOPE needs no human labels. It splits the training set in halves D₁/D₂, fin
 (x, y) ∈ D₂ samples an *unfaithful* y⁻ by switching, token by token with probability α, from p_θ₀(·|x, y<t) to the
 context-free pre-trained LM p_LM(·|y<t) — fluent text that drifts away from x. Preference tuning (DPO, π_ref = p_θ₀)
 on (x, chosen = y, rejected = y⁻) then teaches the model to prefer grounded continuations (the paper's Fig. 1).
-``Config`` is the reproduction's configuration (``experiment.py``: the synthetic world's data, the model, both
+``Config`` is the reproduction's configuration (``config.py``: the synthetic world's data, the model, both
 stages and the noise levels α); ``World`` configures the synthetic biographies.
 
 Example::
@@ -21,8 +21,8 @@ Example::
 """
 
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer
+from .config import Config
 from .data import load_data_to_text
-from .experiment import Config
 from .metrics import corpus_bleu, nli_faithfulness
 from .noisy_generation import (
     ScopeNoiseProcessor,

@@ -4,7 +4,6 @@ Fig. 1 pipeline (SFT p_θ₀, continued SFT, CAD, SCOPE at each noise level α) 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,8 +11,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 
 def arms(cfg: Config) -> list[tuple[str, str]]:
