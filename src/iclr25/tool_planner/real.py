@@ -34,7 +34,7 @@ import functools
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from ..common.claims import Claim, all_of, make_claim
 from ..common.results import RunDir, RunResult, aggregate, values
 from ..common.stats import paired_note
 from . import report
+from .config import K_ALL, PARTS, RealConfig
 from .llm import HeuristicPolicy, OpenAICompatibleLLM
 from .nestful import (
     NestfulSimBackend,
@@ -55,12 +56,7 @@ from .planner import Budget, DFSDTAgent, EpisodeResult, ReActAgent, ToolPlanner,
 from .schemas import Tool
 from .toolkits import ToolIndex, ToolkitSet, build_toolkits
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import RealConfig
-
-K_ALL = 0  # in k grids: k = N (one API per toolkit), as in the quick preset
 METHODS = ("tool_planner", "react", "dfsdt")
-PARTS = ("executable", "glaive", "sgd")
 TUNING_SEED = 10_000  # the seed of every tuning run (the quick preset's validation seed)
 
 Item = tuple[NestfulTask, list[dict]]  # a task and its resolved gold call sequence

@@ -5,7 +5,6 @@ ReAct-like and DFSDT-like agents."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,10 +13,8 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
+from .config import Config
 from .llm import HEURISTIC_LABEL
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
