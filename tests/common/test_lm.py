@@ -4,14 +4,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 import torch
 
 from iclr25.cascading_kv.corpus import stdlib_corpus, unigram_entropy  # the corpus the LM loop is tested on
-from iclr25.common.lm import byte_tokenizer, encode_corpus, tiny_causal_lm, tiny_config, train_bpe
-from iclr25.common.train import LMTrainConfig, evaluate_lm, lr_at, train_lm
+from iclr25.common.lm import byte_tokenizer, tiny_causal_lm, tiny_config, train_bpe
+from iclr25.common.schedule import warmup_cosine_factor
+from iclr25.common.train import LMTrainConfig, evaluate_lm, train_lm
 
 HERE = Path(__file__).parent
 
@@ -25,6 +27,20 @@ def test_tiny_models_build_with_gqa_and_are_deterministic(arch):
     x = torch.randint(0, 50, (2, 7))
     assert torch.equal(a(x).logits, b(x).logits)
     assert a(x).logits.shape == (2, 7, 50)
+
+
+def lr_at(step: int, cfg: LMTrainConfig) -> float:
+    """The learning rate ``train_lm`` uses at ``step`` (its transformers schedule times ``cfg.lr``)."""
+    return cfg.lr * warmup_cosine_factor(cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)(step)
+
+
+def encode_corpus(tokenizer, docs: Iterable[str], add_eos: bool = True) -> torch.Tensor:
+    """Concatenate documents into one 1-D LongTensor of token ids (eos between documents)."""
+    docs = list(docs)
+    ids = tokenizer(docs, add_special_tokens=False)["input_ids"]
+    eos = [tokenizer.eos_token_id] if add_eos else []
+    flat = [t for d in ids for t in (d + eos)]
+    return torch.tensor(flat, dtype=torch.long)
 
 
 def test_config_errors_name_the_parameter():

@@ -55,13 +55,6 @@ def need_seed(name: str, v) -> int:
     return v
 
 
-def need_list(name: str, v, what: str) -> Sequence:
-    """A list or tuple (not a str)."""
-    if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
-        raise ValueError(f"{name} must be a list of {what}, got {type(v).__name__} {v!r:.80}")
-    return v
-
-
 def need_pairs(name: str, v) -> list[tuple[str, str]]:
     """A sequence of (str, str) pairs."""
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):

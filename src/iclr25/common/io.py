@@ -126,16 +126,6 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return _atomic(path, w)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    def w(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-
-    return _atomic(path, w)
-
-
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy/torch scalars and arrays, tuples, paths and dataclasses to plain JSON types.
 

@@ -129,14 +129,3 @@ def _wrap(tok) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>", unk_token="<unk>"
     )
-
-
-def encode_corpus(
-    tokenizer: PreTrainedTokenizerFast, docs: Iterable[str], add_eos: bool = True
-) -> torch.Tensor:
-    """Concatenate documents into one 1-D LongTensor of token ids (eos between documents)."""
-    docs = list(docs)
-    ids = tokenizer(docs, add_special_tokens=False)["input_ids"]
-    eos = [tokenizer.eos_token_id] if add_eos else []
-    flat = [t for d in ids for t in (d + eos)]
-    return torch.tensor(flat, dtype=torch.long)

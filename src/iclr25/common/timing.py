@@ -41,16 +41,3 @@ def best_times(
             if r >= warmup:
                 best[n] = min(best[n], dt)
     return best
-
-
-def time_ratio(
-    numerator: Callable[[], Any],
-    denominator: Callable[[], Any],
-    repeats: int = 5,
-    clock: str = "process",
-    warmup: int = 1,
-) -> float:
-    """``best time(numerator) / best time(denominator)``, measured interleaved; NaN when the denominator took no
-    measurable time (a ratio against zero is undefined)."""
-    t = best_times({"num": numerator, "den": denominator}, repeats, clock, warmup)
-    return t["num"] / t["den"] if t["den"] > 0 else float("nan")

@@ -55,11 +55,6 @@ class LMTrainConfig:
         check_fields(self)  # the bounds declared above
 
 
-def lr_at(step: int, cfg: LMTrainConfig) -> float:
-    """Linear warm-up to ``lr`` over ``warmup_steps``, then cosine to ``lr * min_lr_ratio`` at ``steps``."""
-    return cfg.lr * warmup_cosine_factor(cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)(step)
-
-
 def stream_batch(tokens: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator):
     """Random windows of ``seq_len`` tokens from a 1-D token stream: ``(input_ids, labels)``, both (B, L)."""
     if tokens.ndim != 1:
