@@ -408,8 +408,38 @@ def cmd_config(args: argparse.Namespace) -> int:
         "device": _device_note(getattr(cfg, "device", "cpu"), registry.get(args.slug).numpy_only),
         "config": to_jsonable(dataclasses.asdict(cfg)),
     }
+    dl = downloads_of(exp, cfg)
+    if dl is not None:
+        doc["downloads"] = dl
+        doc["download_bytes"] = sum(d["bytes"] for d in dl if isinstance(d.get("bytes"), int))
     print(json.dumps(doc, indent=2))
     return 0
+
+
+DOWNLOAD_KEYS = ("what", "source", "bytes")
+
+
+def downloads_of(exp, cfg) -> list[dict] | None:
+    """What a run of ``cfg`` would download (the ``full`` presets name the papers' models and data by hub id and
+    ``datasets`` name): ``cfg.downloads()`` or the experiment module's ``downloads(cfg)``, a list of dicts with
+    ``what`` (model / dataset / split), ``source`` (hub id or ``datasets`` name) and ``bytes`` (int, or ``None``
+    when unknown without the network); ``None`` when the system declares nothing. Nothing is fetched."""
+    fn = getattr(cfg, "downloads", None)
+    items = (
+        fn() if callable(fn) else (exp.downloads(cfg) if callable(getattr(exp, "downloads", None)) else None)
+    )
+    if items is None:
+        return None
+    out = []
+    for d in items:
+        d = dict(d)
+        missing = [k for k in DOWNLOAD_KEYS if k not in d]
+        if missing:
+            raise ValueError(
+                f"downloads(): each item needs keys {DOWNLOAD_KEYS}, got {sorted(d)} (missing {missing})"
+            )
+        out.append(d)
+    return out
 
 
 def _mb(n: int) -> str:
