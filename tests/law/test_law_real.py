@@ -102,7 +102,7 @@ def test_wash_of_two_known_facts_drops_them_fast_equals_slow(smollm2):
     reps = {}
     for fast in (False, True):
         m = copy.deepcopy(model)
-        reps[fast] = wash(m, tok, facts, [5, 6], cov, steps=40, lr=1e-5, fast=fast, z_cache=z_cache)
+        reps[fast] = wash(m, tok, facts, [5, 6], cov, steps=15, lr=1e-5, fast=fast, z_cache=z_cache)
         if fast:
             assert not fact_known(m, tok, facts).any()  # both washed
         del m
