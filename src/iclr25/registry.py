@@ -305,6 +305,7 @@ SYSTEMS: tuple[System, ...] = (
         "2410.15143",
         "Adaptive layer freezing and frequency-based retrieval beat other online CL methods at equal FLOPs and "
         "memory budgets.",
+        real_preset=True,
     ),
     System(
         "certainty_calibration",

@@ -21,9 +21,10 @@ from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.fields import bounded
 from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import t_interval95
 
-from . import report
+from . import real, report
 from .budget import count_block_flops, model_bytes
 from .model import TinyResNet
 from .runner import METHODS, equal_flops_online_iter, run_online
@@ -31,6 +32,7 @@ from .stream import disjoint_stream, gaussian_stream, load_digits16
 
 ARMS = ("er", "vanilla", "sar", "al", "al_sar", "er_equal")
 STREAMS = ("gaussian", "disjoint")
+REAL_STREAMS = ("si_blurry", "gaussian", "disjoint")
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,60 @@ PRESETS = {
 }
 
 
+@dataclass(frozen=True)
+class RealConfig(Config):
+    """The ``real`` preset's config: a Fashion-MNIST stream (``real.py``; issue #53). A subclass, so the quick preset
+    keeps its fields and config hash. Per seed ``n_train_per_class`` training images of each class (drawn by the
+    seed) form the stream, Si-Blurry by default (N = ``disjoint_ratio``, M = ``blurry_ratio``, ``n_tasks`` tasks);
+    the test images are the first ``n_test_per_class`` of each class. ``n_train`` and ``image_size`` of the digits
+    presets are not used (images stay 28×28)."""
+
+    streams: tuple[str, ...] = bounded(("si_blurry",), choices=REAL_STREAMS, each=True)
+    n_train_per_class: int = bounded(50, lo=1, hi=6000)
+    n_test_per_class: int = bounded(50, lo=1, hi=1000)
+    disjoint_ratio: float = bounded(0.5, lo=0, hi=1)  # Si-Blurry N
+    blurry_ratio: float = bounded(0.1, lo=0, hi=1)  # Si-Blurry M
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        base = Config()
+        for name in ("n_train", "image_size"):
+            if getattr(self, name) != getattr(base, name):
+                raise ValueError(
+                    f"{name} is a field of the digits presets, not used by the real preset; leave it at "
+                    f"{getattr(base, name)!r}, got {getattr(self, name)!r}"
+                )
+
+
+# quick's budget accounting on 28×28 images: model bytes + 160 exemplars' worth of bytes (quick: 40,960 B =
+# 160 × 256 B 16×16 images; here 160 × 784 B); FLOPs counted per block of the same TinyResNet
+PRESETS["real"] = RealConfig(
+    seeds=4, arms=("vanilla", "sar", "al_sar", "er_equal"), fisher="batch_mean", extra_bytes=160 * 28 * 28
+)
+
+
+def _order(cfg: Config, stream: str, labels: np.ndarray, seed: int) -> tuple[np.ndarray, dict]:
+    if stream == "si_blurry":
+        order, task, info = real.si_blurry_stream(
+            labels, cfg.n_tasks, cfg.disjoint_ratio, cfg.blurry_ratio, seed=derive_seed(seed, "si_blurry")
+        )
+        return order, {
+            "stream_length": int(order.size),
+            "stream_moved": info["n_moved"],
+            "stream_task_sizes": np.bincount(task, minlength=cfg.n_tasks).tolist(),
+            "stream_disjoint_classes": info["disjoint_classes"],
+            "stream_blurry_classes": info["blurry_classes"],
+        }
+    if stream == "gaussian":
+        return gaussian_stream(labels, cfg.sigma, seed=seed), {}
+    return disjoint_stream(labels, cfg.n_tasks, seed=seed), {}
+
+
 def one_seed(cfg: Config, seed: int) -> dict:
-    data = load_digits16(seed, size=cfg.image_size)
+    if isinstance(cfg, RealConfig):
+        data = real.fashion_stream_data(seed, cfg.n_train_per_class, cfg.n_test_per_class)
+    else:
+        data = load_digits16(seed, size=cfg.image_size)
     labels = data.train_y.numpy()
 
     def model_fn(c: int) -> TinyResNet:
@@ -114,10 +168,8 @@ def one_seed(cfg: Config, seed: int) -> dict:
     bf = count_block_flops(model_fn(data.n_classes), data.sample_shape)
     out: dict = {"per_sample_fisher_step_share": _per_sample_fisher_share(model_fn(data.n_classes), data, bf)}
     for stream in cfg.streams:
-        if stream == "gaussian":
-            order = gaussian_stream(labels, cfg.sigma, seed=seed)
-        else:
-            order = disjoint_stream(labels, cfg.n_tasks, seed=seed)
+        order, stream_info = _order(cfg, stream, labels, seed)
+        out.update(stream_info)
         if cfg.n_train:
             order = order[np.sort(np.random.default_rng(seed).permutation(order.size)[: cfg.n_train])]
         res: dict = {}
@@ -203,6 +255,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         return values(per_seed, f"{s0}/{arm}/{key}")
 
     found: list[Claim] = []
+    pre = "real_" if isinstance(cfg, RealConfig) else ""  # the real preset's claim ids (issue #53)
 
     def paired(a: list[float], b: list[float]) -> str:
         lo, hi = t_interval95(np.asarray(a) - np.asarray(b))
@@ -214,11 +267,15 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         if cfg.fisher == "batch_mean"
         else " (the paper's; charged in full)"
     )
-    note_scale = "digits at 16×16, ~0.1 M-param ResNet, 1 437-sample stream; the paper's effects were measured on CIFAR/ImageNet"
+    note_scale = (
+        f"Fashion-MNIST at 28×28, ~0.1 M-param ResNet, {10 * cfg.n_train_per_class}-sample {s0} stream"
+        if isinstance(cfg, RealConfig)
+        else "digits at 16×16, ~0.1 M-param ResNet, 1 437-sample stream"
+    ) + "; the paper's effects were measured on CIFAR/ImageNet"
     if {"sar", "vanilla"} <= set(cfg.arms):
         found.append(
             make_claim(
-                "sampling_gain",
+                f"{pre}sampling_gain",
                 "Frequency-based (similarity-aware) retrieval beats random retrieval by ≥ 1.0 A_auc "
                 "point at the same iterations.",
                 "A_auc (%) +SAR − Vanilla",
@@ -233,11 +290,11 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     if {"sar", "al_sar"} <= set(cfg.arms):
         found.append(
             all_of(
-                "freezing_saves",
+                f"{pre}freezing_saves",
                 "Adaptive layer freezing saves ≥ 5 % training FLOPs with ≤ 1.0 A_auc point drop.",
                 [
                     make_claim(
-                        "freezing_saves",
+                        f"{pre}freezing_saves",
                         "FLOPs(aL-SAR) / FLOPs(+SAR) ≤ 0.95",
                         "training GFLOPs ratio",
                         method=v("al_sar", "gflops"),
@@ -247,7 +304,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
                         compare="ratio",
                     ),
                     make_claim(
-                        "freezing_saves",
+                        f"{pre}freezing_saves",
                         "A_auc(+SAR) − A_auc(aL-SAR) ≤ 1.0",
                         "A_auc drop (points)",
                         method=v("sar", "a_auc"),
@@ -268,7 +325,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     if {"al_sar", "er_equal"} <= set(cfg.arms):
         found.append(
             make_claim(
-                "equal_budget_win",
+                f"{pre}equal_budget_win",
                 "At equal training FLOPs and equal memory bytes, aL-SAR's A_auc ≥ ER's + 1.0 point.",
                 "A_auc (%) aL-SAR − ER(equal FLOPs)",
                 method=v("al_sar", "a_auc"),

@@ -29,6 +29,17 @@ def diffs(a: list[float], b: list[float]) -> str:
     return ", ".join(f"{x - y:+.2f}" for x, y in zip(a, b, strict=True))
 
 
+def _data_line(cfg: Config) -> str:
+    if not hasattr(cfg, "n_train_per_class"):
+        return "- scikit-learn digits (16×16, 10 classes, 1 437 stream samples)"
+    return (
+        f"- Fashion-MNIST (28×28, MIT; real preset): per seed {cfg.n_train_per_class} training images per class "
+        f"drawn by the seed ({10 * cfg.n_train_per_class}-sample stream, {'/'.join(cfg.streams)}: N = "
+        f"{cfg.disjoint_ratio:g} disjoint classes, M = {cfg.blurry_ratio:g} blurry samples, {cfg.n_tasks} tasks), "
+        f"test = the first {cfg.n_test_per_class} test images of each class"
+    )
+
+
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Anytime accuracy of every arm on every stream."""
     from iclr25.common.figures import subplots
@@ -42,7 +53,8 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
             ax.plot(x, np.mean([c[:n] for c in curves], 0), label=arm)
         ax.set_xlabel("stream samples")
         ax.set_ylabel("accuracy on seen classes (%)")
-        ax.set_title(f"digits, {stream} stream (mean of {len(per_seed)} seeds)")
+        name = "Fashion-MNIST" if hasattr(cfg, "n_train_per_class") else "digits"
+        ax.set_title(f"{name}, {stream} stream (mean of {len(per_seed)} seeds)")
         ax.legend(fontsize=8)
     return atomic_savefig(fig, path)
 
@@ -111,8 +123,9 @@ def report_md(cfg: Config, per_seed: dict) -> str:
         "convention (bwd = 2× fwd, freezing saves the frozen prefix's backward) incl. method overheads."
         + "\n".join(rows)
         + "\n\n## Deviations from the paper at this scale\n"
-        "- scikit-learn digits (16×16, 10 classes, 1 437 stream samples) and a 0.1 M-param ResNet instead of "
-        "CIFAR/ImageNet with ResNet-18/32; no data augmentation, fp32 (no AMP).\n"
+        + _data_line(cfg)
+        + " and a 0.1 M-param ResNet instead of CIFAR/ImageNet with ResNet-18/32; no data augmentation, fp32 "
+        "(no AMP).\n"
         "- The classifier head has all outputs from the start, unseen classes masked (equivalent to the growing head).\n"
         "- SAR's per-sample gradients are only used on steps where every target layer was trained (frozen blocks "
         "have no backward, hence no gradients).\n"

@@ -352,8 +352,9 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         )
     )
     d_rob, d_noise, d_clean = (_diffs(per_seed, arm, k) for k in ("robust", "noise_ladder", "clean"))
+    pre = "real_" if isinstance(cfg, RealConfig) else ""  # the real preset's claim ids (issue #53)
     c_robust = make_claim(
-        "robust_not_worse",
+        f"{pre}robust_not_worse",
         f"The pre-registered DST arm ({arm})'s robust accuracy (mean over 15 corruptions × 5 severities) is "
         "≥ dense − 0.5 points.",
         "robust accuracy (points): DST − dense",
@@ -365,7 +366,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         note=f"{pick}; {_bound_note(d_rob, -0.5, 'lower')}; {scale}",
     )
     c_noise = make_claim(
-        "noise_group_gain",
+        f"{pre}noise_group_gain",
         f"On gaussian/shot/impulse noise at the two strongest ladder levels (where dense loses ≥ "
         f"{cfg.min_noise_drop:g} points) the DST arm ({arm})'s mean accuracy exceeds dense.",
         "noise-ladder accuracy (points): DST − dense (> 0)",
@@ -382,11 +383,11 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         compare="difference",
     )
     c_clean = all_of(
-        "clean_parity",
+        f"{pre}clean_parity",
         f"The DST arm ({arm})'s clean accuracy is within 1.5 points of dense.",
         [
             make_claim(
-                "clean_parity",
+                f"{pre}clean_parity",
                 "DST − dense ≥ −1.5",
                 "clean accuracy (points): DST − dense",
                 threshold=-1.5,
@@ -395,7 +396,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
                 **clean_kw,
             ),
             make_claim(
-                "clean_parity",
+                f"{pre}clean_parity",
                 "DST − dense ≤ +1.5",
                 "clean accuracy (points): DST − dense",
                 threshold=1.5,
