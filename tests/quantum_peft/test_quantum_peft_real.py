@@ -101,6 +101,9 @@ def test_full_preset_names_the_papers_assets_and_runs_on_miniatures(tmp_path, sm
     full = exp.PRESETS["full"]
     assert full.model == "openai-community/gpt2-medium" and full.corpus == "tuetschek/e2e_nlg"
     assert full.device == "cuda" and full.qpeft.target_modules == ["c_attn"] and full.downloads
+    # `iclr25 config quantum_peft --preset full` lists both hub downloads; the real preset downloads nothing
+    assert [d["source"] for d in exp.downloads(full)] == [full.model, full.corpus]
+    assert exp.downloads(exp.PRESETS["real"]) is None
     folder, pq = _miniature(tmp_path, smollm2[1])
     ids, texts = real.load_texts(dataclasses.replace(full, corpus=pq))
     assert len(texts) == 60 and texts[0].startswith("name[The Eagle 0]") and "\n" in texts[0]

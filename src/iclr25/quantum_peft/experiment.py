@@ -595,3 +595,26 @@ def run_digits(cfg: Config, out: Path) -> RunResult:
         valid=valid,
         invalid_reason=reason,
     )
+
+
+# what a real/full run fetches when its model or corpus is a hub id / `datasets` name (sizes approximate, from the
+# hub listings; `iclr25 config quantum_peft --preset full` shows them; nothing is fetched here)
+_HUB_SIZES = {
+    "openai-community/gpt2-medium": ("model (model.safetensors ≈ 1.52 GB, MIT)", 1_520_000_000),
+    "tuetschek/e2e_nlg": ("dataset, split train (42,061 rows, CC BY-SA 4.0; ≈ 10 MB)", 10_000_000),
+}
+
+
+def downloads(cfg: Config) -> list[dict] | None:
+    """The hub model and ``datasets`` corpus a run of ``cfg`` would download (``None``: only local assets)."""
+    if not isinstance(cfg, RealConfig):
+        return None
+    from ..assets.catalog import NAMES
+
+    items = []
+    for src in (cfg.model, cfg.corpus):
+        if src in NAMES or src.endswith(".parquet") or Path(src).expanduser().exists():
+            continue
+        what, size = _HUB_SIZES.get(src, ("hub model or dataset (size unknown offline)", None))
+        items.append({"what": what, "source": src, "bytes": size})
+    return items or None
