@@ -326,6 +326,7 @@ SYSTEMS: tuple[System, ...] = (
         "Flow matching over rigid building blocks on SE(3) predicts MOF structures more accurately and faster "
         "than atom-level methods.",
         extra="chem",
+        real_preset=True,
     ),
 )
 

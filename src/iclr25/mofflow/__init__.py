@@ -26,6 +26,7 @@ from .baselines import assembly_energy, prior_only, random_search
 from .building_blocks import MOF, MOFBatch, canonical_frame, collate, mof_from_blocks, mof_from_structure
 from .decomposition import (
     BlockDecomposition,
+    PeriodicBlockError,
     bond_graph,
     decompose_mof,
     mof_from_cif,
@@ -69,7 +70,7 @@ def predict(
 __all__ = [
     "MOF", "MOFBatch", "canonical_frame", "collate", "mof_from_blocks", "mof_from_structure",
     "BlockDecomposition", "bond_graph", "decompose_mof", "mof_from_cif", "unwrap_blocks", "validate_lattice",
-    "validate_structure",
+    "validate_structure", "PeriodicBlockError",
     "ToyMOFConfig", "make_toymof", "toymof_dataset",
     "LatticePrior", "sample_prior", "interpolate", "loss_scale", "flow_matching_loss", "euler_sample",
     "model_predictor", "MOFFlowConfig", "MOFFlowNet", "FlowTrainConfig", "train_mofflow", "save_checkpoint",

@@ -39,6 +39,7 @@ __all__ = [
     "decompose_mof",
     "unwrap_blocks",
     "mof_from_cif",
+    "PeriodicBlockError",
 ]
 
 MAX_Z = 100
@@ -139,6 +140,16 @@ def _edges(sg) -> list[tuple[int, int, np.ndarray]]:
     return out
 
 
+class PeriodicBlockError(ValueError):
+    """A block whose bonds close a loop through the lattice (infinite rod / sheet node, or an infinite organic
+    chain): it has no finite rigid shape. ``block`` the block id, ``site`` the site reached at two images,
+    ``kind`` ``"metal_node"`` / ``"organic_linker"`` (set by :func:`decompose_mof`; ``"user"`` otherwise)."""
+
+    def __init__(self, message: str, block: int, site: int, kind: str = "user"):
+        super().__init__(message)
+        self.block, self.site, self.kind = block, site, kind
+
+
 @dataclass
 class BlockDecomposition:
     """Result of :func:`decompose_mof`.
@@ -234,10 +245,12 @@ def unwrap_blocks(structure: Structure, block_index: np.ndarray, graph=None, tol
                         pos[v] = want
                         q.append(v)
                     elif np.abs(pos[v] - want).max() > tol:
-                        raise ValueError(
+                        raise PeriodicBlockError(
                             f"block {int(b)} is periodic: site {v} ({structure[v].specie}) is bonded into it at two "
                             f"different periodic images; a rigid building block must be finite (check the bonds, "
-                            "e.g. an infinite rod metal node, or give another block_index)"
+                            "e.g. an infinite rod metal node, or give another block_index)",
+                            int(b),
+                            int(v),
                         )
     return pos @ L
 
@@ -275,7 +288,14 @@ def decompose_mof(structure: Structure | str | os.PathLike, strategy=None) -> Bl
     n_node = int(lab_node.max()) + 1
     block_index = np.where(node, lab_node, lab_link + n_node)
     kinds = ["metal_node"] * n_node + ["organic_linker"] * (int(lab_link.max()) + 1 if (~node).any() else 0)
-    X = unwrap_blocks(structure, block_index, sg)
+    try:
+        X = unwrap_blocks(structure, block_index, sg)
+    except PeriodicBlockError as e:
+        kind = kinds[e.block]
+        what = "an infinite rod / sheet metal node" if kind == "metal_node" else "an infinite organic chain"
+        raise PeriodicBlockError(
+            f"{e} [{kind} {e.block}: {what}; MOFFlow's blocks are finite rigid bodies]", e.block, e.site, kind
+        ) from None
     max_bond = 0.0
     for i, j, _ in edges:
         if block_index[i] == block_index[j]:
