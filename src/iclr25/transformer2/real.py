@@ -184,13 +184,17 @@ def build_sentiment(seed: int, tokenizer, n_test: int, n_val: int, max_tokens: i
     return TaskData("sentiment", "label", labels, items[tr], items[va], items[te], counts)
 
 
-_HEADER = re.compile(r"\A(?:[A-Za-z-]+:.*\n)+\n", re.MULTILINE)
+_HEADER_LINE = re.compile(r"[A-Za-z][A-Za-z0-9-]*: ")
 
 
 def strip_headers(text: str) -> str:
     """A news post without its header block (``Newsgroups:``, ``Path:``, ``From:`` … up to the first blank line),
-    which names the newsgroup."""
-    return _HEADER.sub("", text.replace("\r\n", "\n"), count=1)
+    which names the newsgroup; a text that does not start with a header line is returned unchanged."""
+    text = text.replace("\r\n", "\n")
+    if not _HEADER_LINE.match(text):
+        return text
+    head, sep, body = text.partition("\n\n")
+    return body if sep else ""
 
 
 def source_documents(tokenizer, max_tokens: int, min_words: int) -> dict[str, list[tuple[str, str]]]:
