@@ -134,7 +134,7 @@ def test_full_preset_names_the_papers_assets_and_runs_on_a_miniature(smollm2, tm
     folder = tmp_path / "tiny-gpt2"
     torch.manual_seed(0)
     GPT2LMHeadModel(
-        GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=4, n_head=2, n_positions=64)
+        GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=4, n_head=2, n_positions=512)
     ).save_pretrained(folder)
     tok.save_pretrained(folder)
     rows = [
