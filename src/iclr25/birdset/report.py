@@ -5,7 +5,6 @@ per-arm results table and the deviations from the paper."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,8 +12,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import ARMS, Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
@@ -38,7 +36,6 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
 
 def report_md(cfg: Config, per_seed: dict) -> str:
     """Setup, results table (mean ± std over seeds per arm), data statistics and deviations from the paper."""
-    from .experiment import ARMS  # the experiment imports this module
 
     rows = [
         "| arm | training windows | focal cmAP | soundscape cmAP | soundscape AUROC | soundscape T1-Acc | "
