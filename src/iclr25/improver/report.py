@@ -8,7 +8,6 @@ and the paired per-seed differences ImProver − other with their 95 % Student-t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,8 +15,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import interval_note, mean_std, sign_note, t_interval95
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import ARMS, LEAN_ARMS, Config
 
 
 def _keep(cfg: Config) -> str:
@@ -28,8 +26,6 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Length Improvement and improved accuracy of every arm (bars: mean over seeds, dots: seeds), and the
     paired per-seed CoS − no-CoS differences with their 95 % interval."""
     from iclr25.common.figures import subplots
-
-    from .experiment import ARMS  # the experiment imports this module
 
     kind = cfg.result_key
     seeds = sorted(per_seed)
@@ -89,7 +85,6 @@ def _table(per_seed: dict, kind: str, arms) -> list[str]:
 def report_md(cfg: Config, per_seed: dict) -> str:
     """The arms tables (the trained LM's or the Lean backend's; the scripted double's, report only), the
     paired per-seed differences with their 95 % intervals, and one example rewrite."""
-    from .experiment import ARMS, LEAN_ARMS  # the experiment imports this module
 
     kind = cfg.result_key
     seeds = sorted(per_seed)
