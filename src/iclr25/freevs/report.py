@@ -5,7 +5,6 @@ table and the paired per-seed differences behind the claims."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,8 +12,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std, paired_note
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 # the two trained FreeVS-tiny variants: with / without the viewpoint simulation (paper §3.2)
 VARIANTS = ("sim", "nosim")
