@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -11,8 +10,7 @@ import torch
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import BACK, FRONT, Config
 
 ARMS = ("image_only", "dual", "refined", "oracle")
 TABLE_METRICS = ("psnr_back", "psnr_input", "psnr_novel", "ssim_back", "chamfer", "chamfer_alpha05")
@@ -47,7 +45,6 @@ def figure(cfg: Config, per_seed: dict, path: Path, test=None, backs: dict | Non
     of the first seed, which calls this with the test set ``test`` and its back-view renders ``backs``
     (``image_only``, ``dual``, ``refined`` → (≤ 4, H, W, 3)); ``run`` calls it without them and gets the grid
     written then (none when that seed was computed elsewhere without it)."""
-    from .experiment import BACK, FRONT
 
     if backs is not None:
         if test is None:
