@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..common.claims import Stat
 from ..common.io import atomic_savefig
 from ..common.results import values
 from ..common.stats import mean_std
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
