@@ -224,6 +224,7 @@ SYSTEMS: tuple[System, ...] = (
         "Yu Wang, Ruihan Wu, Zexue He, Xiusi Chen, Julian McAuley",
         "2405.16720",
         "Editing a few MLP matrices removes a very large set of facts while preserving reasoning ability.",
+        extra="llm",  # the real preset's corpora (datasets.Dataset) and the full preset's CounterFact
         real_preset=True,
     ),
     System(
@@ -268,6 +269,7 @@ SYSTEMS: tuple[System, ...] = (
         "2406.17808",
         "Cascading sub-caches that accept tokens at exponentially spaced rates keep important tokens far beyond a "
         "sliding window, with linear-cost prefill.",
+        extra="llm",  # the real preset's Shakespeare (datasets.Dataset) and the full preset's PG19
         real_preset=True,
     ),
     System(

@@ -40,7 +40,7 @@ def test_list_prints_19_rows(capsys):
     "argv,needle",
     [
         (["run", "nosuch"], "runnable: all, pds"),
-        (["run", "pds", "--preset", "huge"], "valid: smoke, quick, full"),
+        (["run", "pds", "--preset", "huge"], "valid: smoke, quick, real, full"),
         (["run", "pds", "--seeds", "0"], "--seeds must be an integer in [1, 1000]"),
         (["run", "pds", "--seeds", "three"], "--seeds must be an integer in [1, 1000]"),
         (["run", "pds", "--seed", "-1"], "--seed must be an integer in [0, "),
