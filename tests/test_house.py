@@ -27,6 +27,7 @@ RUN_PATH = {"experiment", "real", "report", "config"}
 HOUSE = (
     "birdset",
     "certainty_calibration",
+    "dst_robustness",
     "freevs",
     "hgm",
     "improver",

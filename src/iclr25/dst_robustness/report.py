@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,11 +10,9 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
+from .config import Config, arm_name, ladder_note, noise_ladder
 from .corruptions import COMMON_CORRUPTIONS, SEVERITIES
 from .robustness import relative_gain, zero_error_corruptions
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
 
 
 def _ms(per_seed: dict, key: str) -> str:
@@ -41,8 +38,6 @@ def _mce_note(per_seed: dict) -> str:
 
 def report_md(cfg: Config, per_seed: dict) -> str:
     """The results table (every arm), the per-corruption table of the pre-registered arm and the set-up notes."""
-    from .experiment import arm_name, ladder_note  # the experiment imports this module
-
     arms, best = [a for a, _ in cfg.arms()], arm_name(cfg.claim_method, cfg.claim_sparsity)
     rows = [
         "| arm | density | clean acc | robust acc | noise ladder (claim) | CIFAR-C noise sev 4–5 "
@@ -115,8 +110,6 @@ def _data_lines(cfg: Config, per_seed: dict) -> str:
 
 
 def _ladder_table(cfg: Config, per_seed: dict, arm: str) -> str:
-    from .experiment import noise_ladder  # the experiment imports this module
-
     parts = []
     for i, (name, levels) in enumerate(noise_ladder(cfg)):
         for j, lv in enumerate(levels):
@@ -129,8 +122,6 @@ def _ladder_table(cfg: Config, per_seed: dict, arm: str) -> str:
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Mean corrupted accuracy per severity (every arm), the relative gain of the pre-registered arm per
     corruption and severity, and the Radius–Accuracy curves."""
-    from .experiment import arm_name  # the experiment imports this module
-
     arms, best = [a for a, _ in cfg.arms()], arm_name(cfg.claim_method, cfg.claim_sparsity)
     from iclr25.common.figures import subplots
 
