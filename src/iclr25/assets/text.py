@@ -300,6 +300,55 @@ def load_wordnet_glosses() -> Any:
     return _dataset(rows)
 
 
+def load_wordnet_pointers(symbols: tuple[str, ...] = ("!",)) -> Any:
+    """WordNet 3.0's pointers with the given symbols (``"!"`` antonym, ``"#p"`` part holonym, ``"*"`` verb
+    entailment, … as in ``wndb(5WN)``) as a ``datasets.Dataset``: ``symbol, pos, offset, word`` (the source) and
+    ``target_pos, target_offset, target`` — for a lexical pointer the two words it links, for a semantic one each
+    synset's first lemma; adjective markers such as ``(a)`` / ``(p)`` are dropped. File order, read from the
+    ``data.*`` files."""
+    d = path("wordnet") / "wordnet"
+    lemmas: dict[tuple[str, str], list[str]] = {}
+    raw = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        p = _WN_POS[pos]
+        for line in (d / f"data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("  "):  # the licence header
+                continue
+            f = line.partition(" | ")[0].split()
+            n_words = int(f[3], 16)
+            words = [re.sub(r"\([a-z]+\)$", "", f[4 + 2 * k]).replace("_", " ") for k in range(n_words)]
+            lemmas[(p, f[0])] = words
+            i = 4 + 2 * n_words
+            for k in range(int(f[i])):
+                sym, off, tpos, st = f[i + 1 + 4 * k : i + 5 + 4 * k]
+                if sym in symbols:
+                    raw.append(
+                        (
+                            sym,
+                            p,
+                            f[0],
+                            words,
+                            "a" if tpos == "s" else tpos,
+                            off,
+                            int(st[:2], 16),
+                            int(st[2:], 16),
+                        )
+                    )
+    rows = [
+        {
+            "symbol": sym,
+            "pos": p,
+            "offset": off,
+            "word": words[src - 1] if src else words[0],
+            "target_pos": tpos,
+            "target_offset": toff,
+            "target": lemmas[(tpos, toff)][dst - 1] if dst else lemmas[(tpos, toff)][0],
+        }
+        for sym, p, off, words, tpos, toff, src, dst in raw
+    ]
+    return _dataset(rows)
+
+
 def wordnet_root() -> Path:
     """The WordNet 3.0 database folder (``nltk.corpus.reader.WordNetCorpusReader`` reads it)."""
     return path("wordnet") / "wordnet"

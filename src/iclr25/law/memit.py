@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -298,6 +299,7 @@ class MemitResult:
     Z: torch.Tensor
     z_nll: torch.Tensor  # final NLL of the edit target under the optimised δ
     layers: list[MemoryLayer] = field(default_factory=list)
+    z_cpu_s: float = 0.0  # CPU seconds spent optimising target vectors z (0 when all came from a z_cache)
 
 
 def _solve_with_search(R, K, C, lam, W_norm, search: LamSearch | None):
@@ -324,6 +326,7 @@ def _memit(
     model, tokenizer, facts, mls, cov, lam, z, edit_target, templates, lam_search, keep, z_cache=None
 ) -> MemitResult:
     zl = mls[-1]
+    t_z = time.process_time()
     if z_cache is None:
         with torch.enable_grad():
             Z, _, znll = compute_z(model, tokenizer, facts, zl, z, edit_target, templates)
@@ -336,6 +339,7 @@ def _memit(
                 z_cache[f] = (zr.detach().clone(), nr.detach().clone())
         Z = torch.stack([z_cache[f][0] for f in facts])
         znll = torch.stack([z_cache[f][1] for f in facts])
+    z_cpu_s = time.process_time() - t_z
     if z.steps > 0 and float(znll.mean()) > math.log(2):
         warnings.warn(
             f"the target vectors z at {zl.name} do not make the model emit the edit target (mean NLL "
@@ -364,7 +368,7 @@ def _memit(
         for ml in mls:
             if ml.index in saved:
                 ml.module.weight.data.copy_(saved[ml.index])
-    return MemitResult(deltas, lams, Z, znll, mls)
+    return MemitResult(deltas, lams, Z, znll, mls, z_cpu_s)
 
 
 def memit_to_eos(

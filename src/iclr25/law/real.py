@@ -9,7 +9,15 @@ continuation starts with the answer), fixed before any washing:
   is the" → " yen"), ``city_state`` ("Chicago is a city in the state of" → " Illinois");
 - WordNet 3.0 noun hypernyms: ``hypernym`` ("A banana is a kind of" → " fruit"), from noun synsets whose first
   lemma and whose first hypernym's first lemma are single lower-case words (every ``wn_stride``-th such synset,
-  at most ``wn_candidates``).
+  at most ``wn_candidates``);
+- WordNet 3.0 antonyms (the ``!`` pointers of all four parts of speech): ``antonym`` ("The opposite of hot is" →
+  " cold"), both words single lower-case alphabetic words of ≥ 3 letters, one fact per word (its first antonym in
+  file order);
+- gensim's ``family`` section in both directions: ``family`` ("The female equivalent of a king is a" → " queen",
+  "The male equivalent of a queen is a" → " king").
+
+No fact's (subject, answer) pair is a pair of the nine grammatical sections in either order (they are the
+reasoning test; :func:`gram_pairs`).
 
 Per seed (the data and the model are fixed; a seed draws which known facts are washed and which are held out):
 of each washed relation's known facts ``heldout_frac`` are held out (never washed: *held-out, same relation*),
@@ -25,6 +33,7 @@ held-out Wikipedia text.
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +43,7 @@ import numpy as np
 import torch
 
 from ..common.claims import Claim, all_of, explain_failures, make_claim
+from ..common.io import atomic_write_json, read_json
 from ..common.progress import log
 from ..common.results import RunDir, RunResult, aggregate, values
 from ..common.seeding import derive_seed
@@ -41,14 +51,14 @@ from .baselines import ft_unlearn
 from .covariance import key_covariance
 from .evaluation import fact_known, fact_known_generate, generic_loss
 from .facts import Fact
-from .memories import resolve_layers
+from .memories import model_fingerprint, resolve_layers
 from .washing import apply_delta, wash
 
 if TYPE_CHECKING:  # the experiment imports this module
     from .experiment import RealConfig
 
 GEO_RELATIONS = ("capital", "capital_of", "currency", "city_state")
-RELATIONS = GEO_RELATIONS + ("hypernym",)
+RELATIONS = GEO_RELATIONS + ("hypernym", "antonym", "family")
 GRAM_SECTIONS = tuple(f"gram{i}" for i in range(1, 10))
 METHODS = ("law", "memit", "ft_ul")
 KNOWN_RULES = ("starts", "generate10")
@@ -116,6 +126,44 @@ def hypernym_facts(glosses, stride: int, limit: int) -> list[Fact]:
             cands.append((w, hyp[0]))
     cands = cands[::stride][:limit]
     return [Fact(f"{'An' if w[0] in 'aeiou' else 'A'} {w} is a kind of", f" {h}", w) for w, h in cands]
+
+
+def gram_pairs(analogies) -> set[frozenset[str]]:
+    """Every word pair of the nine grammatical sections (unordered): facts made of such a pair are excluded."""
+    return {frozenset(p) for sec in GRAM_SECTIONS for p in _pairs(analogies, sec)}
+
+
+def _word(w: str) -> bool:
+    return w.isalpha() and w.islower() and len(w) >= 3
+
+
+def antonym_facts(pointers, exclude: set[frozenset[str]] = frozenset()) -> list[Fact]:
+    """WordNet antonyms "The opposite of {a} is" → " {b}" from ``load_wordnet_pointers(("!",))``: both words single
+    lower-case alphabetic words of ≥ 3 letters, the pair not in ``exclude``, one fact per word (its first antonym
+    in file order: nouns, verbs, adjectives, adverbs)."""
+    out, seen = [], set()
+    for r in pointers:
+        a, b = r["word"], r["target"]
+        if (
+            r["symbol"] == "!"
+            and _word(a)
+            and _word(b)
+            and a != b
+            and a not in seen
+            and frozenset((a, b)) not in exclude
+        ):
+            seen.add(a)
+            out.append(Fact(f"The opposite of {a} is", f" {b}", a))
+    return out
+
+
+def family_facts(analogies, exclude: set[frozenset[str]] = frozenset()) -> list[Fact]:
+    """gensim's ``family`` pairs (male, female) in both directions: "The female equivalent of a {male} is a" →
+    " {female}" and "The male equivalent of a {female} is a" → " {male}" (sorted by the male word)."""
+    pairs = sorted(p for p in _pairs(analogies, "family") if frozenset(p) not in exclude)
+    return [Fact(f"The female equivalent of a {m} is a", f" {f}", m) for m, f in pairs] + [
+        Fact(f"The male equivalent of a {f} is a", f" {m}", f) for m, f in pairs
+    ]
 
 
 def grammar_items(analogies, per_section: int, shots: int) -> dict[str, list[Fact]]:
@@ -188,6 +236,25 @@ def counterfact_facts(name_or_path: str, split: str = "train") -> list[Fact]:
     return out
 
 
+def _known_cached(rule: str, model, tok, facts: list[Fact], cache: Path) -> torch.Tensor:
+    """The known-fact test of ``facts``, stored in the run's cache folder (a resumed run does not redo it); the
+    key covers the model's weights, the rule and every prompt and answer."""
+    if not facts:
+        return torch.zeros(0, dtype=torch.bool)
+    h = hashlib.sha256(f"{model_fingerprint(model)}|{rule}".encode())
+    for f in facts:
+        h.update(f"{f.prompt}\0{f.target}\0".encode())
+    path = Path(cache) / f"law_known_{h.hexdigest()[:24]}.json"
+    if path.is_file():
+        got = read_json(path)
+        if isinstance(got, list) and len(got) == len(facts) and all(isinstance(x, bool) for x in got):
+            return torch.tensor(got, dtype=torch.bool)
+    mask = known_fn(rule)(model, tok, facts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, [bool(x) for x in mask.tolist()])
+    return mask
+
+
 @dataclass
 class RealData:
     model: object
@@ -201,7 +268,13 @@ class RealData:
 
 
 def load_real(cfg: RealConfig, cache: Path) -> RealData:
-    from iclr25.assets import load_analogies, load_causal_lm, load_corpus, load_wordnet_glosses
+    from iclr25.assets import (
+        load_analogies,
+        load_causal_lm,
+        load_corpus,
+        load_wordnet_glosses,
+        load_wordnet_pointers,
+    )
 
     from ..common.device import get_device
 
@@ -210,17 +283,26 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
     model, tok = load_causal_lm(cfg.model, device=str(get_device(cfg.device)))
     an = load_analogies()
     cands = geo_facts(an)
-    if "hypernym" in cfg.washed_relations + cfg.other_relations:
+    rels = cfg.washed_relations + cfg.other_relations
+    if "hypernym" in rels:
         cands["hypernym"] = hypernym_facts(load_wordnet_glosses(), cfg.wn_stride, cfg.wn_candidates)
+    excl = gram_pairs(an)
+    if "antonym" in rels:
+        cands["antonym"] = antonym_facts(load_wordnet_pointers(("!",)), excl)
+    if "family" in rels:
+        cands["family"] = family_facts(an, excl)
     if cfg.facts_dataset:
         cands["counterfact"] = counterfact_facts(cfg.facts_dataset, cfg.facts_split)
     t1 = time.process_time()
-    known, counts = {}, {}
+    known, counts, filter_s = {}, {}, {}
     for rel in sorted(set(cfg.washed_relations + cfg.other_relations), key=list(cands).index):
         fs = cands[rel]
-        mask = known_fn(cfg.known_rule)(model, tok, fs) if fs else torch.zeros(0, dtype=torch.bool)
+        tr = time.process_time()
+        mask = _known_cached(cfg.known_rule, model, tok, fs, cache)
+        filter_s[rel] = time.process_time() - tr
         known[rel] = [f for f, k in zip(fs, mask.tolist()) if k]
         counts[rel] = {"candidates": len(fs), "known": len(known[rel])}
+        log(f"[law real] known filter {rel}: {len(known[rel])} of {len(fs)} ({filter_s[rel]:.0f} CPU-s)")
     t2 = time.process_time()
     grammar = grammar_items(an, cfg.gram_per_section, cfg.gram_shots)
     ppl = heldout_texts(load_corpus("wikipedia"), cfg.ppl_passages, cfg.ppl_chars)
@@ -230,6 +312,7 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
     )  # fmt: skip
     t3 = time.process_time()
     cpu = {"load": t1 - t0, "known_filter": t2 - t1, "covariance": t3 - t2}
+    cpu |= {f"known_filter_{rel}": v for rel, v in filter_s.items()}
     return RealData(model, tok, known, counts, grammar, ppl, cov, cpu)
 
 
@@ -316,8 +399,12 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
             m, data.tok, washed, layers, data.cov, lam=cfg.lam, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
             beta_ratio=cfg.beta_ratio, z_cache=z_cache, known_fn=_RULE["fn"], only_known=False,
         )  # fmt: skip
+        t_wash = time.process_time() - t
+        t = time.process_time()
         r["law"] = evaluate(m, data, sp, washed) | {
-            "cpu_s": time.process_time() - t,
+            "cpu_s": t_wash,
+            "eval_cpu_s": time.process_time() - t,
+            **{f"{k}_cpu_s": v for k, v in rep.cpu_s.items()},
             "z_nll": float("nan") if rep.z_nll is None else rep.z_nll,
             "known_before": rep.known_before,
             "remaining": [lr.remaining_after for lr in rep.layers],
@@ -327,7 +414,12 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
         t = time.process_time()
         mm = copy.deepcopy(data.model)
         apply_delta(mm, rep.init_deltas)
-        r["memit"] = evaluate(mm, data, sp, washed) | {"cpu_s": time.process_time() - t}
+        t_apply = time.process_time() - t
+        t = time.process_time()
+        r["memit"] = evaluate(mm, data, sp, washed) | {
+            "cpu_s": t_apply,
+            "eval_cpu_s": time.process_time() - t,
+        }
         del mm
         target = r["law"]["washed"]
         t = time.process_time()
@@ -340,8 +432,10 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
         fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
                         params=params, seed=seed, known_fn=_RULE["fn"])  # fmt: skip
         mf.eval()
+        t_ft = time.process_time() - t
+        t = time.process_time()
         r["ft_ul"] = evaluate(mf, data, sp, washed) | {
-            "cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
+            "cpu_s": t_ft, "eval_cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
         }  # fmt: skip
         del mf
         for k in METHODS:

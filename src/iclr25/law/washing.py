@@ -12,6 +12,7 @@ answers are re-tested (successive elimination) and only their keys are used at t
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -228,6 +229,8 @@ class WashReport:
     z_nll: float | None = None  # mean NLL of the edit target under the MEMIT target vectors z (init="memit")
     # init="memit": the MEMIT→EOS edit Δ⁰ per W_out name — applied alone it is the MEMIT baseline on the same facts
     init_deltas: dict[str, torch.Tensor] = field(default_factory=dict)
+    # CPU seconds per stage: "z" (target vectors), "init" (the rest of Δ⁰), "ascent", "elimination" (re-tests)
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict:
         return {
@@ -381,6 +384,8 @@ def wash(
         return report
     dev = mls[0].W.device
     lams: dict[int, float | None] = {ml.index: None for ml in mls}
+    clock = time.process_time()
+    cpu = report.cpu_s = {"z": 0.0, "init": 0.0, "ascent": 0.0, "elimination": 0.0}
     if init == "memit":
         res = _memit(
             model,
@@ -399,6 +404,7 @@ def wash(
         d0, lams = res.deltas, res.lams
         report.init_deltas = {ml.name: res.deltas[ml.index].cpu() for ml in mls}
         report.z_nll = float(res.z_nll.mean())
+        cpu["z"] = res.z_cpu_s
     elif init == "random":
         g = torch.Generator(device="cpu").manual_seed(int(seed))
         d0 = {
@@ -409,7 +415,9 @@ def wash(
         }
     else:
         d0 = {ml.index: torch.zeros(ml.d_out, ml.d_in, dtype=torch.float64, device=dev) for ml in mls}
+    cpu["init"] = time.process_time() - clock - cpu["z"]
     for ml in mls:
+        clock = time.process_time()
         C = covs[ml.index].to(dev)
         b = betas[ml.index] if betas[ml.index] is not None else beta_ratio * c_ratio(d0[ml.index], C)
         if not b > 0:  # a zero initialisation with a ratio-based β leaves no budget: nothing to do
@@ -420,9 +428,12 @@ def wash(
         ml.add_(res.delta)
         report.deltas[ml.name] = res.delta.cpu()
         used = list(alive)
+        cpu["ascent"] += time.process_time() - clock
+        clock = time.process_time()
         if successive_elimination:
             mask = known_fn(model, tokenizer, facts)
             alive = [i for i in range(len(facts)) if bool(mask[i])]
+        cpu["elimination"] += time.process_time() - clock
         report.layers.append(
             LayerReport(
                 ml.index,
