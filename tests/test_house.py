@@ -31,6 +31,7 @@ HOUSE = (
     "freevs",
     "hgm",
     "improver",
+    "ohio",
     "pfes_gim",
     "scope_faithfulness",
     "tool_planner",

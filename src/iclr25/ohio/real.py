@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +37,7 @@ from ..common.fmt import fmt_num
 from ..common.results import RunDir, RunResult, aggregate, values
 from ..common.seeding import derive_seed, seed_everything
 from ..common.stats import mean_std
+from .config import RealConfig
 from .dynamics import LearnedLinearModel
 from .learners import train_bc
 from .reacher import (
@@ -51,9 +51,6 @@ from .reacher import (
     run_hierarchical,
 )
 from .relabel import OfflineDataset, relabel
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import RealConfig
 
 REACH_DIST = 0.02  # m: fingertip (radius 0.01) touching the target (radius 0.009)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,8 +11,7 @@ from iclr25.common.fmt import fmt_num
 from iclr25.common.io import atomic_savefig
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 # the reacher arms of one seed, in table order (e2e_bc = the end-to-end baseline)
 ARMS = (
