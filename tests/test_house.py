@@ -26,6 +26,7 @@ PKG = Path(iclr25.__file__).resolve().parent
 RUN_PATH = {"experiment", "real", "report", "config"}
 HOUSE = (
     "birdset",
+    "budgeted_cl",
     "certainty_calibration",
     "dst_robustness",
     "freevs",
