@@ -34,6 +34,7 @@ HOUSE = (
     "improver",
     "ohio",
     "pfes_gim",
+    "quantum_peft",
     "scope_faithfulness",
     "tool_planner",
     "topic_unlearning",

@@ -33,7 +33,7 @@ import functools
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,10 +42,8 @@ import torch.nn.functional as F
 from ..common.claims import Claim, make_claim
 from ..common.results import RunDir, RunResult, aggregate, values
 from ..common.seeding import derive_seed, numpy_rng
+from .config import RealConfig
 from .model import get_qpeft_model
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import RealConfig
 
 ARMS = ("qpeft", "lora")
 CHARS_PER_TOKEN = 8  # a window is cut as seq_len · 8 characters, then tokenised and cut to seq_len tokens

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,10 +11,8 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
+from .config import LR_GRID, TUNE_SEEDS, Config
 from .params import comparison_markdown
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
 
 
 def figure(
@@ -47,8 +44,6 @@ def figure(
 
 
 def report_md(cfg: Config, per_seed: dict, counts: dict, rows: list[dict], methods: Sequence[str]) -> str:
-    from .experiment import LR_GRID, TUNE_SEEDS
-
     q = cfg.qpeft  # the Quantum-PEFT adapter's QuantumPEFTConfig
     lines = ["## Results (target = 90°-rotated digits, test accuracy, mean ± std over seeds)", ""]
     lines += ["| d | method | adapter params (excl. head) | accuracy |", "|---|---|---|---|"]
