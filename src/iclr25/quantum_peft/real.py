@@ -20,7 +20,7 @@ Claims: ``real_matches_lora`` (Quantum-PEFT's held-out loss reduction ≥ 0.9 ×
 (logits of the merged weights equal the unmerged adapter's within 1e-3, fp32). The run is invalid when LoRA does
 not lower the held-out loss on every seed (the ratio would then mean nothing).
 
-The ``full`` preset (:class:`~iclr25.quantum_peft.experiment.FullConfig`) runs this same code on a model and a
+The ``full`` preset (a :class:`~iclr25.quantum_peft.config.RealConfig`) runs this same code on a model and a
 dataset named by hub id (``load_causal_lm`` takes hub ids; :func:`load_texts` takes a hub dataset or a local parquet
 file): GPT-2 Medium on the E2E NLG Challenge, the paper's generation benchmark.
 """
