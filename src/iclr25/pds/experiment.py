@@ -172,7 +172,12 @@ PRESETS["real"] = RealConfig(
     proxy_hidden=32,
     proxy_layers=2,
     proxy_heads=4,
-    pmp_lr=0.1,
+    # the paper starts PMP from a trained checkpoint (10K steps): after 150 warm steps the proxy sat where the
+    # co-state λ_t grows exponentially backwards (seed 0: ‖λ_1‖ 3e8 even at the paper's η = 0.008, NaN at 0.1);
+    # after 600 it stays ≤ 36 (README, "Real inputs")
+    warm_steps=600,
+    # η = the paper's ratio of η to the pre-training peak lr (0.008 / 6e-4 ≈ 13) × the warm start's 3e-3
+    pmp_lr=0.04,
     proxy_size=1000,
     target_hidden=64,
     target_layers=2,
@@ -518,6 +523,9 @@ def one_seed(cfg: Config, seed: int) -> dict:
         out["pmp"]["clean_margin"] = mean_z[names[0]] - max(others)
     if isinstance(cfg, RealConfig):
         out.update(real.diagnostics(cfg, data, sel, pool_scores, z, src, curves))
+        # the solver's health: the largest co-state norm over t (it grows exponentially where (I − ηH) expands)
+        out["pmp"]["lambda_norm_max"] = max(trace.lambda_norms.values())
+        out["pmp"]["dev_loss_max"] = max(trace.dev_losses)
     out["n_params_target"] = n_params(model)
     out["seed_s"] = time.perf_counter() - t0
     return out
