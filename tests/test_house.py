@@ -38,6 +38,7 @@ HOUSE = (
     "scope_faithfulness",
     "tool_planner",
     "topic_unlearning",
+    "transformer2",
 )
 
 

@@ -1,7 +1,7 @@
 """The ``full`` preset's inputs: the paper's model and training tasks by name (§4.1: Llama-3-8B-Instruct; SVF experts
 on GSM8K, MBPP and ARC-Easy; ARC-Challenge among the unseen tasks), read through ``datasets`` from the hub — or from
 local parquet files with the same columns (``data_files``), which is how the tests build miniatures. Each table
-becomes the real preset's :class:`~iclr25.transformer2.real.Item` list, split per seed as there.
+becomes the real preset's :class:`~iclr25.transformer2.tasks.Item` list, split per seed as there.
 
 What would be downloaded and its size is the config's ``downloads`` field (``iclr25 config transformer2 --preset
 full``); nothing is downloaded unless a full run asks for it.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .real import Item, TaskData, _cut, _rng
+from .tasks import Item, TaskData, _cut, _rng
 
 HUB_MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
 # name -> (hub dataset, config, split read)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,18 +51,8 @@ from .svf import (
     svf_parameters,
     using_expert,
 )
+from .tasks import GRAM_SECTIONS, Item, TaskData, _cut, _rng
 
-GRAM_SECTIONS = (
-    "gram1-adjective-to-adverb",
-    "gram2-opposite",
-    "gram3-comparative",
-    "gram4-superlative",
-    "gram5-present-participle",
-    "gram6-nationality-adjective",
-    "gram7-past-tense",
-    "gram8-plural",
-    "gram9-plural-verbs",
-)
 TASKS = ("analogy", "sentiment", "source")
 SENTIMENT_LABELS = {"neg": " negative", "pos": " positive"}
 SOURCES = {"lee": " news", "wikipedia": " encyclopedia", "newsgroups": " forum"}
@@ -70,39 +60,7 @@ SOURCES = {"lee": " news", "wikipedia": " encyclopedia", "newsgroups": " forum"}
 DISPATCH_LABELS = {"analogy": " words", "sentiment": " review", "source": " article"}
 
 
-@dataclass(frozen=True)
-class Item:
-    """One prompt: ``answer`` is the text to generate (analogy) or the label word; ``label`` its index among the
-    task's label words (label tasks); ``key`` names the underlying datum (a word pair, a sentence, a document)."""
-
-    prompt: str
-    answer: str
-    key: str
-    label: int = -1
-
-
-@dataclass
-class TaskData:
-    name: str
-    kind: str  # "generate" | "label"
-    labels: tuple[str, ...]
-    train: list[Item]
-    val: list[Item]
-    test: list[Item]
-    counts: dict[str, int] = field(default_factory=dict)
-
-
 # ---------------------------------------------------------------------------------------------------- task builders
-def _rng(seed: int, *tags: str) -> np.random.Generator:
-    return np.random.default_rng(derive_seed(seed, "t2real", *tags))
-
-
-def _cut(n: int, n_test: int, n_val: int) -> tuple[slice, slice, slice]:
-    if n_test + n_val >= n:
-        raise ValueError(f"n_test + n_val must be < {n} (the items available), got {n_test} + {n_val}")
-    return slice(0, n_test), slice(n_test, n_test + n_val), slice(n_test + n_val, n)
-
-
 def analogy_pairs(sections: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
     """The distinct word pairs of each analogy section (a row a:b::c:d holds the pairs (a, b) and (c, d))."""
     from iclr25.assets import load_analogies

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,9 +11,7 @@ from iclr25.common.results import aggregate
 from iclr25.common.stats import mean_std
 
 from . import skills as S
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 
 def figure(cfg: Config, ps: dict, path: Path) -> Path:
