@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
 from iclr25.common.stats import mean_std, t_interval95
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import FLOOR, OFFLINE_ARMS, ONLINE_ARMS, Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     """Offline arms' return and cost on both layouts; online arms' cumulative training cost (mean ± std over seeds)."""
     from iclr25.common.figures import subplots
-
-    from .experiment import OFFLINE_ARMS, ONLINE_ARMS  # the experiment imports this module
 
     d = list(per_seed.values())
     fig, axes = subplots(1, 3, figsize=(13, 3.6))
@@ -40,8 +36,6 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
 
 def report_md(cfg: Config, per_seed: dict) -> str:
     """The run's markdown details: arm tables, paired per-seed differences, the AWR knobs, deviations at this scale."""
-    from .experiment import FLOOR, OFFLINE_ARMS, ONLINE_ARMS  # the experiment imports this module
-
     d = list(per_seed.values())
     g = lambda *k: [get(x, k) for x in d]  # noqa: E731
     rows = [

@@ -23,9 +23,9 @@ from iclr25.common.fields import apply_overrides
 from iclr25.common.seeding import derive_seed, seed_everything
 
 from .agent import FOSPAgent, evaluate, train_offline, train_world_model
+from .config import PRESETS, Config
 from .data import collect_dataset
 from .env import ACT_DIM, OBS_DIM
-from .experiment import PRESETS, Config
 
 GRID: tuple[tuple[float, float], ...] = ((1.0, 0.05), (10.0, 0.05), (10.0, 0.5))  # (β, gate tolerance)
 HELD_OUT_SEEDS: tuple[int, ...] = (100, 101)
