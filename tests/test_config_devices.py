@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from iclr25 import registry
-from iclr25.cli import main
+from iclr25.harness.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_extras import PKG, third_party_imports  # noqa: E402

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from iclr25.cli import downloads_of
+from iclr25.harness.cli import downloads_of
 
 
 class _Cfg:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from iclr25 import registry
-from iclr25.cli import main
+from iclr25.harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "iclr25"

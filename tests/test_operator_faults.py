@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 
 from iclr25 import registry
-from iclr25.cli import main
-from iclr25.common import results as R
 from iclr25.common.io import clean_stale_tmp, read_json, tmp_prefix, writer_tag
-from iclr25.common.results import RunDir, RunWarning, set_jobs, write_run
+from iclr25.errors import RunWarning
+from iclr25.harness import artefacts, interrupts, locks, rundir
+from iclr25.harness.artefacts import write_run
+from iclr25.harness.cli import main
+from iclr25.harness.rundir import RunDir
+from iclr25.harness.workers import set_jobs
 
 HERE = Path(__file__).parent
 COMMON = HERE / "common"
@@ -46,7 +49,8 @@ if os.environ.get("HOLD_UNTIL"):
             time.sleep(0.05)
         return _one_seed(cfg, s)
     toy_experiment.one_seed = held
-from iclr25 import cli, registry
+from iclr25 import registry
+from iclr25.harness import cli
 toy = registry.System("toy", "A toy", "Test Author", "0000.00000", "ours beats base", runner="toy_experiment")
 with registry.temporarily(toy):
     code = cli.main(sys.argv[1:])
@@ -91,7 +95,7 @@ def test_a_second_run_into_a_busy_folder_exits_1_naming_the_holder_and_seeds_are
          str(out)],
         env=_env(HOLD_UNTIL=str(go)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    lock = out / "toy" / R.LOCK_NAME
+    lock = out / "toy" / locks.LOCK_NAME
     _wait_for(lambda: lock.is_file() and b'"pid"' in lock.read_bytes())
     second = _cli(
         ["run", "toy", "--preset", "smoke", "--seeds", "3", "--set", "n=70", "--quiet", "--out", str(out)],
@@ -115,24 +119,24 @@ def test_the_lock_is_reentrant_in_a_thread_and_excludes_other_threads(tmp_path):
     import threading
 
     got: list[str] = []
-    with R.lock_run_folder(tmp_path):
-        with R.lock_run_folder(tmp_path):  # the run path holds it, write_run takes it again
+    with locks.lock_run_folder(tmp_path):
+        with locks.lock_run_folder(tmp_path):  # the run path holds it, write_run takes it again
             pass
-        assert (tmp_path / R.LOCK_NAME).exists()
+        assert (tmp_path / locks.LOCK_NAME).exists()
 
         def other() -> None:
             try:
-                with R.lock_run_folder(tmp_path, wait=0.2):
+                with locks.lock_run_folder(tmp_path, wait=0.2):
                     got.append("locked")
-            except R.RunFolderBusy as e:
+            except locks.RunFolderBusy as e:
                 got.append(str(e))
 
         t = threading.Thread(target=other)
         t.start()
         t.join()
     assert len(got) == 1 and "another thread of this process" in got[0]
-    assert not (tmp_path / R.LOCK_NAME).exists()
-    with R.lock_run_folder(tmp_path, wait=0):  # free again
+    assert not (tmp_path / locks.LOCK_NAME).exists()
+    with locks.lock_run_folder(tmp_path, wait=0):  # free again
         pass
 
 
@@ -141,7 +145,7 @@ import sys
 sys.path[:0] = [{common!r}, {here!r}]
 import toy_experiment as toy
 from test_reliability import _result
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 tag = sys.argv[1]
 print("ready", flush=True)
 sys.stdin.readline()
@@ -168,19 +172,19 @@ def test_two_write_runs_at_once_never_leave_documents_of_different_runs(tmp_path
     checks = 0
     while any(p.poll() is None for p in procs) or checks == 0:
         if (out / "claims.json").exists():
-            with R.lock_run_folder(out, wait=60):
+            with locks.lock_run_folder(out, wait=60):
                 claims, config = read_json(out / "claims.json"), read_json(out / "config.json")
                 timings = read_json(out / "timings.json")
             run_id = claims["provenance"]["run_id"]
             assert config["run_id"] == run_id == timings["run_id"]
             assert claims["claims"][0]["statement"] == ("A" if config["n"] == 10 else "B")
             checks += 1
-            docs = R.read_run_documents(out)
+            docs = artefacts.read_run_documents(out)
             assert docs["config.json"]["run_id"] == docs["claims.json"]["provenance"]["run_id"]
         time.sleep(0.01)
     assert [p.wait() for p in procs] == [0, 0]
     assert checks > 0
-    assert not list(out.glob(".*.tmp")) and not (out / R.LOCK_NAME).exists()
+    assert not list(out.glob(".*.tmp")) and not (out / locks.LOCK_NAME).exists()
 
 
 def test_read_run_documents_refuses_documents_of_different_runs(tmp_path):
@@ -189,12 +193,12 @@ def test_read_run_documents_refuses_documents_of_different_runs(tmp_path):
     cfg["run_id"] = "0" * 32
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="different runs"):
-        R.read_run_documents(tmp_path, attempts=2)
+        artefacts.read_run_documents(tmp_path, attempts=2)
 
 
 def toy_result(tag: str):
     from iclr25.common.claims import make_claim
-    from iclr25.common.results import RunResult
+    from iclr25.harness.rundir import RunResult
 
     return RunResult(
         seeds=[0],
@@ -368,14 +372,14 @@ def _one_line(err: str) -> str:
 def test_unwritable_seeds_folder_with_jobs_2_is_one_line_and_exit_1(tmp_path, capfd, monkeypatch, jobs2):
     """Regression: a read-only seeds/ printed every worker's traceback (~200 lines) before the one-line error.
     As root chmod does not stop writes, so the seed writes are refused the way a read-only folder refuses them."""
-    real = R.atomic_write_json
+    real = rundir.atomic_write_json
 
     def refuse(path, obj):  # noqa: ANN001
         if Path(path).parent.name == "seeds":
             raise PermissionError(13, "Permission denied", str(Path(path).parent / ".seed.tmp"))
         return real(path, obj)
 
-    monkeypatch.setattr(R, "atomic_write_json", refuse)
+    monkeypatch.setattr(rundir, "atomic_write_json", refuse)
     with registry.temporarily(_TOY):
         code = main(
             ["run", "toy", "--preset", "smoke", "--seeds", "4", "--jobs", "2", "--out", str(tmp_path)]
@@ -450,14 +454,14 @@ def test_ctrl_c_or_sigterm_on_jobs_2_is_one_line_and_nothing_half_written(tmp_pa
 
 def test_an_interrupt_something_swallowed_still_stops_the_run_before_it_writes(tmp_path):
     """Regression: once the parent 'ignored' a Ctrl-C (raised where Python only prints it) and exited 0."""
-    from iclr25.runs import run_experiment
+    from iclr25.harness.runs import run_experiment
 
-    with R.interrupt_handlers():
-        R._INTERRUPTS.append(signal.SIGINT)  # as if the handler's exception had been swallowed
+    with interrupts.interrupt_handlers():
+        interrupts._INTERRUPTS.append(signal.SIGINT)  # as if the handler's exception had been swallowed
         with pytest.raises(KeyboardInterrupt):
             run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     assert not (tmp_path / "toy" / "claims.json").exists()
-    assert not R._INTERRUPTS  # forgotten once the handlers are gone
+    assert not interrupts._INTERRUPTS  # forgotten once the handlers are gone
 
 
 # -- 5. a killed worker is said, not recomputed silently ------------------------------------------------------------

@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 
 import iclr25
-from iclr25 import cli, registry, runs
-from iclr25.cli import main
+from iclr25 import registry
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.io import atomic_write_json, read_json
-from iclr25.common.results import RunDir, RunWarning, aggregate, values, write_run
+from iclr25.common.results import aggregate, values
+from iclr25.errors import RunWarning
+from iclr25.harness import cli, configs, runs
+from iclr25.harness.artefacts import write_run
+from iclr25.harness.cli import main
+from iclr25.harness.rundir import RunDir
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "common"))
@@ -107,15 +111,15 @@ def test_claims_json_carries_provenance(tmp_path, toy_registered):
 
 def test_device_defaults_to_the_presets(monkeypatch):
     """Regression: --device defaulted to cpu and silently overrode device="cuda" of full presets."""
-    cfg, _ = runs.effective_config(toy, "smoke")
+    cfg, _ = configs.effective_config(toy, "smoke")
     assert cfg.device == "cpu"
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    with pytest.raises(runs.UsageError, match="preset asks for 'cuda'"):
-        runs.effective_config(toy, "full")
-    assert runs.effective_config(toy, "full", device="auto")[0].device == "cpu"
+    with pytest.raises(configs.UsageError, match="preset asks for 'cuda'"):
+        configs.effective_config(toy, "full")
+    assert configs.effective_config(toy, "full", device="auto")[0].device == "cpu"
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    assert runs.effective_config(toy, "full")[0].device == "cuda"
-    assert runs.effective_config(toy, "full", device="auto")[0].device == "cuda"
+    assert configs.effective_config(toy, "full")[0].device == "cuda"
+    assert configs.effective_config(toy, "full", device="auto")[0].device == "cuda"
 
 
 def test_set_overrides_are_validated_recorded_and_hashed(tmp_path, capsys, toy_registered):
@@ -147,13 +151,13 @@ def test_run_builds_the_config_once_and_both_reports_show_the_overrides(
     tmp_path, capsys, monkeypatch, toy_registered
 ):
     calls = []
-    real = runs.effective_config
+    real = configs.effective_config
 
     def counting(*a, **k):
         calls.append(k.get("overrides"))
         return real(*a, **k)
 
-    monkeypatch.setattr(runs, "effective_config", counting)
+    monkeypatch.setattr(configs, "effective_config", counting)
     out = tmp_path / "runs"
     assert main(["run", "toy", "--preset", "smoke", "--seeds", "1", "--out", str(out), "--set", "n=77"]) == 0
     assert len(calls) == 1, f"the effective config was built {len(calls)} times"
@@ -321,7 +325,7 @@ def test_stale_tmp_files_of_dead_writers_are_removed(tmp_path):
 
 def _result(tag: str):
     from iclr25.common.claims import make_claim
-    from iclr25.common.results import RunResult
+    from iclr25.harness.rundir import RunResult
 
     return RunResult(
         seeds=[0],
@@ -372,7 +376,7 @@ import sys, itertools
 sys.path.insert(0, {tests!r}); sys.path.insert(0, {here!r})
 import toy_experiment as toy
 from test_reliability import _result
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 print("ready", flush=True)
 for i in itertools.count():
     write_run(_result("A" if i % 2 else "B"), toy.Config(n=10 + i % 2), {out!r})
@@ -402,8 +406,8 @@ def test_forked_workers_die_with_a_killed_parent(tmp_path):
     """Regression: seed workers outlived a killed parent and kept writing."""
     script = (
         "import sys; sys.path.insert(0, %r); import toy_experiment as t;"
-        "from iclr25.common.results import set_jobs; set_jobs(2);"
-        "from iclr25.runs import run_experiment; run_experiment(t, 'toy', 'smoke', %r, seeds=4)"
+        "from iclr25.harness.workers import set_jobs; set_jobs(2);"
+        "from iclr25.harness.runs import run_experiment; run_experiment(t, 'toy', 'smoke', %r, seeds=4)"
     ) % (str(HERE / "common"), str(tmp_path))
     env = {**os.environ, "TOY_SLEEP": "3"}
     p = subprocess.Popen([sys.executable, "-c", script], env=env)
@@ -553,7 +557,7 @@ def test_cli_fuzz_never_tracebacks(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.mktemp("fuzz")
     monkeypatch.chdir(root)
     (root / "afile").write_text("x")
-    monkeypatch.setattr(runs, "experiment_module", lambda slug: registry.runnable(slug) and toy)
+    monkeypatch.setattr(configs, "experiment_module", lambda slug: registry.runnable(slug) and toy)
     monkeypatch.setattr(RunDir, "_compute_pool", lambda self, *a, **k: None)  # seeds run in-process
     monkeypatch.setattr("iclr25.common.device.set_cpu_threads", lambda n: None)
     seen = {"n": 0, "codes": {}}

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from iclr25.common.io import sha256_json
-from iclr25.common.results import RunWarning
+from iclr25.errors import RunWarning
+from iclr25.harness.runs import run_experiment
 from iclr25.registry import SYSTEMS
-from iclr25.runs import run_experiment
 
 OTHERS = ("pfes_gim", "cascading_kv")  # declared by other changes
 SLUGS = sorted(s.slug for s in SYSTEMS if s.slug not in OTHERS)

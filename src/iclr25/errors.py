@@ -1,11 +1,15 @@
-"""The caller's errors, in a module of their own so that the registry, the run path, the CLI and ``verify``
-import them without importing each other."""
+"""The caller's errors and the run engine's warning, in a module of their own so that the registry and the
+modules of the run path (:mod:`iclr25.harness`) import them without importing each other."""
 
 from __future__ import annotations
 
 
 class UsageError(ValueError):
     """Bad input from the caller (unknown system/preset/field, a value out of range): CLI exit status 2."""
+
+
+class RunWarning(UserWarning):
+    """Something in a run folder was wrong and was repaired (e.g. a damaged seed file was recomputed)."""
 
 
 def package_version() -> str:

@@ -14,8 +14,8 @@ import pytest
 
 from iclr25 import assets
 from iclr25.assets import store
-from iclr25.cli import main
 from iclr25.common.io import writer_tag
+from iclr25.harness.cli import main
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import torch
 from iclr25.birdset import experiment
 from iclr25.birdset.experiment import PRESETS, Config, make_model, run
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
 from iclr25.errors import UsageError
-from iclr25.runs import effective_config, experiment_module
+from iclr25.harness.artefacts import write_run
+from iclr25.harness.configs import effective_config, experiment_module
 
 CLAIM_IDS = {"covariate_shift_gap", "event_windows_help", "noise_aug_helps"}
 

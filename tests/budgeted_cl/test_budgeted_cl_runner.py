@@ -21,7 +21,7 @@ from iclr25.budgeted_cl import (
 )
 from iclr25.budgeted_cl.experiment import PRESETS, Config, run
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 
 
 @pytest.fixture(scope="module")

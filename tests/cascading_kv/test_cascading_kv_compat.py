@@ -45,7 +45,7 @@ def test_import_of_the_package_is_refused_with_one_clear_error(tmp_path):
     the CLI turns it into one line (exit 1)."""
     code = (
         "import sys, transformers; transformers.__version__ = '5.17.0'\n"
-        "from iclr25.cli import main\n"
+        "from iclr25.harness.cli import main\n"
         "sys.exit(main(['run', 'cascading_kv', '--preset', 'smoke', '--out', sys.argv[1]]))\n"
     )
     env = {**os.environ, "PYTHONPATH": SRC, "ICLR25_QUIET": "1"}

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from iclr25.cascading_kv.experiment import PRESETS, Config, one_seed_pretrained, recall_batch, run, vocab
-from iclr25.common.results import write_run
 from iclr25.common.seeding import torch_generator
+from iclr25.harness.artefacts import write_run
 
 CLAIM_IDS = {"window_parity", "retrieval_beyond_window", "span_bound", "prefill_linear"}
 
@@ -104,7 +104,7 @@ def test_dotted_overrides_reach_the_training_config_train_lm_receives(monkeypatc
     derived per run seed and the batches come from the recall generator at ``train.batch_size``."""
     from iclr25.cascading_kv import experiment as ex
     from iclr25.common.seeding import derive_seed
-    from iclr25.runs import effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
 
     cfg = effective_config(
         experiment_module("cascading_kv"),
@@ -138,7 +138,8 @@ def test_dotted_overrides_reach_the_training_config_train_lm_receives(monkeypatc
     ],
 )
 def test_a_bad_training_value_names_the_nested_field(override, message):
-    from iclr25.runs import UsageError, effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.harness.runs import UsageError
 
     with pytest.raises(UsageError, match=message):
         effective_config(experiment_module("cascading_kv"), "quick", overrides=[override])

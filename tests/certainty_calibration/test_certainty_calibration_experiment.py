@@ -3,7 +3,7 @@ import json
 import pytest
 
 from iclr25.certainty_calibration import experiment
-from iclr25.runs import run as run_system
+from iclr25.harness.runs import run as run_system
 
 
 def test_smoke_run_measures_every_claim(tmp_path):

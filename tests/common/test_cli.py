@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from iclr25 import registry
-from iclr25.cli import main
+from iclr25.harness.cli import main
 
 
 def test_registry_has_all_19_systems():
@@ -66,7 +66,7 @@ def test_console_script_nosuch_exits_2():
 def test_version_flag_and_list_header(capsys):
     from importlib.metadata import version
 
-    from iclr25.cli import main
+    from iclr25.harness.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])
@@ -81,11 +81,11 @@ def test_run_header_is_printed_before_the_experiment_is_imported(tmp_path):
     import subprocess
 
     code = (
-        "import sys, iclr25.runs as r\n"
+        "import sys, iclr25.harness.configs as r\n"
         "def boom(slug):\n"
         "    print('IMPORTING', flush=True); raise SystemExit(3)\n"
         "r.experiment_module = boom\n"
-        "from iclr25.cli import main\n"
+        "from iclr25.harness.cli import main\n"
         f"main(['run', 'law', '--preset', 'smoke', '--seeds', '2', '--out', {str(tmp_path)!r}])\n"
     )
     env = {**__import__("os").environ, "ICLR25_QUIET": "0"}

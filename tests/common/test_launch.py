@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from iclr25.common.device import auto_jobs, worker_gpus
-from iclr25.common.results import RunDir, set_jobs, set_start_method
-from iclr25.runs import run_experiment
+from iclr25.harness.rundir import RunDir
+from iclr25.harness.runs import run_experiment
+from iclr25.harness.workers import set_jobs, set_start_method
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -112,7 +113,7 @@ def job_env(monkeypatch):
 def test_submitit_local_jobs_assemble_into_the_same_run_and_a_rerun_resubmits_only_missing_seeds(
     tmp_path, monkeypatch, job_env
 ):
-    from iclr25.launch import LaunchError, make_launcher
+    from iclr25.harness.launch import LaunchError, make_launcher
 
     log = tmp_path / "calls.txt"
     monkeypatch.setenv("TOYW_LOG", str(log))
@@ -139,7 +140,7 @@ def test_submitit_local_jobs_assemble_into_the_same_run_and_a_rerun_resubmits_on
 
 
 def test_submitit_missing_names_the_extra(monkeypatch):
-    from iclr25.launch import LaunchError, make_launcher
+    from iclr25.harness.launch import LaunchError, make_launcher
 
     monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit -> ImportError
     with pytest.raises(LaunchError, match=r"pip install 'iclr25\[cluster\]'"):
@@ -147,7 +148,7 @@ def test_submitit_missing_names_the_extra(monkeypatch):
 
 
 def test_cli_submitit_missing_is_one_line_exit_1(monkeypatch, capsys):
-    from iclr25.cli import main
+    from iclr25.harness.cli import main
 
     monkeypatch.setitem(sys.modules, "submitit", None)
     assert (
@@ -174,7 +175,7 @@ def test_cli_submitit_missing_is_one_line_exit_1(monkeypatch, capsys):
     ],
 )
 def test_cli_rejects_bad_launcher_options(argv, msg, capsys):
-    from iclr25.cli import main
+    from iclr25.harness.cli import main
 
     with pytest.raises(SystemExit) if "invalid choice" in msg else _nothing():
         code = main(["run", "ohio", "--preset", "smoke", "--out", "/nonexistent/x", *argv])
@@ -191,7 +192,7 @@ class _nothing:
 
 
 def test_slurm_options_map_to_submitit_parameters():
-    from iclr25.launch import SlurmOptions
+    from iclr25.harness.launch import SlurmOptions
 
     p = SlurmOptions(partition="gpu", gpus_per_task=1, time_min=90, cpus_per_task=8, mem="16g")
     assert p.executor_parameters() == {
@@ -207,7 +208,7 @@ def test_slurm_options_map_to_submitit_parameters():
 
 def test_slurm_resources_reach_the_slurm_executor(tmp_path, monkeypatch):
     """On a Slurm cluster (a stand-in `srun` on PATH), the --slurm-* options become the sbatch parameters."""
-    from iclr25.launch import SlurmOptions, SubmititLauncher
+    from iclr25.harness.launch import SlurmOptions, SubmititLauncher
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

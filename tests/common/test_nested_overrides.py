@@ -11,7 +11,7 @@ import pytest
 from iclr25.common.fields import apply_overrides, bounded, check_fields
 from iclr25.common.results import ExperimentConfig, config_hash
 from iclr25.errors import UsageError
-from iclr25.runs import effective_config, experiment_module, parse_overrides
+from iclr25.harness.configs import effective_config, experiment_module, parse_overrides
 
 
 @dataclasses.dataclass(frozen=True)

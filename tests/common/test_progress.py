@@ -81,7 +81,7 @@ def test_worker_progress_is_forwarded_with_its_seed(monkeypatch):
 
 
 def test_parent_draws_forwarded_messages_one_line_per_seed():
-    from iclr25.common.results import _draw_forwarded
+    from iclr25.harness.workers import draw_forwarded
 
     lines: list[str] = []
     clock = FakeClock()
@@ -95,7 +95,7 @@ def test_parent_draws_forwarded_messages_one_line_per_seed():
         None,
     ]:
         q.put(m)
-    _draw_forwarded(q, b)
+    draw_forwarded(q, b)
     assert lines == [
         "[seed 0] train 0/10 (0%) · 0:00 elapsed · ETA ?",
         "[seed 1] train 0/10 (0%) · 0:00 elapsed · ETA ?",

@@ -4,7 +4,7 @@ import sys
 
 import torch
 
-from iclr25.common import provenance as P
+from iclr25.harness import provenance as P
 
 
 def test_collect_records_the_numerical_environment(monkeypatch):

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from iclr25 import registry
-from iclr25.cli import main
 from iclr25.common.claims import make_claim
 from iclr25.common.io import atomic_write_json, read_json
+from iclr25.harness.cli import main
+from iclr25.harness.runs import run_experiment
 from iclr25.report import render_report
 from iclr25.report.screenshot import find_chromium, screenshot
-from iclr25.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
@@ -75,7 +75,7 @@ def test_tampered_verdict_is_shown_as_invalid_document(tmp_path, no_refs):
 
 
 def test_zero_over_zero_is_not_infinity_and_pipes_do_not_break_tables(tmp_path, no_refs):
-    from iclr25.common.render import claims_markdown
+    from iclr25.harness.render import claims_markdown
 
     c = make_claim("r", "a | b", "m", [0.0], 1.0, ">=", baseline=[0.0], compare="ratio")
     md = claims_markdown([c])
@@ -139,7 +139,7 @@ def test_main_figure_sits_beside_its_systems_rows(tmp_path, no_refs):
 def test_one_number_format_everywhere(tmp_path, no_refs):
     """The same value prints the same way in the CLI lines, report.md and the HTML."""
     from iclr25.common.claims import validate_claims_document
-    from iclr25.common.render import claims_text
+    from iclr25.harness.render import claims_text
 
     doc = run_experiment(toy, "toy", "smoke", tmp_path, seeds=2)
     claims = validate_claims_document(doc)
@@ -167,8 +167,8 @@ def test_smoke_precondition_is_expected_not_invalid(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("TOY_INVALID", "the toy model knows 0.5 of the facts < 0.98")
     doc = run_experiment(toy, "toy2", "smoke", runs, seeds=2)
     assert doc["valid"] is False  # the document keeps the truth; only its label changes
-    from iclr25.cli import _print_summary
-    from iclr25.common.render import SMOKE_PRECONDITION
+    from iclr25.harness.cli import _print_summary
+    from iclr25.harness.render import SMOKE_PRECONDITION
 
     _print_summary("toy2", doc, 1.0, runs)
     line = capsys.readouterr().out.splitlines()[0]
@@ -199,7 +199,7 @@ def test_smoke_precondition_is_expected_not_invalid(tmp_path, monkeypatch, capsy
     head = html.split('<h2 id="scoreboard">', 1)[0]  # the headline (report.md below keeps the smoke label)
     assert "(run invalid)" in head and SMOKE_PRECONDITION not in head
     assert "marked invalid" in html
-    from iclr25.common.render import validity_label
+    from iclr25.harness.render import validity_label
 
     assert validity_label(d2) == "RUN INVALID"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from iclr25.common.io import atomic_write_json, read_json
+from iclr25.harness.runs import run_experiment
 from iclr25.report import build_context, render_report
-from iclr25.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
@@ -165,7 +165,7 @@ def test_wheel_ships_the_reference_documents_and_report_finds_them(tmp_path):
         "import sys; from iclr25.report import default_reference_dir, collect_runs; "
         "d = default_reference_dir(); print(d); print(len(collect_runs(d, 'reference'))); "
         "from iclr25.report import default_real_reference_dir as real; print(real()); "
-        "from iclr25.cli import main; sys.exit(main(['report', '--out', sys.argv[1]]))"
+        "from iclr25.harness.cli import main; sys.exit(main(['report', '--out', sys.argv[1]]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(site)  # the unpacked wheel, not the checkout (cwd is elsewhere too)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from iclr25.harness.runs import run_experiment
 from iclr25.report import INLINE_BUDGET, build_context, display_path, render_report, safe_text, write_report
-from iclr25.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
@@ -53,7 +53,7 @@ def test_report_on_a_unicode_path_under_the_c_locale(tmp_path, no_refs):
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "ICLR25_QUIET": "1"}
     env.pop("LANG", None)
     r = subprocess.run(
-        [sys.executable, "-m", "iclr25.cli", "report", "--out", os.fsencode(out), "--reference", no_refs],
+        [sys.executable, "-m", "iclr25.harness.cli", "report", "--out", os.fsencode(out), "--reference", no_refs],
         env=env, capture_output=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from iclr25.cli import run_experiment
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.io import atomic_write_json, read_json
-from iclr25.common.results import RunDir
+from iclr25.harness.rundir import RunDir
+from iclr25.harness.runs import run_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
@@ -70,7 +70,7 @@ def test_kill_and_restart_skips_finished_seeds(tmp_path):
     log = tmp_path / "calls.txt"
     script = (
         "import sys; sys.path.insert(0, %r); import toy_experiment as t;"
-        "from iclr25.cli import run_experiment; run_experiment(t, 'toy', 'smoke', %r, seeds=4)"
+        "from iclr25.harness.runs import run_experiment; run_experiment(t, 'toy', 'smoke', %r, seeds=4)"
     ) % (str(HERE), str(tmp_path))
     env = {**os.environ, "TOY_CALL_LOG": str(log), "TOY_SLEEP": "1.0"}
     p = subprocess.Popen([sys.executable, "-c", script], env=env)
@@ -104,7 +104,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 
 def test_parallel_seeds_give_identical_results(tmp_path, monkeypatch):
-    from iclr25.common.results import set_jobs
+    from iclr25.harness.workers import set_jobs
 
     log = tmp_path / "calls.txt"
     monkeypatch.setenv("TOY_CALL_LOG", str(log))

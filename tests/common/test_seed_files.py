@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from iclr25.common import results
 from iclr25.common.claims import Stat, make_claim
 from iclr25.common.io import canonical_json, read_json
-from iclr25.common.results import RunDir, RunWarning, is_timing_key, set_jobs, split_timings
-from iclr25.runs import run_experiment
+from iclr25.common.results import is_timing_key, split_timings
+from iclr25.errors import RunWarning
+from iclr25.harness import rundir
+from iclr25.harness.rundir import RunDir
+from iclr25.harness.runs import run_experiment
+from iclr25.harness.workers import set_jobs
 
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_experiment as toy  # noqa: E402
@@ -186,7 +189,7 @@ def test_seed_file_symlinks_out_of_the_run_folder_are_refused_inside_are_followe
 
 def test_oversized_and_deeply_nested_seed_files_are_refused(tmp_path, monkeypatch):
     rd, good = _first_run(tmp_path)
-    monkeypatch.setattr(results, "MAX_SEED_BYTES", 100)
+    monkeypatch.setattr(rundir, "MAX_SEED_BYTES", 100)
     assert _rerun(tmp_path, r"larger than the 100-byte limit") == good
     monkeypatch.undo()
     rd.seed_file(1).write_text(

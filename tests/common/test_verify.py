@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from iclr25 import verify as V
-from iclr25.cli import main
 from iclr25.common.claims import Stat, all_of, claims_document, make_claim
-from iclr25.runs import UsageError
+from iclr25.harness import verify as V
+from iclr25.harness.cli import main
+from iclr25.harness.runs import UsageError
 
 REF_DIR = Path(__file__).resolve().parents[2] / "results" / "quick"
 
@@ -193,7 +193,7 @@ def test_verify_certainty_calibration_first_seed(tmp_path, capsys):
     assert (tmp_path / "certainty_calibration" / "claims.json").is_file()
     # the same re-run is found again: with the hash recorded in the reference, the rebuilt config must match it
     from iclr25.common.results import config_hash
-    from iclr25.runs import effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
 
     cfg, _ = effective_config(experiment_module("certainty_calibration"), "quick", seeds=1)
     ref = _ref_copy(tmp_path / "ref", config_hash=config_hash(cfg))
@@ -208,7 +208,7 @@ def test_verify_certainty_calibration_first_seed(tmp_path, capsys):
 def _hashed_ref(tmp_path, edit=None):
     """A copy of the certainty_calibration reference with the config_hash it lacks, then ``edit(doc)``."""
     from iclr25.common.results import config_hash
-    from iclr25.runs import effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
 
     cfg, _ = effective_config(experiment_module("certainty_calibration"), "quick")
     folder = _ref_copy(tmp_path, config_hash=config_hash(cfg))
@@ -286,7 +286,7 @@ def test_a_tampered_reference_is_a_mismatch_not_a_pass(what, edit, match, tmp_pa
 
 
 def test_an_untampered_hashed_reference_has_no_mismatch(tmp_path):
-    from iclr25.runs import experiment_module
+    from iclr25.harness.configs import experiment_module
 
     doc = json.loads((_hashed_ref(tmp_path) / "certainty_calibration" / "claims.json").read_text())
     mism, cfg = V.reference_mismatches(doc, experiment_module("certainty_calibration"))

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import toy_ddp  # noqa: E402
 
-from iclr25.runs import run_experiment  # noqa: E402
+from iclr25.harness.runs import run_experiment  # noqa: E402
 
 doc = run_experiment(toy_ddp, "toy_ddp", "smoke", sys.argv[1])
 from iclr25.common.device import close_distributed, is_main_process  # noqa: E402

@@ -11,8 +11,9 @@ import torch
 from iclr25.common.claims import make_claim
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.train import LMTrainConfig, train_lm
+from iclr25.harness.rundir import RunDir, RunResult
 
 
 @dataclass(frozen=True)

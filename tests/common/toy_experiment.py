@@ -15,8 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from iclr25.common.claims import make_claim  # noqa: E402
 from iclr25.common.io import atomic_savefig  # noqa: E402
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values  # noqa: E402
+from iclr25.common.results import ExperimentConfig, aggregate, values  # noqa: E402
 from iclr25.common.seeding import numpy_rng  # noqa: E402
+from iclr25.harness.rundir import RunDir, RunResult  # noqa: E402
 
 
 @dataclass(frozen=True)

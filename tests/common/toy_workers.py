@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iclr25.common.claims import make_claim
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.seeding import numpy_rng
+from iclr25.harness.rundir import RunDir, RunResult
 
 
 @dataclass(frozen=True)

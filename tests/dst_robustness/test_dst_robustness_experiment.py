@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 from iclr25.common.io import sha256_json
-from iclr25.common.results import write_run
 from iclr25.dst_robustness import experiment as exp_mod
 from iclr25.dst_robustness.corruptions import COMMON_CORRUPTIONS
 from iclr25.dst_robustness.experiment import PRESETS, Config, arm_name, one_sided_bound95, run
+from iclr25.harness.artefacts import write_run
 
 
 def _check_preregistered_arm_and_bounds(cfg, res):
@@ -102,7 +102,8 @@ def test_config_validation():
 def test_dotted_overrides_reach_every_arm_and_the_training():
     """``--set dst.delta_t=… dst.p0=… train.lr=…`` reach each DST arm's DSTConfig (method, sparsity and regrow
     still from the arm) and the SGD recipe every arm trains with; bad values name the nested field."""
-    from iclr25.runs import UsageError, effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.harness.runs import UsageError
 
     mod = experiment_module("dst_robustness")
     cfg = effective_config(

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
 from iclr25.fosp.experiment import PRESETS, Config, run
+from iclr25.harness.artefacts import write_run
 
 CLAIM_IDS = {"offline_safe", "ref_helps_shift", "online_safe_expansion", "no_collapse"}
 

@@ -478,8 +478,8 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
 
 
 def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
-    from iclr25.cli import main
     from iclr25.freevs import experiment as ex
+    from iclr25.harness.cli import main
 
     assert ex.PRESETS["full"].device == "cuda"
     main(["config", "freevs", "--preset", "full"])
@@ -494,7 +494,8 @@ def test_dotted_edm_overrides_reach_training(monkeypatch):
     """``--set edm.drop_prob=… edm.p_mean=…`` reach the EDMConfig the training loss receives; a bad value names the
     nested field."""
     from iclr25.freevs import experiment as ex
-    from iclr25.runs import UsageError, effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.harness.runs import UsageError
 
     mod = experiment_module("freevs")
     cfg = effective_config(mod, "smoke", overrides=["edm.drop_prob=0.1", "edm.p_mean=-1.0"])[0]

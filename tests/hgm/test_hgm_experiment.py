@@ -5,7 +5,7 @@ import json
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.hgm.experiment import PRESETS, Config, claims, one_seed, run
 
 CLAIM_IDS = {"dual_branch_psnr", "dual_branch_chamfer", "refine_helps"}
@@ -70,7 +70,7 @@ def test_full_preset_builds_and_its_model_runs_at_toy_batch():
 
 
 def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
-    from iclr25.cli import main
+    from iclr25.harness.cli import main
 
     assert PRESETS["full"].device == "cuda"
     main(["config", "hgm", "--preset", "full"])  # printing the config must not need a GPU
@@ -125,8 +125,8 @@ def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
     each trained model is built from; one_seed sets the vertex count and the arm (image-only, then dual)."""
     import dataclasses
 
+    from iclr25.harness.configs import effective_config, experiment_module
     from iclr25.hgm import experiment
-    from iclr25.runs import effective_config, experiment_module
 
     cfg, applied = effective_config(
         experiment_module("hgm"), "smoke", overrides=["model.heads=2", "model.grid=8", "model.code_dim=8"]
@@ -154,7 +154,7 @@ def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
 
 def test_a_bad_nested_value_names_the_nested_field():
     from iclr25.errors import UsageError
-    from iclr25.runs import effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
 
     exp = experiment_module("hgm")
     with pytest.raises(UsageError, match=r"model: heads must be a positive int, got 0"):

@@ -42,8 +42,9 @@ def test_smoke_run_writes_consistent_results(tmp_path):
 def test_dotted_agent_overrides_reach_every_improver_arm_and_not_the_baseline():
     """``--set agent.m=2 --set agent.keep_best=false`` reach the ImProverConfig of every ImProver arm (each
     ablation still switches off only its part); the single-shot baseline stays the paper's."""
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.harness.runs import UsageError
     from iclr25.improver.agent import ImProverConfig
-    from iclr25.runs import UsageError, effective_config, experiment_module
 
     mod = experiment_module("improver")
     cfg = effective_config(

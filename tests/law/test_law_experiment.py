@@ -2,11 +2,11 @@ import dataclasses
 
 import pytest
 
-from iclr25.common.results import write_run
 from iclr25.errors import UsageError
+from iclr25.harness.artefacts import write_run
+from iclr25.harness.configs import effective_config, experiment_module
 from iclr25.law import experiment
 from iclr25.law.experiment import PRESETS, Config, run
-from iclr25.runs import effective_config, experiment_module
 
 
 class _Reached(Exception):

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.mofflow.experiment import PRESETS, Config, run
 
 IDS = {"match_rate", "beats_atom_level", "scales_with_size", "speed"}
@@ -39,8 +39,9 @@ def test_config_validation():
 def test_dotted_overrides_reach_both_networks(monkeypatch):
     """``--set net.c_s=… atom.layers=…`` reach the MOFFlow network and the atom-level baseline the run builds;
     bad values name the nested field."""
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.harness.runs import UsageError
     from iclr25.mofflow import experiment as ex
-    from iclr25.runs import UsageError, effective_config, experiment_module
 
     mod = experiment_module("mofflow")
     cfg = effective_config(

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.ohio.experiment import PRESETS, Config, run
 
 CLAIM_IDS = {"ohio_parity", "observed_state_fails", "model_error_robust", "network_transfer"}
@@ -120,8 +120,8 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
     the BC learners' width, batch size and learning rate."""
     import dataclasses
 
+    from iclr25.harness.configs import effective_config, experiment_module
     from iclr25.ohio import experiment
-    from iclr25.runs import effective_config, experiment_module
 
     ov = ["arm.m1=1.2", "iql.expectile=0.9", "iql.steps=7", "network.cheap=0.4"]
     ov += ["horizon=10", "n_expert=2", "n_noisy=1", "bc_steps=1", "eval_episodes=1", "adam_iters=2"]
@@ -161,7 +161,7 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
 
 def test_a_bad_nested_value_names_the_nested_field():
     from iclr25.errors import UsageError
-    from iclr25.runs import effective_config, experiment_module
+    from iclr25.harness.configs import effective_config, experiment_module
 
     exp = experiment_module("ohio")
     with pytest.raises(UsageError, match=r"iql: expectile must be a number in \(0, 1\).*got 1.0"):

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.pds.experiment import PRESETS, Config, run
 
 CLAIM_IDS = {"clean_scores_highest", "scorer_fidelity", "final_loss", "acceleration"}

@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from iclr25.common.results import RunDir
+from iclr25.harness.configs import effective_config, experiment_module
+from iclr25.harness.rundir import RunDir
+from iclr25.harness.runs import UsageError
 from iclr25.pfes_gim import LossConfig, SpottingTrainConfig, interval_iou, nms, soft_nms
 from iclr25.pfes_gim.experiment import PRESETS, Config, run
 from iclr25.pfes_gim.pseudo_labels import gim_duration, reliability_threshold
-from iclr25.runs import UsageError, effective_config, experiment_module
 
 DET = np.array([[10, 20, 0, 0.9], [12, 22, 0, 0.8]])
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.pfes_gim.experiment import PRESETS, Config, run
 
 CLAIM_IDS = {"pseudo_label_quality", "spotting_non_inferior", "hard_variant_gain"}
@@ -73,8 +73,8 @@ class _Stop(Exception):
 def test_dotted_overrides_reach_the_training_config_fit_receives(monkeypatch):
     """``--set train.lr=… train.loss.lambda_iac=… train.gim.gim_start=…`` reach the SpottingTrainConfig each arm
     trains with; the arm sets only the pseudo-label mode and the run's device."""
+    from iclr25.harness.configs import effective_config, experiment_module
     from iclr25.pfes_gim import experiment as ex
-    from iclr25.runs import effective_config, experiment_module
 
     cfg = effective_config(
         experiment_module("pfes_gim"),

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from iclr25.cli import run_experiment
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.io import read_json
 from iclr25.errors import UsageError
+from iclr25.harness.configs import effective_config, experiment_module
+from iclr25.harness.runs import run_experiment
 from iclr25.quantum_peft import experiment as exp
 from iclr25.quantum_peft.model import QuantumPEFTConfig
-from iclr25.runs import effective_config, experiment_module
 
 CLAIM_IDS = {"adapter_learns", "param_ratio", "competitive", "log_scaling"}
 

@@ -96,7 +96,7 @@ def _miniature(tmp_path, tok) -> tuple[str, str]:
 
 
 def test_full_preset_names_the_papers_assets_and_runs_on_miniatures(tmp_path, smollm2) -> None:
-    from iclr25.runs import run_experiment
+    from iclr25.harness.runs import run_experiment
 
     full = exp.PRESETS["full"]
     assert full.model == "openai-community/gpt2-medium" and full.corpus == "tuetschek/e2e_nlg"

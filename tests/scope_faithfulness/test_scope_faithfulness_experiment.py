@@ -10,7 +10,7 @@ import math
 import pytest
 
 from iclr25.common.claims import validate_claims_document
-from iclr25.common.results import write_run
+from iclr25.harness.artefacts import write_run
 from iclr25.scope_faithfulness.experiment import PRESETS, Config, one_seed, run
 
 CLAIM_IDS = {"halluc_halved", "recall_kept", "negatives_unfaithful", "alpha_trend"}

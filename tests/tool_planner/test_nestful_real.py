@@ -359,7 +359,7 @@ def test_real_preset_builds_and_validates():
 
 def test_real_smoke_run(tmp_path, need_asset):
     need_asset("nestful")
-    from iclr25.runs import effective_config
+    from iclr25.harness.configs import effective_config
     from iclr25.tool_planner import experiment as ex
 
     cfg, _ = effective_config(ex, "real", seeds=1, overrides={"max_examples": 4, "write_traces": True})

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from iclr25.runs import run as run_system
+from iclr25.harness.runs import run as run_system
 from iclr25.topic_unlearning import experiment
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from iclr25.runs import run as run_system
+from iclr25.harness.runs import run as run_system
 from iclr25.topic_unlearning import (
     AnchorTopicModel,
     AnchorVanishedError,

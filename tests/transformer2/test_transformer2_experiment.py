@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from iclr25.common.lm import byte_tokenizer, tiny_causal_lm
-from iclr25.common.results import write_run
 from iclr25.errors import UsageError
-from iclr25.runs import effective_config, experiment_module
+from iclr25.harness.artefacts import write_run
+from iclr25.harness.configs import effective_config, experiment_module
 from iclr25.transformer2 import experiment
 from iclr25.transformer2 import skills as S
 from iclr25.transformer2.experiment import PRESETS, Config, one_seed, run

@@ -28,9 +28,10 @@ import torch
 
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note
+from iclr25.harness.rundir import RunDir, RunResult
 
 from .audio import AudioCache
 from .config import ARMS, PRESETS, Config

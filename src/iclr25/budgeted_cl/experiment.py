@@ -18,9 +18,10 @@ import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import t_interval95
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
 from .budget import count_block_flops, model_bytes

@@ -30,9 +30,10 @@ from iclr25.common.device import get_device
 from iclr25.common.fields import bounded, check_nested
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import progress
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
 from iclr25.common.train import LMTrainConfig, train_lm
+from iclr25.harness.rundir import RunDir, RunResult
 
 from .cache import CascadingKVCache
 from .profiling import time_prefills

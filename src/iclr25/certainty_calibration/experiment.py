@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
+from ..harness.rundir import RunDir, RunResult
 from . import report
 from .baselines import HistogramBinningOnPhrases, PlattOnMeans
 from .config import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, PRESETS, Config

@@ -28,9 +28,10 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.progress import log
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed
 from iclr25.common.stats import one_sided_bound95
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
 from .config import PRESETS, Config, RealConfig, arm_name, ladder_note, noise_ladder

@@ -24,8 +24,9 @@ import numpy as np
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import report
 from .agent import FOSPAgent, evaluate, finetune_online, train_offline, train_world_model

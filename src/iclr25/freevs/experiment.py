@@ -26,8 +26,9 @@ import torch
 from ..common.claims import Claim, all_of, make_claim
 from ..common.device import get_device
 from ..common.io import atomic_write_with
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.stats import mean_std, paired_note
+from ..harness.rundir import RunDir, RunResult
 from . import report
 from .config import PRESETS, Config
 from .metrics import average_precision, detect, fill_holes, frechet_distance, psnr, ssim, train_probe

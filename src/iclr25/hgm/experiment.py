@@ -41,9 +41,10 @@ from torch import Tensor
 
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.results import RunDir, RunResult, values
+from iclr25.common.results import values
 from iclr25.common.seeding import seed_everything
 from iclr25.common.stats import interval_note, paired_note
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import report
 from .config import BACK, FRONT, PRESETS, Config

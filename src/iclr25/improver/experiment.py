@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
-from iclr25.common.results import RunDir, RunResult, values
+from iclr25.common.results import values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note, sign_note, t_interval95
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import report
 from .agent import ImProver

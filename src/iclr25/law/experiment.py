@@ -33,10 +33,11 @@ from iclr25.common.fields import bounded, check_nested
 from iclr25.common.io import atomic_write_with
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.schedule import warmup_cosine_schedule
 from iclr25.common.seeding import derive_seed, torch_generator
 from iclr25.common.train import causal_lm_loss_sum
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
 from .baselines import ft_to_eos, ft_unlearn

@@ -45,8 +45,9 @@ import torch
 from ..common.claims import Claim, all_of, explain_failures, make_claim
 from ..common.io import atomic_write_json, read_json
 from ..common.progress import log
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.seeding import derive_seed
+from ..harness.rundir import RunDir, RunResult
 from .baselines import ft_unlearn
 from .covariance import key_covariance
 from .evaluation import fact_known, fact_known_generate, generic_loss

@@ -19,8 +19,9 @@ from iclr25.common.claims import Claim, make_claim
 from iclr25.common.fields import bounded, check_nested
 from iclr25.common.fmt import fmt_num
 from iclr25.common.progress import log
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
 from .atom_flow import AtomFlowConfig, AtomFlowNet, atom_collate, sample_atom_flow, train_atom_flow

@@ -41,8 +41,9 @@ import torch
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.fmt import fmt_num
 from iclr25.common.progress import log
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.harness.rundir import RunDir, RunResult
 
 from .atom_flow import AtomFlowNet, train_atom_flow
 from .building_blocks import MOF

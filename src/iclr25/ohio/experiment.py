@@ -26,8 +26,9 @@ import torch
 
 from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real
 from .arm import flat_expert_action

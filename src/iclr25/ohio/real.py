@@ -34,9 +34,10 @@ import numpy as np
 from ..common.claims import Claim, all_of, explain_failures, make_claim
 from ..common.device import get_device
 from ..common.fmt import fmt_num
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.seeding import derive_seed, seed_everything
 from ..common.stats import mean_std
+from ..harness.rundir import RunDir, RunResult
 from .config import RealConfig
 from .dynamics import LearnedLinearModel
 from .learners import train_bc

@@ -21,9 +21,10 @@ import torch
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.fields import bounded
 from iclr25.common.lm import n_params, tiny_causal_lm
-from iclr25.common.results import ExperimentConfig, RunDir, RunResult, aggregate, values
+from iclr25.common.results import ExperimentConfig, aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import full, real, report
 from .corpus import SOURCES, make_markov_corpus

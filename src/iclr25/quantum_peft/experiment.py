@@ -29,8 +29,9 @@ from torch import nn
 from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.progress import progress
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
 from .config import LR_GRID, METHODS, PRESETS, TUNE_SEEDS, Config, RealConfig

@@ -40,8 +40,9 @@ import torch
 import torch.nn.functional as F
 
 from ..common.claims import Claim, make_claim
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.seeding import derive_seed, numpy_rng
+from ..harness.rundir import RunDir, RunResult
 from .config import RealConfig
 from .model import get_qpeft_model
 

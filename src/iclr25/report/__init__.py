@@ -26,7 +26,7 @@ behind) a symlink resolving outside ``<out>/<slug>/`` is refused, reads are size
 
 Everything is rendered by Jinja2 with autoescaping; each run's ``report.md`` goes through markdown-it with raw
 HTML disabled (it is shown as text), so no text from a run folder can become live HTML. Numbers are formatted by
-:mod:`iclr25.common.fmt` and claim rows built by :mod:`iclr25.common.render`, as in the CLI and report.md.
+:mod:`iclr25.common.fmt` and claim rows built by :mod:`iclr25.harness.render`, as in the CLI and report.md.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from .. import registry
 from ..common.claims import DECISION_RULE, Claim, VerdictCounts, validate_claims_document, verdict_counts
 from ..common.fmt import fmt_seconds
 from ..common.io import UnsafeFileError, atomic_write_text, read_bytes_limited, read_json
-from ..common.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
+from ..harness.render import PRESET_NOTES, SMOKE_PRECONDITION, claim_rows, overrides_text, smoke_precondition
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 MAX_IMAGE_BYTES = 8 << 20

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..common.claims import Claim, VerdictCounts, validate_claims_document, verdict_counts
 from ..common.fmt import fmt_num
 from ..common.io import read_json
-from ..common.render import interval_text
+from ..harness.render import interval_text
 
 
 @dataclass

@@ -24,10 +24,11 @@ from iclr25.common.device import get_device
 from iclr25.common.io import atomic_write_json, read_json
 from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note, sign_note
 from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import report
 from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer

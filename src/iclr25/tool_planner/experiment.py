@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.stats import paired_note
+from ..harness.rundir import RunDir, RunResult
 from . import real, report
 from .backends import SimulatedToolEnv
 from .config import K_ALL, PRESETS, Config, RealConfig

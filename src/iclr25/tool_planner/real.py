@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from ..common.claims import Claim, all_of, make_claim
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.stats import paired_note
+from ..harness.rundir import RunDir, RunResult
 from . import report
 from .config import K_ALL, PARTS, RealConfig
 from .llm import HeuristicPolicy, OpenAICompatibleLLM

@@ -29,9 +29,10 @@ from threadpoolctl import threadpool_limits
 
 from ..common.claims import Claim, all_of, make_claim
 from ..common.progress import progress
-from ..common.results import RunDir, RunResult, aggregate, values
+from ..common.results import aggregate, values
 from ..common.stats import mean_std
 from ..common.timing import best_times
+from ..harness.rundir import RunDir, RunResult
 from . import report
 from .config import PRESETS, Config
 from .corpus import load_real_corpus

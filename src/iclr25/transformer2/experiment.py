@@ -25,9 +25,10 @@ from iclr25.common.claims import Claim, all_of, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.lm import n_params, tiny_causal_lm
 from iclr25.common.progress import log
-from iclr25.common.results import RunDir, RunResult, aggregate, values
+from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
 from iclr25.common.train import LMTrainConfig, train_lm
+from iclr25.harness.rundir import RunDir, RunResult
 
 from . import full as F
 from . import real as R

@@ -746,7 +746,8 @@ def figure(cfg, per_seed: dict, path):
 
 def run(cfg, out):
     from iclr25.common.progress import log
-    from iclr25.common.results import RunDir, RunResult, aggregate
+    from iclr25.common.results import aggregate
+    from iclr25.harness.rundir import RunDir, RunResult
 
     load_model(cfg.model, cfg.svf_modules, cfg.svf_first_layer, cfg.device)  # once, before the workers fork
     rd = RunDir(out, cfg, required=required(cfg))

@@ -39,7 +39,7 @@ changed, a claim is missing on either side or cannot be compared, or validity ch
 when the reference's config, preset, overrides or seed list does not match the config rebuilt from it;
 :data:`EXIT_NUMBERS` (4) when verdicts agree but a number is outside tolerance; 2 for usage errors (unknown system,
 no or invalid reference, bad ``--seeds``). The environment of the two runs is compared field by field
-(:data:`iclr25.common.provenance.ENVIRONMENT_KEYS`: commit, CPU model, ISA, thread counts, BLAS, versions) and
+(:data:`iclr25.harness.provenance.ENVIRONMENT_KEYS`: commit, CPU model, ISA, thread counts, BLAS, versions) and
 every difference is named, as is every field the reference does not record. ``--quiet`` or ``ICLR25_QUIET=1``:
 no progress bars.
 """
@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common.claims import Claim, Stat, validate_claims_document
-from .common.io import as_float
-from .errors import UsageError
+from ..common.claims import Claim, Stat, validate_claims_document
+from ..common.io import as_float
+from ..errors import UsageError
 
 REL_TOL = 1e-6  # "within tolerance": |Δ| <= REL_TOL · max(1, |stored|, |re-run|)
 NUMBER_STATES = ("identical", "within tolerance", "different")
@@ -98,7 +98,7 @@ def isa_environment(isa: str, base: dict[str, str] | None = None) -> dict[str, s
 
 def default_reference_dir() -> Path:
     """``results/quick`` of the repository this package runs from."""
-    return Path(__file__).resolve().parents[2] / "results" / "quick"
+    return Path(__file__).resolve().parents[3] / "results" / "quick"
 
 
 # -- comparing numbers ------------------------------------------------------------------------------------
@@ -352,10 +352,10 @@ def _blas_summary(pools: Any) -> str:
 def environment_differences(ref_prov: dict, here: dict) -> tuple[list[str], list[str]]:
     """(one line per environment field that differs, the fields the reference does not record).
 
-    Fields: :data:`iclr25.common.provenance.ENVIRONMENT_KEYS` and ``device``; the commit is compared without
+    Fields: :data:`iclr25.harness.provenance.ENVIRONMENT_KEYS` and ``device``; the commit is compared without
     its ``+dirty`` mark (which is named when either side has it); library versions key by key.
     """
-    from .common.provenance import ENVIRONMENT_KEYS
+    from .provenance import ENVIRONMENT_KEYS
 
     ref_prov = ref_prov if isinstance(ref_prov, dict) else {}
     diffs, missing = [], []
@@ -481,7 +481,7 @@ EXIT_MEANING = {
 
 def load_reference(slug: str, reference: str | Path | None = None) -> tuple[dict, Path]:
     """The reference claims document of ``slug`` (validated) and its path; :class:`UsageError` otherwise."""
-    from .common.io import read_json
+    from ..common.io import read_json
 
     folder = Path(reference) if reference is not None else default_reference_dir()
     path = folder / slug / "claims.json"
@@ -527,8 +527,8 @@ def reference_mismatches(doc: dict, exp: Any, path: Path | str = "the reference"
     (which covers every field that changes a seed's results, so an edited override or preset shows here); the
     document's seed list against the seed list the rebuilt config runs (the preset's ``seed`` and ``seeds``: a
     reference is made with ``iclr25 run SLUG --preset quick``, without ``--seeds`` or ``--seed``)."""
-    from .common.results import config_hash
-    from .runs import effective_config
+    from ..common.results import config_hash
+    from .configs import effective_config
 
     rc = reference_config(doc, path)
     prov = doc["provenance"]
@@ -593,7 +593,7 @@ def rerun_in_subprocess(
     """Run ``slug`` through the ordinary run path in a child Python process whose environment is
     :func:`isa_environment` (``isa``), set before anything imports torch; return the run's claims document.
     ``RunPathError`` (one line, with the end of the child's stderr) when the child fails."""
-    from .common.io import read_json
+    from ..common.io import read_json
     from .runs import RunPathError
 
     env = isa_environment(isa)
@@ -609,7 +609,7 @@ def rerun_in_subprocess(
         "overrides": overrides,
     }
     r = subprocess.run(
-        [sys.executable, "-m", "iclr25.verify", "--rerun", json.dumps(job)],
+        [sys.executable, "-m", "iclr25.harness.verify", "--rerun", json.dumps(job)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -627,9 +627,10 @@ def rerun_in_subprocess(
 
 def _rerun_main(job_json: str) -> int:
     """The child of :func:`rerun_in_subprocess`: one run through the ordinary run path."""
-    from .common.device import tune_malloc
-    from .common.progress import is_quiet, set_quiet
-    from .runs import experiment_module, run_experiment
+    from ..common.device import tune_malloc
+    from ..common.progress import is_quiet, set_quiet
+    from .configs import experiment_module
+    from .runs import run_experiment
 
     job = json.loads(job_json)
     set_quiet(is_quiet())
@@ -663,9 +664,10 @@ def verify(
     Returns the comparison and its printed form (a header line, the table, the environment). A reference whose
     config, preset, overrides or seed list does not match is not re-run: the comparison holds the mismatches
     (exit :data:`EXIT_MISMATCH`)."""
-    from .common.provenance import environment
-    from .common.results import config_hash
-    from .runs import effective_config, experiment_module, run_experiment
+    from ..common.results import config_hash
+    from .configs import effective_config, experiment_module
+    from .provenance import environment
+    from .runs import run_experiment
 
     exp = experiment_module(slug)  # UsageError for an unknown system
     if isa is not None and isa not in ISA_ENV:
@@ -722,8 +724,8 @@ def verify(
 def cmd_verify(args: argparse.Namespace) -> int:
     """The CLI: print the comparison; exit with :meth:`Comparison.exit_code` (2: usage). ``--quiet`` or
     ``ICLR25_QUIET=1``: no progress bars."""
-    from .common.device import tune_malloc
-    from .common.progress import is_quiet, set_quiet
+    from ..common.device import tune_malloc
+    from ..common.progress import is_quiet, set_quiet
 
     quiet = bool(getattr(args, "quiet", False)) or is_quiet()
     set_quiet(quiet)
@@ -738,4 +740,4 @@ def cmd_verify(args: argparse.Namespace) -> int:
 if __name__ == "__main__":  # the child process of rerun_in_subprocess (``--isa``)
     if len(sys.argv) == 3 and sys.argv[1] == "--rerun":
         sys.exit(_rerun_main(sys.argv[2]))
-    sys.exit("usage: python -m iclr25.verify --rerun JOB_JSON (internal: use `iclr25 verify`)")
+    sys.exit("usage: python -m iclr25.harness.verify --rerun JOB_JSON (internal: use `iclr25 verify`)")

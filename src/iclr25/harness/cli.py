@@ -1,4 +1,5 @@
-"""``iclr25 list | run SLUG|all [...] | config SLUG [...] | report [...]`` — a thin shell over :mod:`iclr25.runs`.
+"""``iclr25 list | run SLUG|all [...] | config SLUG [...] | report [...]`` — a thin shell over
+:mod:`iclr25.harness.runs`.
 
 Exit status: 0 success; 1 a run failed or a folder cannot be used (one line on stderr, no traceback), or the
 output could not be written (``> /dev/full``); 2 a usage error (unknown system, preset, field or value out of
@@ -38,10 +39,11 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from . import registry  # noqa: E402
-from .common.progress import is_quiet, log, set_quiet  # noqa: E402
-from .common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT, Interrupted, RunWarning  # noqa: E402
-from .errors import UsageError, package_version  # noqa: E402
+from .. import registry  # noqa: E402
+from ..common.progress import is_quiet, log, set_quiet  # noqa: E402
+from ..common.results import MAX_SEEDS, PRESET_NAMES, SEED_LIMIT  # noqa: E402
+from ..errors import RunWarning, UsageError, package_version  # noqa: E402
+from .interrupts import Interrupted  # noqa: E402
 from .launch import LAUNCHERS, LaunchError  # noqa: E402
 from .runs import RunPathError, run_experiment  # noqa: E402
 
@@ -236,8 +238,8 @@ def cmd_list() -> int:
 
 
 def _print_summary(slug: str, doc: dict, seconds: float, out: str | Path) -> None:
-    from .common.claims import validate_claims_document
-    from .common.render import PRESET_NOTES, claims_text, validity_label
+    from ..common.claims import validate_claims_document
+    from .render import PRESET_NOTES, claims_text, validity_label
 
     claims = validate_claims_document(doc)
     held = sum(c.holds for c in claims)
@@ -262,7 +264,8 @@ def _header(args: argparse.Namespace, slugs: list[str], seeds: int | None, seed:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runs import check_out, effective_config, experiment_module
+    from .configs import effective_config, experiment_module
+    from .runs import check_out
 
     _check_preset(args.preset, args.slug)
     seeds, seed = _seed_args(args)
@@ -280,8 +283,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.quiet or is_quiet() or not main_rank
     )  # ICLR25_QUIET=1 in the environment counts as --quiet
     log(_header(args, slugs, seeds, seed))  # before the heavy imports (torch, transformers: seconds)
-    from .common.device import get_device, tune_malloc
-    from .common.results import set_jobs
+    from ..common.device import get_device, tune_malloc
+    from .workers import set_jobs
 
     if args.device is not None:
         try:
@@ -331,7 +334,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         if main_rank:
             _print_summary(slug, doc, time.perf_counter() - t0, args.out)
-    from .common.device import close_distributed
+    from ..common.device import close_distributed
 
     close_distributed()
     if failed:
@@ -383,9 +386,9 @@ def _device_note(device: str, numpy_only: bool = False) -> str:
 def cmd_config(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from .common.io import to_jsonable
-    from .common.results import config_hash
-    from .runs import effective_config, experiment_module
+    from ..common.io import to_jsonable
+    from ..common.results import config_hash
+    from .configs import effective_config, experiment_module
 
     _check_preset(args.preset, args.slug)
     seeds, seed = _seed_args(args)
@@ -447,7 +450,7 @@ def _mb(n: int) -> str:
 
 
 def cmd_assets(args: argparse.Namespace) -> int:
-    from . import assets
+    from .. import assets
 
     if args.assets_cmd == "list":
         print(f"asset cache: {assets.cache_root()}  (set ICLR25_ASSETS to move it)\n")
@@ -488,7 +491,7 @@ def cmd_assets(args: argparse.Namespace) -> int:
         try:
             where = assets.fetch_asset(a, force=args.force)
             if n == "smollm2-135m-instruct" and registry._module_present("gguf"):
-                from .assets.lm import derived_fp32
+                from ..assets.lm import derived_fp32
 
                 derived_fp32(n)  # the fp32 safetensors copy: later loads read it instead of de-quantising
         except (assets.AssetError, OSError) as e:
@@ -504,7 +507,7 @@ def cmd_assets(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import ReportError, write_report
+    from ..report import ReportError, write_report
 
     try:
         path = write_report(args.out, reference=args.reference, reference_real=args.reference_real)
@@ -587,7 +590,7 @@ def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .common.results import interrupt_handlers
+    from .interrupts import interrupt_handlers
 
     _safe_streams()
     saved = sys.stdout, sys.stderr

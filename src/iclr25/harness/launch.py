@@ -1,7 +1,7 @@
 """Where a run's missing seeds are computed when not in this process: spawned GPU workers and cluster jobs.
 
 A seed's result depends on its seed alone, and a finished seed is a file in the run folder
-(:class:`iclr25.common.results.RunDir`). So a seed can be computed anywhere that sees the folder: a
+(:class:`iclr25.harness.rundir.RunDir`). So a seed can be computed anywhere that sees the folder: a
 :class:`SeedJob` — the experiment module, the preset and ``--set`` overrides, the seed range, the device, the
 run folder, which ``map_seeds`` call of the run it belongs to, and the seeds to compute — is plain picklable data.
 The process that receives it re-imports the experiment, rebuilds the same config (its hash is checked),
@@ -53,7 +53,7 @@ class SeedJob:
 
 def job_template(exp: Any, slug: str, preset: str, cfg: Any, overrides: dict, dest: Path) -> SeedJob:
     """The :class:`SeedJob` of a run (``call``/``part``/``todo`` are filled in by ``map_seeds``)."""
-    from .common.results import config_hash
+    from ..common.results import config_hash
 
     return SeedJob(
         module=exp.__name__,
@@ -74,9 +74,10 @@ def replay(
     """Rebuild the run's config, replay ``run`` up to ``map_seeds`` call ``job.call`` and compute the seeds
     ``todo()`` yields there — or, for a local worker, those the parent sends down ``conn`` (each outcome goes
     back the same way) — writing their files. Returns the seeds written."""
-    from .common.device import set_cpu_threads
-    from .common.results import RunContext, SeedsComputed, _Worker, config_hash, run_context
-    from .runs import effective_config, no_network_env
+    from ..common.device import set_cpu_threads
+    from ..common.results import config_hash
+    from .configs import effective_config, no_network_env
+    from .workers import RunContext, SeedsComputed, Worker, run_context
 
     no_network_env()
     exp = importlib.import_module(job.module)
@@ -89,7 +90,7 @@ def replay(
             "(another iclr25 version on the worker?)"
         )
     set_cpu_threads(getattr(cfg, "threads", None))
-    worker = _Worker(call=job.call, todo=todo, reraise=reraise, conn=conn)
+    worker = Worker(call=job.call, todo=todo, reraise=reraise, conn=conn)
     ctx = RunContext(job=lambda call, part: dataclasses.replace(job, call=call, part=part))
     with run_context(ctx, worker):
         try:
@@ -107,19 +108,21 @@ def spawn_worker(job: SeedJob, gpu: str | None, conn: Any, parent: int, forward:
     run and computes the seeds the parent sends down ``conn`` (``None``: stop), sending back each outcome and,
     with ``forward``, its progress. It ignores SIGINT and prints no traceback: a replay that fails before its
     seeds is reported to the parent in one line (which then computes the seeds itself)."""
-    from .common.device import pin_gpu
-    from .common.progress import set_forward, set_quiet
-    from .common.results import _ConnForward, _die_with_parent, _send, _short, _worker_signals
+    from ..common.device import pin_gpu
+    from ..common.progress import set_forward, set_quiet
+    from ..common.results import short_repr
+    from .interrupts import worker_signals
+    from .workers import ConnForward, die_with_parent, send
 
-    _worker_signals()
-    _die_with_parent(parent)
+    worker_signals()
+    die_with_parent(parent)
     try:
         pin_gpu(gpu)
         set_quiet(True)
-        set_forward(_ConnForward(conn) if forward else None)
+        set_forward(ConnForward(conn) if forward else None)
         replay(job, None, reraise=False, conn=conn)
     except BaseException as e:  # noqa: BLE001 — the parent says it in one line and computes the seeds itself
-        _send(conn, ("broken", f"{type(e).__name__}: {_short(str(e))}"))
+        send(conn, ("broken", f"{type(e).__name__}: {short_repr(str(e))}"))
         conn.close()
         import os
 
@@ -210,7 +213,7 @@ class SubmititLauncher:
         return ex
 
     def compute(self, job: SeedJob, seeds: list[int]) -> None:
-        from .common.progress import log
+        from ..common.progress import log
 
         folder = Path(job.out) / ".submitit"
         ex = self.executor(folder, job.slug)

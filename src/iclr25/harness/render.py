@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .claims import Claim, verdict_counts, with_declared_checks
-from .fmt import fmt_num, fmt_seconds, md_cell
+from ..common.claims import Claim, verdict_counts, with_declared_checks
+from ..common.fmt import fmt_num, fmt_seconds, md_cell
 
 MARKS = {"holds": "✓", "fails": "✗", "not decided": "?", "undefined": "?"}
 VERDICT_WORDS = {"holds": "holds", "fails": "fails", "not decided": "not decided", "undefined": "undefined"}
