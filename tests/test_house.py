@@ -32,15 +32,19 @@ import pytest
 import iclr25
 
 PKG = Path(iclr25.__file__).resolve().parent
-RUN_PATH = {"experiment", "real", "report", "config"}
+# tuning.py: a reproduction tool (held-out tuning of the arms of a preset; fosp), run path like experiment.py
+RUN_PATH = {"experiment", "real", "report", "config", "tuning"}
 HOUSE = (
     "birdset",
     "budgeted_cl",
+    "cascading_kv",
     "certainty_calibration",
     "dst_robustness",
+    "fosp",
     "freevs",
     "hgm",
     "improver",
+    "law",
     "ohio",
     "pfes_gim",
     "quantum_peft",
