@@ -46,7 +46,7 @@ from .cache import CascadingKVCache
 from .streaming import strided_prefill
 
 if TYPE_CHECKING:
-    from .experiment import RealConfig
+    from .config import RealConfig
 
 METHODS = ("cascade", "streaming", "sliding", "full")
 INTRO = (
