@@ -37,7 +37,6 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -49,20 +48,15 @@ from ..common.results import aggregate, values
 from ..common.seeding import derive_seed
 from ..harness.rundir import RunDir, RunResult
 from .baselines import ft_unlearn
+from .config import KNOWN_RULES, RealConfig
 from .covariance import key_covariance
 from .evaluation import fact_known, fact_known_generate, generic_loss
 from .facts import Fact
 from .memories import model_fingerprint, resolve_layers
 from .washing import apply_delta, wash
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import RealConfig
-
-GEO_RELATIONS = ("capital", "capital_of", "currency", "city_state")
-RELATIONS = GEO_RELATIONS + ("hypernym", "antonym", "family")
 GRAM_SECTIONS = tuple(f"gram{i}" for i in range(1, 10))
 METHODS = ("law", "memit", "ft_ul")
-KNOWN_RULES = ("starts", "generate10")
 
 
 def known_fn(rule: str):

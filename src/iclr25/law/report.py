@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,8 +10,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
+from .config import Config
 
 
 def _table(ps: dict) -> str:
