@@ -30,10 +30,11 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
-from .cache import ATTN_NAME, take_pending, take_sizing
+from .handoff import take_pending, take_sizing
 from .rope import rope, unrope  # noqa: F401  (re-exported)
 from .scores import cached_token_contribution, new_token_scores, reduce_heads
 
+ATTN_NAME = "cascade"  # the registered attention implementation (and "cascade_eager", see cascade_name)
 GROUPED_DECODE = (
     True  # single-token chunks rotate the query per offset group (False: rotate the cache; tests compare)
 )

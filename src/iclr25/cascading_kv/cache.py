@@ -14,39 +14,22 @@ call; it returns the chunk's own keys/values unchanged.
 
 from __future__ import annotations
 
-import threading
 import weakref
 
 import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from .attention import enable_cascade_attention, is_cascade
 from .cascade import EMPTY, CascadeState
 from .fused import DECODE_BACKENDS, run_compiled
+from .handoff import PENDING, SIZING, take_pending
 from .rope import Rotary, _layout, rotaries_for, rotary_for
 from .scores import HEAD_REDUCTIONS
 
-ATTN_NAME = "cascade"
 FAST_SINGLE = (
     True  # one decoded token: memoised time-only plan + ≤ C + 1 slot moves (False: the general push)
 )
-_PENDING = threading.local()  # the layer whose chunk waits for its attention call (same thread, same forward)
-
-
-def take_pending(layer_idx: int | None = None) -> CascadingLayer | None:
-    """Pop the layer handed over by the last ``CascadingLayer.update`` (``None`` when there is none)."""
-    layer = getattr(_PENDING, "layer", None)
-    _PENDING.layer = None
-    if (
-        layer is not None
-        and layer_idx is not None
-        and layer.layer_idx is not None
-        and layer.layer_idx != layer_idx
-    ):
-        raise RuntimeError(
-            f"cascade attention of layer {layer_idx} received the cache of layer {layer.layer_idx}"
-        )
-    return layer
 
 
 def find_rotary_embedding(model: torch.nn.Module) -> torch.nn.Module:
@@ -145,8 +128,8 @@ class CascadingLayer(CacheLayerMixin):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         """Record the chunk (keys already rotated by the model) for the cascade attention call that follows."""
-        if getattr(_PENDING, "layer", None) is not None:
-            _PENDING.layer = None
+        if getattr(PENDING, "layer", None) is not None:
+            PENDING.layer = None
             raise RuntimeError(NOT_ENABLED)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
@@ -159,7 +142,7 @@ class CascadingLayer(CacheLayerMixin):
             )
         self.columns += key_states.shape[-2]
         self._pending = (key_states, value_states)
-        _PENDING.layer = self
+        PENDING.layer = self
         return key_states, value_states
 
     @property
@@ -203,8 +186,8 @@ class CascadingLayer(CacheLayerMixin):
         self._layout = None
         self._pending = None
         self.shared["valid"] = None
-        if getattr(_PENDING, "layer", None) is self:
-            _PENDING.layer = None
+        if getattr(PENDING, "layer", None) is self:
+            PENDING.layer = None
 
     def crop(self, max_length: int) -> None:
         """``transformers``' rollback (``crop(-n)``: drop the last ``n`` tokens; ``crop(m)``: keep the first ``m``).
@@ -647,15 +630,6 @@ NOT_ENABLED = (
     "keep their previous attention); after switching it away, call iclr25.cascading_kv.enable_cascade_attention(model)"
     " or run inside `with iclr25.cascading_kv.cascade_attention(model):`."
 )
-_SIZING = threading.local()  # the cascading cache whose attention mask is being built (see take_sizing)
-
-
-def take_sizing() -> CascadingKVCache | None:
-    """Pop the cascading cache that sized the attention mask being built (``CascadingKVCache.get_mask_sizes`` runs
-    right before the mask function inside ``transformers``' ``create_causal_mask``); ``None`` for other caches."""
-    cache = getattr(_SIZING, "cache", None)
-    _SIZING.cache = None
-    return cache
 
 
 def _validate(
@@ -782,18 +756,14 @@ class CascadingKVCache(Cache):
         self.rotary = rotary
         self.rotary_emb = rotary.module
         if model is not None:
-            from .attention import enable_cascade_attention
-
             enable_cascade_attention(model)
 
     # ---------------------------------------------------------------- Cache API
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         """Hand the chunk to the cascade attention; raises at once if the model is not using it."""
-        _SIZING.cache = None
+        SIZING.cache = None
         cfg = self._config
         if cfg is not None:
-            from .attention import is_cascade
-
             if not is_cascade(getattr(cfg, "_attn_implementation", None)):
                 raise RuntimeError(NOT_ENABLED + f" (the model uses {cfg._attn_implementation!r})")
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
@@ -802,7 +772,7 @@ class CascadingKVCache(Cache):
         """Also tells the ``"cascade"`` mask function that follows which cache it builds the mask for: it records which
         tokens of the chunk are padding (:meth:`set_chunk_padding`) instead of building a mask nobody reads."""
         self.layers[0].shared["valid"] = None
-        _SIZING.cache = self
+        SIZING.cache = self
         return super().get_mask_sizes(query_length, layer_idx)
 
     def set_chunk_padding(self, attention_mask: torch.Tensor | None, query_length: int) -> None:
