@@ -29,7 +29,8 @@ import torch
 
 from iclr25.common.seeding import numpy_rng
 
-SOURCES = ("wikipedia", "shakespeare", "milton", "lee", "glosses")
+from .config import REAL_SOURCES as SOURCES
+
 TOKENIZER = "smollm2-135m-instruct"
 PAD, BOS, UNK, N_SPECIAL = 0, 1, 2, 3
 

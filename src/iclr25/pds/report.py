@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iclr25.common.io import atomic_savefig
 from iclr25.common.stats import mean_std
 
+from .config import Config
 from .corpus import SOURCES
-
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import Config
 
 ARMS = ("random", "pds", "dsir", "pds_t1")  # the arms one_seed trains, in table order
 
