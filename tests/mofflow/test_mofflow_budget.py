@@ -29,7 +29,8 @@ from iclr25.mofflow import (
     train_atom_flow,
     train_mofflow,
 )
-from iclr25.mofflow.experiment import PRESETS, Config, claims, oracle_predictor
+from iclr25.mofflow.experiment import PRESETS, Config, claims
+from iclr25.mofflow.sampling import oracle_predictor
 from iclr25.mofflow.training import size_batches
 
 TINY = MOFFlowConfig(c_s=16, c_z=8, n_trunk=1, egnn_hidden=8)

@@ -21,6 +21,8 @@ import torch
 from pymatgen.core import Lattice, Structure
 from pymatgen.io.cif import CifWriter
 
+from .validation import MAX_Z, validate_lattice, validate_structure
+
 _TOL = 1e-6
 
 
@@ -128,7 +130,6 @@ def mof_from_blocks(
     meta: dict | None = None,
 ) -> MOF:
     """Preprocess ``blocks = [(Z_i (n_i,), X_i (n_i,3) Cartesian, unwrapped)]`` in ``lattice`` into a :class:`MOF`."""
-    from .decomposition import MAX_Z, validate_lattice
 
     lattice = validate_lattice(lattice if isinstance(lattice, Lattice) else np.asarray(lattice, dtype=float))
     if not blocks:
@@ -169,7 +170,6 @@ def mof_from_structure(structure: Structure, block_index: np.ndarray) -> MOF:
     :func:`~.decomposition.unwrap_blocks`. A block that is much more compact with periodic images than as
     given (split across a cell face) raises a warning.
     """
-    from .decomposition import validate_structure
 
     validate_structure(structure)
     block_index = np.asarray(block_index, dtype=int)

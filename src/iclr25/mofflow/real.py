@@ -51,10 +51,11 @@ from .decomposition import PeriodicBlockError, mof_from_cif
 from .evaluation import default_matcher
 from .flow import LatticePrior
 from .network import MOFFlowNet
+from .sampling import atom_structures, mofflow_structures, score
 from .training import FlowTrainConfig, train_mofflow
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from .experiment import RealConfig
+if TYPE_CHECKING:
+    from .config import RealConfig
 
 SUBSET = "2019-ASR"
 REASONS = (
@@ -248,7 +249,6 @@ def split(names: list[str], seed: int, test_frac: float) -> tuple[list[int], lis
 
 
 def one_seed(cfg: RealConfig, seed: int) -> dict:
-    from .experiment import _atom_structures, _mofflow_structures, _score
 
     data = data_of(cfg)
     seed_everything(seed)
@@ -292,14 +292,14 @@ def one_seed(cfg: RealConfig, seed: int) -> dict:
     gts = [m.to_structure() for m in test]
     g = torch.Generator().manual_seed(derive_seed(seed, "sample"))
     t0 = clock()
-    pm, L = _mofflow_structures(model, test, lp, cfg, g)
+    pm, L = mofflow_structures(model, test, lp, cfg, g)
     time_mof = clock() - t0
     g = torch.Generator().manual_seed(derive_seed(seed, "sample_atom"))
     t0 = clock()
-    pa = _atom_structures(amodel, test, lp, cfg, g)
+    pa = atom_structures(amodel, test, lp, cfg, g)
     time_atom = clock() - t0
     for name, preds in (("mofflow", pm), ("atom", pa)):
-        s = _score(gts, preds)
+        s = score(gts, preds)
         res[name]["match_rate"] = s["match_rate"]
         res[name]["rmse"] = s["rmse"]
         res[name]["n_matched"] = int(sum(s["matched"]))
@@ -308,8 +308,8 @@ def one_seed(cfg: RealConfig, seed: int) -> dict:
     res["diag"]["lattice_angle_mae"] = float(np.abs(L[:, 3:] - gl[:, 3:]).mean())
     for oracle in ("lattice", "poses"):
         go = torch.Generator().manual_seed(derive_seed(seed, "sample"))
-        po, _ = _mofflow_structures(model, test, lp, cfg, go, oracle)
-        res["diag"][f"true_{oracle}_match_rate"] = _score(gts, po)["match_rate"]
+        po, _ = mofflow_structures(model, test, lp, cfg, go, oracle)
+        res["diag"][f"true_{oracle}_match_rate"] = score(gts, po)["match_rate"]
     n = len(test)
     res["speed"] = {
         "mofflow_s_per_structure": time_mof / n,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,8 +11,7 @@ from iclr25.common.io import atomic_savefig
 from iclr25.common.results import aggregate, values
 from iclr25.common.stats import mean_std
 
-if TYPE_CHECKING:
-    from .experiment import Config
+from .config import Config
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
