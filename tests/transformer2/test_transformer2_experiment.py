@@ -11,7 +11,7 @@ from iclr25.common.lm import byte_tokenizer, tiny_causal_lm
 from iclr25.errors import UsageError
 from iclr25.harness.artefacts import write_run
 from iclr25.harness.configs import effective_config, experiment_module
-from iclr25.transformer2 import experiment
+from iclr25.transformer2 import experiment, stages
 from iclr25.transformer2 import skills as S
 from iclr25.transformer2.experiment import PRESETS, Config, one_seed, run
 
@@ -108,8 +108,8 @@ def test_dotted_overrides_reach_the_reinforce_config(monkeypatch):
         seen.update(rl_cfg=rl_cfg, prompts=prompt_fn(0, torch.Generator().manual_seed(0)))
         raise _Reached
 
-    monkeypatch.setattr(experiment, "train_reinforce", fake_train_reinforce)
-    monkeypatch.setattr(experiment, "_pretrain", lambda *a, **k: None)
+    monkeypatch.setattr(stages, "train_reinforce", fake_train_reinforce)
+    monkeypatch.setattr(stages, "_pretrain", lambda *a, **k: None)
     with pytest.raises(_Reached):
         one_seed(cfg, 0)
     r = seen["rl_cfg"]
@@ -120,7 +120,7 @@ def test_dotted_overrides_reach_the_reinforce_config(monkeypatch):
         1e-2,
     ) and r.seed != 0  # the SVF experts' steps / lr; seed per seed and phase
     assert seen["prompts"][0].shape[0] == 32  # rl.batch_size is the prompts per step
-    lora = experiment._rl_config(cfg, 0, cfg.lora_steps, cfg.lora_lr, "lora_A")
+    lora = stages._rl_config(cfg, 0, cfg.lora_steps, cfg.lora_lr, "lora_A")
     assert lora == dataclasses.replace(cfg.rl, steps=cfg.lora_steps, lr=cfg.lora_lr, seed=lora.seed)
 
 
