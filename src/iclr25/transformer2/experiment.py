@@ -46,6 +46,10 @@ __all__ = [
 
 # ---- one seed: the stages in order --------------------------------------------------------------------------
 def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
+    """One seed: the stages in order (``stages.py``); the experts are saved to ``expert_dir`` when given (``run``
+    passes ``<out>/experts/seed_<s>``). A ``RealConfig`` runs ``real.one_seed`` (a pretrained LM on real tasks)."""
+    if isinstance(cfg, RealConfig):
+        return R.one_seed(cfg, seed)
     t0 = time.perf_counter()
     seed_everything(seed)
     dev = get_device(cfg.device)
@@ -57,7 +61,7 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
 
     base, matrix = ex["base"], ex["matrix"]
     gain = {t: matrix[t][t] - base[t] for t in S.SKILLS}
-    return {
+    r = {
         "base": base,
         "expert": {t: matrix[t][t] for t in S.SKILLS},
         "gain": gain,
@@ -83,6 +87,26 @@ def one_seed(cfg: Config, seed: int, expert_dir: Path | None = None) -> dict:
         "cem_argmax_matching": int(sum(adapt[t]["argmax_is_matching"] for t in cfg.shift_tasks)),
         "seconds": time.perf_counter() - t0,
     }
+    log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
+    return r
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims and their notes read: task-A experts and LoRA, counts of the expert diagnostics, the
+    dispatch routing (per prompt wording) and the CEM adaptation on every shifted task (a ``RealConfig``: real.py's
+    declaration)."""
+    if isinstance(cfg, RealConfig):
+        return R.required_keys(cfg)
+    required = ("base/A", "expert/A", "lora/rl_A", "lora/sft_A", "params/lora", "params/svf", "specificity_A")
+    required += ("n_tasks_gain_3pt", "diag_dominant_cells", "shuffle_hurts_cases")
+    required += ("cem_minus_best_single", "cem_minus_base_min", "cem_argmax_matching")
+    required += ("dispatch/prompt_routing_acc", "dispatch/expert_routing_acc")
+    required += tuple(f"dispatch/two_pass_gain_{k}" for k in ("prompt", "expert", "oracle"))
+    required += tuple(f"dispatch/{k}_routing_acc_w{w}" for k in ("prompt", "expert") for w in S.WORDINGS)
+    required += tuple(
+        f"adapt/{t}/{k}" for t in cfg.shift_tasks for k in ("base", "cem", "best_single", "matching")
+    )
+    return required
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -277,21 +301,6 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     ]
 
 
-def required_keys(cfg: Config) -> tuple[str, ...]:
-    """The keys the claims and their notes read: task-A experts and LoRA, counts of the expert diagnostics, the
-    dispatch routing (per prompt wording) and the CEM adaptation on every shifted task."""
-    required = ("base/A", "expert/A", "lora/rl_A", "lora/sft_A", "params/lora", "params/svf", "specificity_A")
-    required += ("n_tasks_gain_3pt", "diag_dominant_cells", "shuffle_hurts_cases")
-    required += ("cem_minus_best_single", "cem_minus_base_min", "cem_argmax_matching")
-    required += ("dispatch/prompt_routing_acc", "dispatch/expert_routing_acc")
-    required += tuple(f"dispatch/two_pass_gain_{k}" for k in ("prompt", "expert", "oracle"))
-    required += tuple(f"dispatch/{k}_routing_acc_w{w}" for k in ("prompt", "expert") for w in S.WORDINGS)
-    required += tuple(
-        f"adapt/{t}/{k}" for t in cfg.shift_tasks for k in ("base", "cem", "best_single", "matching")
-    )
-    return required
-
-
 def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
     """The experts need headroom: the base model must have learnt the skills, but not perfectly."""
     base_mean = float(np.mean([np.mean(list(per_seed[s]["base"].values())) for s in per_seed]))
@@ -303,30 +312,14 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
     return valid, "" if valid else reason
 
 
-def _logged_seed(cfg: Config, seed: int, expert_dir: Path) -> dict:
-    r = one_seed(cfg, seed, expert_dir=expert_dir)
-    log(f"[transformer2] seed {seed}: gains {r['gain']}, {r['seconds']:.1f} s")
-    return r
-
-
 def run(cfg: Config, out: Path) -> RunResult:
     if isinstance(cfg, RealConfig):  # a pretrained LM on real tasks (real.py; full.py refuses for now)
         return (F.run if isinstance(cfg, FullConfig) else R.run)(cfg, out)
-    return _run_toy(cfg, out)
-
-
-def _run_toy(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
-    fn = lambda s: _logged_seed(cfg, s, rd.path / "experts" / f"seed_{s}")  # noqa: E731
-    per_seed = rd.map_seeds(fn, cfg.seed_list, required=required_keys(cfg))
+    rd = RunDir(out, cfg, required=required_keys(cfg))
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, rd.path / "experts" / f"seed_{s}"), cfg.seed_list)
     valid, reason = validity(cfg, per_seed)
     return RunResult(
-        seeds=cfg.seed_list,
-        metrics=aggregate(per_seed),
-        claims=claims(cfg, per_seed),
-        per_seed=per_seed,
+        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims(cfg, per_seed), per_seed=per_seed,
         figures=[figure(cfg, per_seed, rd.figures / "experts_and_adaptation.png")],
-        report_md=report_md(cfg, per_seed),
-        valid=valid,
-        invalid_reason=reason,
-    )
+        report_md=report_md(cfg, per_seed), valid=valid, invalid_reason=reason,
+    )  # fmt: skip

@@ -619,7 +619,7 @@ def one_seed(cfg, seed: int) -> dict:
     return r
 
 
-def required(cfg) -> tuple[str, ...]:
+def required_keys(cfg) -> tuple[str, ...]:
     keys = tuple(f"{k}/{n}" for k in ("base", "expert", "gain") for n in TASKS)
     return keys + ("dispatch/routing_acc", "heldout/base", "heldout/two_pass")
 
@@ -750,7 +750,7 @@ def run(cfg, out):
     from iclr25.harness.rundir import RunDir, RunResult
 
     load_model(cfg.model, cfg.svf_modules, cfg.svf_first_layer, cfg.device)  # once, before the workers fork
-    rd = RunDir(out, cfg, required=required(cfg))
+    rd = RunDir(out, cfg, required=required_keys(cfg))
 
     def fn(s: int) -> dict:
         r = one_seed(cfg, s)
