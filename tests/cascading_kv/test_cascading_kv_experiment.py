@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from iclr25.cascading_kv.experiment import PRESETS, Config, one_seed_pretrained, recall_batch, run, vocab
+from iclr25.cascading_kv.experiment import PRESETS, Config, one_seed_pretrained, run
+from iclr25.cascading_kv.recall import recall_batch, vocab
 from iclr25.common.seeding import torch_generator
 from iclr25.harness.artefacts import write_run
 
@@ -102,7 +103,7 @@ class _Stop(Exception):
 def test_dotted_overrides_reach_the_training_config_train_lm_receives(monkeypatch):
     """``--set train.lr=… train.grad_clip=…`` reach the LMTrainConfig the recall model trains with; the seed is
     derived per run seed and the batches come from the recall generator at ``train.batch_size``."""
-    from iclr25.cascading_kv import experiment as ex
+    from iclr25.cascading_kv import recall
     from iclr25.common.seeding import derive_seed
     from iclr25.harness.configs import effective_config, experiment_module
 
@@ -117,9 +118,9 @@ def test_dotted_overrides_reach_the_training_config_train_lm_receives(monkeypatc
         seen["cfg"], seen["batch"] = cfg, batch_fn(0, torch_generator(0))
         raise _Stop
 
-    monkeypatch.setattr(ex, "train_lm", fake_train_lm)
+    monkeypatch.setattr(recall, "train_lm", fake_train_lm)
     with pytest.raises(_Stop):
-        ex.train_recall_model(cfg, 3, torch.device("cpu"))
+        recall.train_recall_model(cfg, 3, torch.device("cpu"))
     t = seen["cfg"]
     assert (t.lr, t.grad_clip, t.steps, t.batch_size) == (0.001, 1.5, 7, 5)
     assert (t.warmup_steps, t.min_lr_ratio, t.beta2, t.seq_len) == (0, 1.0, 0.999, 97)
