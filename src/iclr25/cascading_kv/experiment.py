@@ -31,6 +31,7 @@ from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything, torch_generator
 from iclr25.harness.rundir import RunDir, RunResult
 
+from . import real
 from .config import PRESETS, Config, RealConfig
 from .pretrained import load_pretrained, passkey_ids
 from .recall import (
@@ -151,9 +152,25 @@ def one_seed_pretrained(cfg: Config, seed: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- run
-def one_seed(cfg: Config, seed: int) -> dict:
-    """One seed of the configured mode: the trained recall model (``recall``) or a checkpoint (``pretrained``)."""
+def one_seed(cfg: Config, seed: int, runner: real.Runner | None = None, snaps: dict | None = None) -> dict:
+    """One seed of the configured mode: the trained recall model (``recall``), a checkpoint (``pretrained``) or, for
+    a ``RealConfig``, ``real.one_seed`` with the model's ``runner`` and filler ``snaps`` (built once by ``run``
+    through ``real.prepare``; here when not given)."""
+    if isinstance(cfg, RealConfig):
+        if runner is None or snaps is None:
+            runner, snaps = real.prepare(cfg, get_device(cfg.device))
+        return real.one_seed(cfg, seed, runner, snaps)
     return (one_seed_recall if cfg.mode == "recall" else one_seed_pretrained)(cfg, seed)
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims read: both caches' accuracy at every split distance, the prefill ratios (a
+    ``RealConfig``: real.py's declaration)."""
+    if isinstance(cfg, RealConfig):
+        return real.required_keys(cfg)
+    inside, beyond, outside = _split_distances(cfg)
+    acc = tuple(f"{n}/acc_d{d}" for d in (*inside, *beyond, *outside) for n in ("cascade", "streaming"))
+    return (*acc, "timing/cascade_ratio", "timing/full_ratio")
 
 
 def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
@@ -162,13 +179,6 @@ def _split_distances(cfg: Config) -> tuple[list[int], list[int], list[int]]:
     beyond = [d for d in ds if cfg.cache_size < d < cfg.span_limit]
     outside = [d for d in ds if d > cfg.span_limit]
     return inside, beyond, outside
-
-
-def required_keys(cfg: Config) -> tuple[str, ...]:
-    """The per-seed keys the claims read: both caches' accuracy at every split distance, the prefill ratios."""
-    inside, beyond, outside = _split_distances(cfg)
-    acc = tuple(f"{n}/acc_d{d}" for d in (*inside, *beyond, *outside) for n in ("cascade", "streaming"))
-    return (*acc, "timing/cascade_ratio", "timing/full_ratio")
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
@@ -287,36 +297,17 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    if isinstance(cfg, RealConfig):
-        return _run_real(cfg, out)
     rd = RunDir(out, cfg, required=required_keys(cfg))
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    ctx = real.prepare(cfg, get_device(cfg.device)) if isinstance(cfg, RealConfig) else (None, None)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, *ctx), cfg.seed_list)
+    if isinstance(cfg, RealConfig):  # a pretrained LM's passkey record (real.py)
+        reason = real.precondition(cfg, per_seed)
+        return RunResult(seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=real.claims(cfg, per_seed),
+                         per_seed=per_seed, figures=[], report_md=real.report_md(cfg, per_seed), valid=not reason,
+                         invalid_reason=reason)  # fmt: skip
     valid, reason = validity(cfg, per_seed)
     return RunResult(
-        seeds=cfg.seed_list,
-        metrics=aggregate(per_seed),
-        claims=claims(cfg, per_seed),
-        per_seed=per_seed,
-        figures=[figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")],
-        report_md=report_md(cfg, per_seed),
-        valid=valid,
-        invalid_reason=reason,
-    )
-
-
-def _run_real(cfg: RealConfig, out: Path) -> RunResult:
-    from . import real
-
-    rd = RunDir(out, cfg, required=real.required_keys(cfg))
-    per_seed = real.run_all(cfg, rd, get_device(cfg.device))
-    reason = real.precondition(cfg, per_seed)
-    return RunResult(
-        seeds=cfg.seed_list,
-        metrics=aggregate(per_seed),
-        claims=real.claims(cfg, per_seed),
-        per_seed=per_seed,
-        figures=[],
-        report_md=real.report_md(cfg, per_seed),
-        valid=not reason,
-        invalid_reason=reason,
-    )
+        seeds=cfg.seed_list, metrics=aggregate(per_seed), claims=claims(cfg, per_seed), per_seed=per_seed,
+        figures=[figure(cfg, per_seed, rd.figures / "accuracy_vs_distance.png")], report_md=report_md(cfg, per_seed),
+        valid=valid, invalid_reason=reason,
+    )  # fmt: skip

@@ -477,10 +477,11 @@ def report_md(cfg: RealConfig, per_seed: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_all(cfg: RealConfig, rd, device: torch.device) -> dict:
-    """Load the model, read the filler once per method, then every seed (forked workers inherit both)."""
+def prepare(cfg: RealConfig, device: torch.device) -> tuple[Runner, dict]:
+    """Load the model and read the filler once per method (``(runner, snaps)`` for :func:`one_seed`), and the
+    held-out texts, once per run before the seeds (forked workers inherit all of it)."""
     model, tok = load_model(cfg, device)
     runner = Runner(cfg, model, tok)
     snaps = filler_snapshots(cfg, runner)
     held_out_texts(cfg.ppl_corpus, cfg.ppl_split)  # read once, before the workers fork
-    return rd.map_seeds(lambda s: one_seed(cfg, s, runner, snaps), cfg.seed_list)
+    return runner, snaps
