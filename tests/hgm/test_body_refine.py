@@ -3,7 +3,8 @@
 import torch
 
 from iclr25.hgm import GaussianSet, orbit_cameras, project_points
-from iclr25.hgm.experiment import _topk_mask, refine_body
+from iclr25.hgm.body_refine import refine_body
+from iclr25.hgm.metrics import topk_mask
 from iclr25.hgm.model import downscale_camera
 from iclr25.hgm.toyhumans import CapsuleBody, make_toyhumans
 
@@ -21,7 +22,7 @@ def test_downscale_camera_halves_pixel_coordinates():
 
 def test_topk_mask_selects_the_most_opaque():
     op = torch.tensor([[0.1, 0.9, 0.5, 0.3], [0.2, 0.2, 0.8, 0.7]])
-    m = _topk_mask(op, 0.5)
+    m = topk_mask(op, 0.5)
     assert m.tolist() == [[False, True, True, False], [False, False, True, True]]
 
 

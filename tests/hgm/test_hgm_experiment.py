@@ -56,15 +56,15 @@ def test_config_validation():
 def test_full_preset_builds_and_its_model_runs_at_toy_batch():
     import torch
 
-    from iclr25.hgm.experiment import _model
     from iclr25.hgm.toyhumans import make_toyhumans
+    from iclr25.hgm.training import build_model
 
     cfg = PRESETS["full"]
     quick = PRESETS["quick"]
     assert cfg.n_train > quick.n_train and cfg.steps >= 1000 and cfg.budget_s is None  # step-limited, long
     assert quick.budget_s is not None and quick.budget_s > 0  # quick: equal CPU-time budget per arm
     data = make_toyhumans(1, seed=0, size=cfg.model.image_size, num_points=2000)
-    m = _model(cfg, True, data.prior_vertices.shape[1])
+    m = build_model(cfg, True, data.prior_vertices.shape[1])
     out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)
     assert out.merged.num == cfg.model.splat_size**2 and torch.isfinite(out.merged.means).all()
 
@@ -82,7 +82,7 @@ def test_full_preset_asks_for_cuda_and_prints_without_it(capsys):
 def test_supervision_always_includes_views_that_are_not_inputs(in_views, sup_views):
     import torch
 
-    from iclr25.hgm.experiment import BACK, supervision_views
+    from iclr25.hgm.training import BACK, supervision_views
 
     gen = torch.Generator().manual_seed(0)
     seen = set()
@@ -101,7 +101,7 @@ def test_supervision_always_includes_views_that_are_not_inputs(in_views, sup_vie
 def test_supervision_views_and_refinement_threshold_reject_bad_input():
     import torch
 
-    from iclr25.hgm.experiment import supervision_views
+    from iclr25.hgm.training import supervision_views
 
     gen = torch.Generator().manual_seed(0)
     with pytest.raises(ValueError, match="in_views"):
@@ -126,7 +126,7 @@ def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
     import dataclasses
 
     from iclr25.harness.configs import effective_config, experiment_module
-    from iclr25.hgm import experiment
+    from iclr25.hgm import experiment, training
 
     cfg, applied = effective_config(
         experiment_module("hgm"), "smoke", overrides=["model.heads=2", "model.grid=8", "model.code_dim=8"]
@@ -134,7 +134,7 @@ def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
     assert applied == {"model.heads": 2, "model.grid": 8, "model.code_dim": 8}
     assert cfg.model == dataclasses.replace(PRESETS["smoke"].model, heads=2, grid=8, code_dim=8)
     seen = []
-    real = experiment.HGM
+    real = training.HGM
 
     def fake_hgm(mcfg):
         seen.append(mcfg)
@@ -142,11 +142,11 @@ def test_dotted_overrides_reach_the_models_one_seed_builds(monkeypatch):
             raise _Reached
         return real(mcfg)
 
-    monkeypatch.setattr(experiment, "HGM", fake_hgm)
-    monkeypatch.setattr(experiment, "_train", lambda *a, **k: {"steps": 0, "cpu_s": 0.0, "wall_s": 0.0})
+    monkeypatch.setattr(training, "HGM", fake_hgm)
+    monkeypatch.setattr(experiment, "train_model", lambda *a, **k: {"steps": 0, "cpu_s": 0.0, "wall_s": 0.0})
     with pytest.raises(_Reached):
         experiment.one_seed(cfg, 0)
-    nv = experiment.make_data(cfg)[0].prior_vertices.shape[1]
+    nv = training.make_data(cfg)[0].prior_vertices.shape[1]
     for mcfg, use_body in zip(seen, (False, True)):
         assert mcfg == dataclasses.replace(cfg.model, num_vertices=nv, use_body=use_body)
         assert (mcfg.heads, mcfg.grid, mcfg.code_dim, mcfg.image_size, mcfg.feat_dim) == (2, 8, 8, 16, 16)

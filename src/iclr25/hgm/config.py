@@ -1,5 +1,5 @@
-"""The HGM reproduction's settings (README, "Reproduction"): the views, :class:`Config` and its :data:`PRESETS` (read by
-``experiment.py`` and ``report.py``)."""
+"""The HGM reproduction's settings (README, "Reproduction"): :class:`Config` and its :data:`PRESETS` (read by
+``experiment.py`` and ``report.py``; the views BACK / FRONT are the library's, :mod:`iclr25.hgm.training`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from iclr25.common.results import ExperimentConfig
 
 from .model import HGMConfig
 
-BACK, FRONT = 6, 0
-
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
@@ -19,7 +17,7 @@ class Config(ExperimentConfig):
     n_test: int = bounded(50, lo=1)
     # every trained model's HGM (and the refiner's channels), every HGMConfig field set with dotted overrides
     # (``--set model.heads=2``); model.image_size is also the rendered ToyHumans' size. feat_dim is its own field
-    # (the presets keep it = channels[1]); num_vertices and use_body are set per body model and arm in _model.
+    # (the presets keep it = channels[1]); num_vertices and use_body are set per body model and arm (training.build_model).
     model: HGMConfig = HGMConfig(
         image_size=32, splat_size=16, channels=(16, 32, 64), feat_dim=32, code_dim=16, heads=4, grid=16
     )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["chamfer_distance", "psnr", "ssim"]
+__all__ = ["chamfer_distance", "psnr", "ssim", "topk_mask"]
 
 
 def _check_range(data_range: float) -> None:
@@ -91,3 +92,10 @@ def chamfer_distance(a: Tensor, b: Tensor, mask_a: Tensor | None = None) -> Tens
     a2b = (d.min(-1).values * mask_a).sum(-1) / mask_a.sum(-1)
     b2a = d.masked_fill(~mask_a.unsqueeze(-1), float("inf")).min(1).values.mean(-1)
     return 0.5 * (a2b + b2a)
+
+
+def topk_mask(opacities: Tensor, frac: float) -> Tensor:
+    """(B, N) mask of each row's ``ceil(frac·N)`` most opaque Gaussians (ties at the cut-off included)."""
+    k = max(1, int(np.ceil(frac * opacities.shape[-1])))
+    kth = opacities.topk(k, dim=-1).values[..., -1:]
+    return opacities >= kth

@@ -10,7 +10,8 @@ import torch
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-from .config import BACK, FRONT, Config
+from .config import Config
+from .training import BACK, FRONT
 
 ARMS = ("image_only", "dual", "refined", "oracle")
 TABLE_METRICS = ("psnr_back", "psnr_input", "psnr_novel", "ssim_back", "chamfer", "chamfer_alpha05")
