@@ -64,7 +64,7 @@ __all__ = [
 ]  # the config names re-exported for the registry
 
 # every arm's test scores (:data:`~iclr25.hgm.evaluation.ARM_METRICS`) and the E2 back renders: what the metrics
-# and claims always read
+# and claims always read (:func:`required_keys`)
 REQUIRED = tuple(f"{a}/{k}" for a in ARMS for k in ARM_METRICS) + (
     "back_psnr_coarse_render",
     "back_psnr_refined_render",
@@ -124,6 +124,12 @@ def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path |
     if fig_path is not None:
         report.figure(cfg, {seed: res}, fig_path, test=test, backs=backs)
     return res
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The '/'-joined per-seed keys the metrics and claims always read (every preset): every arm's test scores and
+    the coarse / refined back renders' PSNR."""
+    return REQUIRED
 
 
 def summary(per_seed: dict) -> dict[str, float]:
@@ -226,7 +232,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(Path(out), cfg, required=REQUIRED)
+    rd = RunDir(Path(out), cfg, required=required_keys(cfg))
     data = make_data(cfg, rd.path / "data")
     fig = rd.figures / "hgm_back_views.png"
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, data, fig if s == cfg.seed else None), cfg.seed_list)
