@@ -5,7 +5,7 @@ import pytest
 from iclr25.errors import UsageError
 from iclr25.harness.artefacts import write_run
 from iclr25.harness.configs import effective_config, experiment_module
-from iclr25.law import experiment
+from iclr25.law import experiment, setting
 from iclr25.law.experiment import PRESETS, Config, run
 
 
@@ -48,7 +48,7 @@ def test_dotted_overrides_reach_the_world_and_the_z_config(monkeypatch):
         seen["world"] = world
         raise _Reached
 
-    monkeypatch.setattr(experiment, "train_model", fake_train_model)
+    monkeypatch.setattr(setting, "train_model", fake_train_model)
     with pytest.raises(_Reached):
         experiment.one_seed(cfg, 0)
     w = seen["world"].cfg
@@ -57,11 +57,11 @@ def test_dotted_overrides_reach_the_world_and_the_z_config(monkeypatch):
     assert len(seen["world"].facts()) == 30 * 4 and seen["world"]._prompt("f0 u0", "r0") == "f0 u0 r0"
 
     # the ZConfig LaW (wash) and MEMIT→EOS receive is cfg.z
-    st = object.__new__(experiment.Setting)
+    st = object.__new__(setting.Setting)
     st.cfg, st.model, st.tok, st.cov, st.facts, st.lam = cfg, None, None, {}, [], 10.0
     got = []
-    monkeypatch.setattr(experiment, "wash", lambda *a, z, **k: got.append(z))
-    monkeypatch.setattr(experiment, "memit_to_eos", lambda *a, z, **k: got.append(z))
+    monkeypatch.setattr(setting, "wash", lambda *a, z, **k: got.append(z))
+    monkeypatch.setattr(setting, "memit_to_eos", lambda *a, z, **k: got.append(z))
     st.law([])
     st.memit([])
     assert got == [cfg.z, cfg.z] and (got[0].steps, got[0].clamp, got[0].kl_factor) == (7, 2.5, 0.0)
@@ -117,7 +117,7 @@ def test_smoke_run_and_resume(tmp_path):
 def test_training_stops_early_once_known(tmp_path, monkeypatch):
     """Early stopping: once facts and recall are known at an evaluation, training ends there; with an
     unreachable stop level it runs the full step budget. The trained model is cached with its training record."""
-    import iclr25.law.experiment as ex
+    import iclr25.law.setting as ex
 
     base = dataclasses.replace(PRESETS["smoke"], train_steps=40, eval_every=20)
     w = ex.make_world(base)
