@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iclr25.common.claims import Claim, all_of, make_claim
+from iclr25.common.claims import Claim, all_of, explain_failures, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
@@ -130,6 +130,31 @@ def one_seed(cfg: Config, seed: int) -> dict:
     out["timing"]["total_s"] = time.perf_counter() - t0
     out["timing"]["cpu_s"] = time.process_time() - c0  # CPU seconds of this seed (load-independent budget)
     return out
+
+
+# the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
+REQUIRED = (
+    "fosp/base/cost",
+    "dreamerv3/base/cost",
+    "fosp/base/return",
+    "safedreamer/base/return",
+    "fosp/shifted/cost",
+    "fosp_noref/shifted/cost",
+    "fosp/shifted/return",
+    "pex/cum_cost",
+    "direct/cum_cost",
+    "scratch/cum_cost",
+    "pex/final/return",
+    "pex/cum_return",
+    "direct/cum_return",
+    "scratch/cum_return",
+    "fosp_noref/shifted/return",
+)
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The '/'-joined per-seed keys the claims always read (every preset: the same arms)."""
+    return REQUIRED
 
 
 _DIAG = (
@@ -276,40 +301,14 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
             compare="difference",
         ),
     ]
-    # a claim whose measured number passes gets the "held at this scale" note only when it is decided (holds);
-    # one that passes without being decided keeps the note make_claim gave it (the interval and seeds to decide)
-    return [
-        dataclasses.replace(c, note=_HELD)
-        if c.holds
-        else c
-        if c.passes
-        else dataclasses.replace(c, note=_NOTES[c.id])
-        for c in cs
-    ]
-
-
-# the keys the claims read (offline arms on the base and shifted layouts, online fine-tuning arms)
-REQUIRED = (
-    "fosp/base/cost",
-    "dreamerv3/base/cost",
-    "fosp/base/return",
-    "safedreamer/base/return",
-    "fosp/shifted/cost",
-    "fosp_noref/shifted/cost",
-    "fosp/shifted/return",
-    "pex/cum_cost",
-    "direct/cum_cost",
-    "scratch/cum_cost",
-    "pex/final/return",
-    "pex/cum_return",
-    "direct/cum_return",
-    "scratch/cum_return",
-    "fosp_noref/shifted/return",
-)
+    # a failed claim carries its diagnosis (_NOTES); a claim whose measured number passes gets the "held at this
+    # scale" note only when it is decided (holds); one that passes without being decided keeps the note make_claim
+    # gave it (the interval and seeds to decide)
+    return [dataclasses.replace(c, note=_HELD) if c.holds else c for c in explain_failures(cs, _NOTES)]
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     require_env(cfg)
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
