@@ -42,6 +42,14 @@ __all__ = [
 ]  # the config names re-exported for the registry
 
 
+# the per-seed keys the claims and their failure notes read (every method's washed accuracy, the retained accuracy
+# and reasoning deltas they compare, the EOS NLL reached by z)
+REQUIRED = (
+    "law/washed", "memit/washed", "ft_ul/washed", "ft_eos/washed", "law/retained", "ft_ul/retained",
+    "ft_eos/retained", "law/recall_drop", "ft_ul/recall_drop", "law/generic_increase", "ft_ul/generic_increase",
+    "law/z_nll",
+)  # fmt: skip
+
 # -- one seed ----------------------------------------------------------------------------------------------
 
 
@@ -112,25 +120,12 @@ def _merge(main: dict, extras: dict, cfg: Config) -> dict:
     return res
 
 
-def map_seed_parts(rd: RunDir, st: Setting, ft_lr: dict) -> dict:
-    """All seeds' results, computed as 2 tasks per seed (main comparison, report-only extras) so that forked
-    workers stay busy with an odd seed count; task id 2·seed + part, so resuming with other seeds stays exact."""
-    seeds = st.cfg.seed_list
-
-    def task(i: int) -> dict:
-        s, part = divmod(i, 2)
-        return seed_main(st, s, ft_lr) if part == 0 else seed_extras(st, s)
-
-    ids = [2 * s for s in seeds] + [2 * s + 1 for s in seeds]
-    work = rd.map_seeds(task, ids, desc="law seeds", part="task")
-    return {s: _merge(work[2 * s], work[2 * s + 1], st.cfg) for s in seeds}
-
-
 def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | None = None) -> dict:
-    """One seed: the main comparison and the report-only extras on its washed subset. ``st`` (the run's trained
-    model and covariances) and ``ft_lr`` (the tuned FT learning rates) are shared by the seeds of a run, which
-    computes the two parts as separate tasks (``map_seed_parts``); given neither, both are built here in a
-    temporary folder (the same numbers as in a run of ``cfg``). A ``RealConfig`` loads its model and facts here."""
+    """One seed: the main comparison (:func:`seed_main`) and the report-only extras (:func:`seed_extras`) on its
+    washed subset, merged. ``st`` (the run's trained model and covariances) and ``ft_lr`` (the tuned FT learning
+    rates) are shared by the seeds of a run, which builds them once and passes them in; given neither, both are built
+    here in a temporary folder (the same numbers as in a run of ``cfg``). A ``RealConfig`` loads its model and facts
+    here (real.py)."""
     if isinstance(cfg, RealConfig):
         data = real.load_real(cfg, Path(tempfile.mkdtemp(prefix="law-real-")))
         return real.one_seed(cfg, data, real.base_metrics(data), seed, {})
@@ -140,6 +135,13 @@ def one_seed(cfg: Config, seed: int, st: Setting | None = None, ft_lr: dict | No
     if ft_lr is None:
         ft_lr = st.tune(tuning_grid(RunDir(Path(tempfile.mkdtemp(prefix="law-tune-")), cfg)))
     return _merge(seed_main(st, seed, ft_lr), seed_extras(st, seed), cfg)
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims and their failure notes read (a ``RealConfig``: real.py's declaration)."""
+    if isinstance(cfg, RealConfig):
+        return real.required_keys(cfg)
+    return REQUIRED
 
 
 # -- claims ---------------------------------------------------------------------------------------------------
@@ -232,10 +234,10 @@ def _remaining(ps: dict) -> list[float]:
 def run(cfg: Config, out: Path) -> RunResult:
     if isinstance(cfg, RealConfig):  # a pretrained LM and real facts (real.py)
         return real.run(cfg, out)
-    rd = RunDir(Path(out), cfg)
+    rd = RunDir(Path(out), cfg, required=required_keys(cfg))
     st = Setting(cfg, rd.path, str(get_device(cfg.device)))
     ft_lr = st.tune(tuning_grid(rd))
-    per_seed = map_seed_parts(rd, st, ft_lr)
+    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, st, ft_lr), cfg.seed_list, desc="law seeds")
     model, reason = st.summary(ft_lr), st.precondition()
     return RunResult(
         seeds=cfg.seed_list, metrics=aggregate(per_seed) | {"model": model}, claims=claims(cfg, per_seed, reason),
