@@ -11,10 +11,12 @@ parameters after the contract's are allowed only with defaults, so ``one_seed(cf
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import importlib
 import importlib.util
 import inspect
+import shutil
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,101 @@ def test_method_card_has_the_common_headings(slug):
             assert a.name in real or a.package.lower() in real, (
                 f"{slug}: Real inputs does not name asset {a.name}"
             )
+
+
+# --- behaviour, not names only (issue #48): one way to declare required keys, run calls one_seed, claims read
+# --- only per_seed.
+
+
+def _top_functions(exp) -> list[str]:
+    tree = ast.parse(Path(exp.__file__).read_text(encoding="utf-8"))
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_required_keys_are_declared_next_to_one_seed_for_every_preset(slug):
+    """One declaration: ``required_keys(cfg)`` directly after ``one_seed``, a non-empty tuple of distinct
+    '/'-joined keys for every preset; ``RunDir`` gets its per-seed keys from it and nowhere else."""
+    exp = importlib.import_module(registry.get(slug).module)
+    fns = _top_functions(exp)
+    assert "required_keys" in fns, f"{exp.__name__} has no function required_keys(cfg)"
+    _check_signature(exp.required_keys, ("cfg",))
+    assert fns.index("required_keys") == fns.index("one_seed") + 1, (
+        f"{exp.__name__}: required_keys must come directly after one_seed (order: {fns})"
+    )
+    for name, cfg in exp.PRESETS.items():
+        keys = exp.required_keys(cfg)
+        assert isinstance(keys, tuple) and keys, f"{slug} {name}: required_keys must be a non-empty tuple"
+        assert all(isinstance(k, str) and k and not k.startswith("/") for k in keys), (slug, name, keys)
+        assert len(set(keys)) == len(keys), f"{slug} {name}: duplicate required keys"
+    tree = ast.parse(Path(exp.__file__).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RunDir":
+            for kw in node.keywords:
+                if kw.arg == "required":
+                    ok = (
+                        isinstance(kw.value, ast.Call) and getattr(kw.value.func, "id", "") == "required_keys"
+                    )
+                    assert ok, f"{exp.__name__}: RunDir(required=...) must be required_keys(cfg)"
+
+
+def _lookup(result: dict, key: str):
+    node = result
+    for p in key.split("/"):
+        assert isinstance(node, dict) and p in node, f"required key {key!r} missing (at {p!r})"
+        node = node[p]
+    return node
+
+
+@pytest.mark.parametrize("slug", CASES)
+def test_run_calls_one_seed_and_claims_read_only_per_seed(slug, tmp_path, monkeypatch):
+    """A smoke run (one seed) with ``experiment.one_seed`` wrapped: ``run`` computes every seed through it, each
+    result holds every declared required key as a number, and ``claims(cfg, per_seed)`` called afterwards — with
+    the run folder deleted and ``one_seed`` made to raise — rebuilds the run's claims exactly."""
+    from iclr25.common.claims import Claim
+    from iclr25.harness.configs import effective_config
+    from iclr25.harness.runs import run_experiment
+
+    exp = registry.get(slug).experiment()
+    cfg, _ = effective_config(exp, "smoke", seeds=1)
+    real_one_seed = exp.one_seed
+    calls: dict[int, dict] = {}
+
+    def spy(c, seed, *args, **kwargs):
+        r = real_one_seed(c, seed, *args, **kwargs)
+        calls[seed] = r
+        return r
+
+    monkeypatch.setattr(exp, "one_seed", spy)
+    doc = run_experiment(exp, slug, "smoke", tmp_path, seeds=1)
+    assert sorted(calls) == list(cfg.seed_list), f"{slug}: run did not compute its seeds through one_seed"
+    for seed, result in calls.items():
+        for key in exp.required_keys(cfg):
+            v = _lookup(result, key)
+            assert isinstance(v, (int, float)) and not isinstance(v, bool), (
+                f"{slug} seed {seed}: {key} = {v!r}"
+            )
+
+    def boom(*a, **k):
+        raise AssertionError("claims() recomputed a seed")
+
+    shutil.rmtree(tmp_path)
+    monkeypatch.setattr(exp, "one_seed", boom)
+    per_seed = copy.deepcopy(calls)
+    again = [c.to_json() if isinstance(c, Claim) else c for c in exp.claims(cfg, per_seed)]
+    stored = {c["id"]: c for c in doc["claims"]}
+    for c in again:
+        assert c["id"] in stored, f"{slug}: claims(cfg, per_seed) gives {c['id']!r}, the run did not"
+        s = stored[c["id"]]
+        for k in sorted(set(c) | set(s)):
+            assert _same(c.get(k), s.get(k)), f"{slug} {c['id']}: {k} {c.get(k)!r} != run's {s.get(k)!r}"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -485,6 +486,42 @@ def test_a_killed_worker_is_reported_and_its_seed_recomputed(tmp_path, jobs2):
     set_jobs(1)
     want = RunDir(tmp_path / "seq", toy.PRESETS["smoke"]).map_seeds(fn, [0, 1, 2, 3])
     assert got == want
+
+
+def test_a_seed_that_fails_in_its_worker_is_said_at_once_with_its_reason(tmp_path, jobs2):
+    """Regression: a worker's exception was shown only when the parent recomputed the seed after every other
+    seed had finished (pds's NaN seed appeared that way after minutes). The reason is now a RunWarning at the
+    moment the worker reports it, before the other seeds finish; the recomputation still raises with the
+    traceback."""
+    order = tmp_path / "order.txt"
+
+    def fn(s: int) -> dict:
+        if s == 0:
+            raise FloatingPointError("loss is NaN at step 7")
+        if s == 3:
+            import time
+
+            time.sleep(1.0)  # the last seed finishes well after seed 0's failure came back
+        with open(order, "a") as f:
+            f.write(f"done {s}\n")
+        return toy.one_seed(toy.PRESETS["smoke"], s)
+
+    seen: list[str] = []
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        done = order.read_text().split("\n") if order.exists() else []
+        seen.append(f"{message} | finished before: {sorted(x for x in done if x)}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        with pytest.raises(FloatingPointError, match="loss is NaN at step 7"):
+            RunDir(tmp_path / "par", toy.PRESETS["smoke"]).map_seeds(fn, [0, 1, 2, 3])
+    said = [
+        m for m in seen if "seed 0: failed in its worker (FloatingPointError: " in m and "NaN at step 7" in m
+    ]
+    assert len(said) == 1, seen
+    assert "done 3" not in said[0], f"the failure was said only after every other seed: {said[0]}"
 
 
 # -- 6. tiny seeds on --jobs 2 -------------------------------------------------------------------------------------

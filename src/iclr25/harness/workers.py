@@ -137,7 +137,15 @@ class Pool:
             if kind in ("update", "done"):
                 if self.board is not None:
                     draw_message(self.board, msg)
-            elif kind == "ok" or kind == "fail":  # a failed seed stays missing: the parent recomputes it
+            elif kind == "ok":
+                self._give(w)
+            elif kind == "fail":  # it stays missing and the parent recomputes it: say why now, not after
+                warnings.warn(  # every other seed has finished (the recomputation shows the traceback)
+                    f"{self._what(msg[1])}: failed in its worker ({msg[2]}); the other seeds go on, then it is "
+                    "recomputed here to show the traceback",
+                    RunWarning,
+                    stacklevel=2,
+                )
                 self._give(w)
             elif kind == "oserror":
                 if self.os_error is None:
