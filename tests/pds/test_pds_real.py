@@ -105,14 +105,16 @@ def test_bad_inputs(need_asset):
 def test_target_learns_wikipedia_from_wikipedia(corpus):
     """A learning signal: the same tiny LM, same steps, trained on the pool's Wikipedia chunks reaches a lower
     held-out Wikipedia loss than trained on its Milton chunks, and both end far below uniform prediction."""
-    from iclr25.pds.experiment import _lm, _train
+    from iclr25.pds.training import build_lm, train_on_rows
 
     cfg = dataclasses.replace(PRESETS["real"], seq_len=32, train_batch=16, train_steps=80, eval_every=40)
     assert isinstance(cfg, RealConfig)
     final = {}
     for k, name in enumerate(corpus.sources):
-        model = _lm(cfg, 32, 1, 2, corpus.vocab_size, seed=0)
-        res = _train(model, corpus.pool[corpus.source == k], corpus.test, cfg, 80, 3e-3, 8, 0, 40, name)
+        model = build_lm(cfg, 32, 1, 2, corpus.vocab_size, seed=0)
+        res = train_on_rows(
+            model, corpus.pool[corpus.source == k], corpus.test, cfg, 80, 3e-3, 8, 0, 40, name
+        )
         final[name] = res["final_val_loss"]
     assert final["wikipedia"] < final["milton"] - 0.2
     assert final["milton"] < math.log(corpus.vocab_size) - 1

@@ -18,10 +18,9 @@ import numpy as np
 import torch
 
 from iclr25.common.claims import Claim, make_claim
-from iclr25.common.lm import n_params, tiny_causal_lm
+from iclr25.common.lm import n_params
 from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, numpy_rng, seed_everything
-from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 from iclr25.harness.rundir import RunDir, RunResult
 
 from . import full, real, report
@@ -29,8 +28,9 @@ from .config import PRESETS, Config, FullConfig, RealConfig
 from .corpus import SOURCES, make_markov_corpus
 from .dsir import dsir_log_weights
 from .pmp import pmp_scores
-from .scorer import NgramRidgeScorer, build_data_scorer, normalize_scores, spearman, train_data_scorer
+from .scorer import normalize_scores
 from .selection import gumbel_top_k_select, random_select
+from .training import build_lm, fit_scorer, predict, steps_to_reach, train_on_rows
 
 __all__ = [
     "Config",
@@ -72,108 +72,6 @@ def _corpus(cfg: Config, seed: int):
     )
 
 
-def _lm(cfg: Config, hidden: int, layers: int, heads: int, vocab: int, seed: int) -> torch.nn.Module:
-    return tiny_causal_lm(
-        cfg.arch,
-        seed=seed,
-        vocab_size=vocab,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        intermediate=2 * hidden,
-        max_positions=cfg.seq_len + 1,
-        attn_implementation="eager",
-    )
-
-
-def _train(
-    model,
-    rows: torch.Tensor,
-    test: torch.Tensor,
-    cfg: Config,
-    steps: int,
-    lr: float,
-    warmup: int,
-    seed: int,
-    eval_every: int,
-    desc: str,
-    pad: int | None = 0,
-) -> dict:
-    """AdamW (β = 0.9/0.98 and wd 0.01 as the paper's pre-training), cosine to 0.1×, batches of whole rows."""
-    per_eval = min(64, test.shape[0])
-
-    def labels(x: torch.Tensor) -> torch.Tensor:
-        return x if pad is None else x.masked_fill(x == pad, IGNORE)
-
-    def batch_fn(step: int, g: torch.Generator):
-        x = rows[torch.randint(0, rows.shape[0], (cfg.train_batch,), generator=g)]
-        return x, labels(x)
-
-    def val_fn(b: int, g: torch.Generator):
-        x = test[b * per_eval : (b + 1) * per_eval]
-        return x, labels(x)
-
-    tcfg = LMTrainConfig(
-        steps=steps,
-        batch_size=cfg.train_batch,
-        seq_len=cfg.seq_len + 1,
-        lr=lr,
-        warmup_steps=warmup,
-        min_lr_ratio=0.1,
-        weight_decay=0.01,
-        beta1=0.9,
-        beta2=0.98,
-        grad_clip=1.0,
-        eval_every=eval_every,
-        eval_batches=max(1, test.shape[0] // per_eval),
-        seed=seed,
-    )
-    return train_lm(model, cfg=tcfg, batch_fn=batch_fn, val_batch_fn=val_fn, device=cfg.device, desc=desc)
-
-
-def _fit_scorer(cfg: Config, rows: torch.Tensor, z: torch.Tensor, vocab: int, seed: int):
-    """Fit the scorer on proxy rows [scorer_val:], return (scorer, Spearman on the first scorer_val rows)."""
-    v = cfg.scorer_val
-    if cfg.scorer == "ridge":
-        sc = NgramRidgeScorer(vocab, alpha=cfg.ridge_alpha, pad_id=0).fit(rows[v:], z[v:].numpy())
-        return sc, spearman(sc.predict(rows[:v]), z[:v].numpy())
-    sc = build_data_scorer(
-        cfg.arch,
-        seed=seed,
-        vocab_size=vocab,
-        hidden=cfg.scorer_hidden,
-        layers=cfg.scorer_layers,
-        heads=max(1, cfg.scorer_hidden // 32),
-        max_positions=cfg.seq_len + 1,
-    )
-    fit = train_data_scorer(
-        sc,
-        rows,
-        z.numpy(),
-        dev_num=v,
-        epochs=cfg.scorer_epochs,
-        batch_size=cfg.scorer_batch,
-        lr=cfg.scorer_lr,
-        seed=seed,
-        device=cfg.device,
-    )
-    return sc, fit.best_spearman
-
-
-def _predict(scorer, rows: torch.Tensor, batch: int = 4096) -> np.ndarray:
-    return np.concatenate([scorer.predict(rows[i : i + batch]) for i in range(0, rows.shape[0], batch)])
-
-
-def _steps_to_reach(
-    curve: list[tuple[int, float]], level: float, budget: int, eval_every: int
-) -> tuple[float, bool]:
-    """First evaluated step whose loss ≤ level, as a fraction of the budget ((budget+eval_every)/budget if never)."""
-    for step, loss in curve:
-        if loss <= level:
-            return step / budget, True
-    return (budget + eval_every) / budget, False
-
-
 def one_seed(cfg: Config, seed: int) -> dict:
     t0 = time.perf_counter()
     seed_everything(seed)
@@ -189,10 +87,12 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
     # 1. proxy LM θ_0: a short conventional warm start on the pool (the paper starts from a 10K-step checkpoint)
     if not isinstance(cfg, FullConfig):
-        proxy = _lm(cfg, cfg.proxy_hidden, cfg.proxy_layers, cfg.proxy_heads, V, derive_seed(seed, "proxy"))
+        proxy = build_lm(
+            cfg, cfg.proxy_hidden, cfg.proxy_layers, cfg.proxy_heads, V, derive_seed(seed, "proxy")
+        )
         proxy = proxy.to(dev)
     if cfg.warm_steps:
-        _train(
+        train_on_rows(
             proxy,
             data.pool,
             data.dev,
@@ -232,8 +132,8 @@ def one_seed(cfg: Config, seed: int) -> dict:
     }
 
     # 3. data scorer on proxy rows → whole pool;  4. Gumbel-top-k selection
-    scorer, rho = _fit_scorer(cfg, proxy_rows, z, V, derive_seed(seed, "scorer"))
-    pool_scores = _predict(scorer, data.pool)
+    scorer, rho = fit_scorer(cfg, proxy_rows, z, V, derive_seed(seed, "scorer"))
+    pool_scores = predict(scorer, data.pool)
     sel = {
         "random": random_select(cfg.n_pool, cfg.ratio, derive_seed(seed, "random")),
         "pds": gumbel_top_k_select(pool_scores, cfg.ratio, cfg.tau, derive_seed(seed, "gumbel")),
@@ -268,9 +168,9 @@ def one_seed(cfg: Config, seed: int) -> dict:
             name: float(z1[src == i].mean()) if (src == i).any() else float("nan")
             for i, name in enumerate(names)
         }
-        sc1, rho1 = _fit_scorer(cfg, proxy_rows, z1, V, derive_seed(seed, "scorer_t1"))
+        sc1, rho1 = fit_scorer(cfg, proxy_rows, z1, V, derive_seed(seed, "scorer_t1"))
         sel["pds_t1"] = gumbel_top_k_select(
-            _predict(sc1, data.pool), cfg.ratio, cfg.tau, derive_seed(seed, "gumbel")
+            predict(sc1, data.pool), cfg.ratio, cfg.tau, derive_seed(seed, "gumbel")
         )
         out["pmp_t1"] = {"mean_z": mean_z_t1, "spearman": rho1}
     if cfg.run_dsir:  # DSIR: importance resampling = Gumbel-top-k on log w with τ = 1
@@ -284,12 +184,12 @@ def one_seed(cfg: Config, seed: int) -> dict:
     if isinstance(cfg, FullConfig):  # the paper's target architecture, fresh weights
         init = full.target_init(cfg, V, derive_seed(seed, "target"))
     else:
-        init = _lm(
+        init = build_lm(
             cfg, cfg.target_hidden, cfg.target_layers, cfg.target_heads, V, derive_seed(seed, "target")
         )
     for arm, idx in sel.items():
         model = copy.deepcopy(init)  # the same initial weights for every arm
-        res = _train(
+        res = train_on_rows(
             model,
             data.pool[idx],
             data.test,
@@ -313,7 +213,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
     for arm in sel:
         if arm == "random":
             continue
-        frac, reached = _steps_to_reach(curves[arm], ref, cfg.train_steps, cfg.eval_every)
+        frac, reached = steps_to_reach(curves[arm], ref, cfg.train_steps, cfg.eval_every)
         out[arm]["loss_ratio"] = out[arm]["final_loss"] / ref
         out[arm]["steps_frac_to_random_final"] = frac
         out[arm]["reached_random_final"] = reached
