@@ -72,6 +72,16 @@ def _corpus(cfg: Config, seed: int):
     )
 
 
+# the keys the claims read: mean PMP score per source, the scorer's Spearman, PDS vs random final loss and PDS's
+# steps to reach random's final loss
+REQUIRED = tuple(f"pmp/mean_z/{name}" for name in SOURCES) + (
+    "scorer/spearman",
+    "pds/final_loss",
+    "random/final_loss",
+    "pds/steps_frac_to_random_final",
+)
+
+
 def one_seed(cfg: Config, seed: int) -> dict:
     t0 = time.perf_counter()
     seed_everything(seed)
@@ -230,18 +240,17 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return out
 
 
-# the keys the claims read: mean PMP score per source, the scorer's Spearman, PDS vs random final loss and PDS's
-# steps to reach random's final loss
-REQUIRED = tuple(f"pmp/mean_z/{name}" for name in SOURCES) + (
-    "scorer/spearman",
-    "pds/final_loss",
-    "random/final_loss",
-    "pds/steps_frac_to_random_final",
-)
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The '/'-joined per-seed keys the claims always read: :data:`REQUIRED` (the generated and full presets'
+    claims), the real preset's :data:`iclr25.pds.real.REQUIRED`."""
+    return real.REQUIRED if isinstance(cfg, RealConfig) else REQUIRED
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
-    """The four claims (ids and thresholds fixed): clean scores highest, scorer fidelity, final loss, acceleration."""
+    """The four claims (ids and thresholds fixed): clean scores highest, scorer fidelity, final loss, acceleration;
+    the real preset's are :func:`iclr25.pds.real.claims`."""
+    if isinstance(cfg, RealConfig):
+        return real.claims(cfg, per_seed)
     mz = lambda name: values(per_seed, f"pmp/mean_z/{name}")  # noqa: E731
     best_other = [max(o) for o in zip(*(mz(n) for n in SOURCES[1:]))]
     small = cfg.n_pool < 12000 or cfg.train_steps < 400
@@ -295,12 +304,12 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=real.REQUIRED if isinstance(cfg, RealConfig) else REQUIRED)
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=real.claims(cfg, per_seed) if isinstance(cfg, RealConfig) else claims(cfg, per_seed),
+        claims=claims(cfg, per_seed),
         per_seed=per_seed,
         figures=[report.figure(cfg, per_seed, rd.figures / "pds_curves.png")],
         report_md=report.report_md(cfg, per_seed),
