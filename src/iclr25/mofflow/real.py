@@ -43,7 +43,7 @@ from iclr25.common.fmt import fmt_num
 from iclr25.common.progress import log
 from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
-from iclr25.harness.rundir import RunDir, RunResult
+from iclr25.harness.rundir import RunResult
 
 from .atom_flow import AtomFlowNet, train_atom_flow
 from .building_blocks import MOF
@@ -458,15 +458,15 @@ def figure(cfg: RealConfig, per_seed: dict, path: Path) -> Path:
     return atomic_savefig(fig, path)
 
 
-def run(cfg: RealConfig, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
-    data = data_of(cfg)  # before the seeds: forked workers inherit it
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+def result(cfg: RealConfig, per_seed: dict, claim_list: list[Claim], figures: Path) -> RunResult:
+    """The real preset's run result from its per-seed results (experiment.run computes them through
+    ``experiment.one_seed``) and its claims (``claim_list``, :func:`claims`); the figure is written under
+    ``figures``."""
     return RunResult(
         seeds=cfg.seed_list,
-        metrics=aggregate(per_seed) | {"data": data.counts},
-        claims=claims(cfg, per_seed),
+        metrics=aggregate(per_seed) | {"data": data_of(cfg).counts},
+        claims=claim_list,
         per_seed=per_seed,
-        figures=[figure(cfg, per_seed, rd.figures / "real_loss.png")],
+        figures=[figure(cfg, per_seed, figures / "real_loss.png")],
         report_md=report_md(cfg, per_seed),
     )
