@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .data import CLASS_NAMES, check_segments
+from .data import CLASS_NAMES, Video, check_segments
 
 
 def _iou(pred: np.ndarray, gt: np.ndarray, convention: str) -> np.ndarray:
@@ -146,3 +146,26 @@ def loso_splits(subjects: Sequence[str]) -> list[tuple[str, np.ndarray, np.ndarr
     if len(uniq) < 2:
         raise ValueError(f"leave-one-subject-out needs >= 2 subjects, got {uniq}")
     return [(u, np.nonzero(s != u)[0], np.nonzero(s == u)[0]) for u in uniq]
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    if x.std() == 0 or y.std() == 0:
+        return 0.0
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def pseudo_label_scores(video: Video, pl, margin: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance: Pearson r of the pseudo-label with the true intensity on [s − margin, e + margin], and IoU
+    of the labelled window with the true interval. Instances in ``pl`` order."""
+    soft = pl.soft.numpy()
+    T = video.n_frames
+    rs, ious = [], []
+    for row, idx in enumerate(pl.order):
+        s, e = video.segments[idx]
+        c = int(video.classes[idx])
+        lo, hi = max(0, s - margin), min(T, e + margin + 1)
+        rs.append(_pearson(soft[lo:hi, c], video.intensity[lo:hi]))
+        ws, we = pl.windows[row]
+        inter = max(0, min(we, e) - max(ws, s) + 1)
+        ious.append(inter / ((we - ws + 1) + (e - s + 1) - inter))
+    return np.asarray(rs), np.asarray(ious)

@@ -20,7 +20,6 @@ Per seed (independent data, model init and shuffling):
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,11 +36,12 @@ from iclr25.harness.rundir import RunDir, RunResult
 from . import report
 from .config import PRESETS, Config
 from .data import SyntheticSpec, Video, load_released, make_synthetic_dataset
+from .evaluation import pseudo_label_scores
 from .losses import LossConfig
 from .model import ConvBackbone, SpottingModel
 from .proposals import PROFILES, generate_proposals
 from .pseudo_labels import gim_pseudo_labels, hard_pseudo_labels
-from .training import SpottingTrainConfig, counts, evaluate_loso, fit, predict
+from .training import SpottingTrainConfig, counts, evaluate_loso, fit, pinned_threads, predict
 
 __all__ = ["Config", "PRESETS", "claims", "one_seed", "run"]  # the config names re-exported for the registry
 
@@ -78,29 +78,6 @@ def _model(cfg: Config, seed: int, in_features: int = 12) -> SpottingModel:
 # --------------------------------------------------------------------------------------------------------------
 # Experiment A
 # --------------------------------------------------------------------------------------------------------------
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    if x.std() == 0 or y.std() == 0:
-        return 0.0
-    return float(np.corrcoef(x, y)[0, 1])
-
-
-def pseudo_label_scores(video: Video, pl, margin: int = 20) -> tuple[np.ndarray, np.ndarray]:
-    """Per instance: Pearson r of the pseudo-label with the true intensity on [s − margin, e + margin], and IoU
-    of the labelled window with the true interval. Instances in ``pl`` order."""
-    soft = pl.soft.numpy()
-    T = video.n_frames
-    rs, ious = [], []
-    for row, idx in enumerate(pl.order):
-        s, e = video.segments[idx]
-        c = int(video.classes[idx])
-        lo, hi = max(0, s - margin), min(T, e + margin + 1)
-        rs.append(_pearson(soft[lo:hi, c], video.intensity[lo:hi]))
-        ws, we = pl.windows[row]
-        inter = max(0, min(we, e) - max(ws, s) + 1)
-        ious.append(inter / ((we - ws + 1) + (e - s + 1) - inter))
-    return np.asarray(rs), np.asarray(ious)
 
 
 def experiment_a(cfg: Config, seed: int) -> dict:
@@ -215,26 +192,6 @@ def experiment_loso(cfg: Config, seed: int) -> dict:
 
 
 A_SEEDS = 3  # experiment A runs on the first three seeds of the list
-SEED_THREADS = 1  # torch and BLAS threads inside one seed, whatever the process uses (see the method card)
-
-
-@contextmanager
-def pinned_threads(n: int = SEED_THREADS):
-    """Run a block with ``n`` torch intra-op threads and ``n`` BLAS/OpenMP threads, then restore both.
-
-    The training here is chaotic in the float rounding: a different intra-op thread count changes the
-    reduction order of the convolutions and moves a seed's spotting F1 by up to ~0.2 (method card,
-    "Environment dependence"). Pinning makes a seed's numbers independent of ``threads``, ``--jobs`` and how the
-    library is called (``run`` directly or through the run path)."""
-    from threadpoolctl import threadpool_limits
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        with threadpool_limits(n):
-            yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def seed_position(cfg: Config, seed: int) -> int:
