@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from iclr25.harness.configs import effective_config, experiment_module
-from iclr25.harness.rundir import RunDir
 from iclr25.harness.runs import UsageError
 from iclr25.pfes_gim import LossConfig, SpottingTrainConfig, interval_iou, nms, soft_nms
-from iclr25.pfes_gim.experiment import PRESETS, Config, run
+from iclr25.pfes_gim.experiment import PRESETS, Config
 from iclr25.pfes_gim.pseudo_labels import gim_duration, reliability_threshold
 
 DET = np.array([[10, 20, 0, 0.9], [12, 22, 0, 0.8]])
@@ -121,12 +120,17 @@ def test_interval_iou_bad_inputs():
         interval_iou(np.zeros((2, 3)), [[0, 1]])
 
 
-def test_damaged_seed_result_raises_instead_of_dropping_a_claim(tmp_path):
-    """A seed file with a valid wrapper but no experiment-A result must not silently drop the claim."""
+def test_damaged_seed_result_raises_instead_of_dropping_a_claim():
+    """A seed result without the experiment-A part its position runs must not silently drop the claim: claims()
+    raises. (Where every seed runs a part, its keys are also required_keys, so the run path rejects such a seed file
+    and recomputes it.)"""
+    from iclr25.pfes_gim.experiment import claims, required_keys
+
     cfg = PRESETS["smoke"]
-    RunDir(tmp_path, cfg).save_seed(0, {"B": {}, "hard_variant": {}})
     with pytest.raises((KeyError, ValueError), match="has no 'A'"):
-        run(cfg, tmp_path)
+        claims(cfg, {0: {"B": {}, "hard_variant": {}}})
+    assert {"A/gim/pearson", "B/gim/f1", "hard_variant/gim/f1"} <= set(required_keys(cfg))
+    assert not any(k.startswith("A/") for k in required_keys(PRESETS["quick"]))  # A runs on 3 of its 5 seeds
 
 
 def test_a_seed_pins_its_threads_and_restores_them(monkeypatch):

@@ -43,7 +43,14 @@ from .proposals import PROFILES, generate_proposals
 from .pseudo_labels import gim_pseudo_labels, hard_pseudo_labels
 from .training import SpottingTrainConfig, counts, evaluate_loso, fit, pinned_threads, predict
 
-__all__ = ["Config", "PRESETS", "claims", "one_seed", "run"]  # the config names re-exported for the registry
+__all__ = [
+    "Config",
+    "PRESETS",
+    "claims",
+    "one_seed",
+    "required_keys",
+    "run",
+]  # the config names re-exported for the registry
 
 
 def _spec(cfg: Config, hard: bool = False) -> SyntheticSpec:
@@ -219,6 +226,22 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return res
 
 
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims read that every seed result holds: a part's claim keys when every seed of the list runs
+    that part (by position, :func:`seed_position`; experiment A runs on the first ``A_SEEDS`` seeds only, so its
+    keys are required only for lists of at most that many seeds). Every preset runs B and the hard variant on
+    every seed. A seed file lacking a part that its position runs also fails in ``claims`` (``values``)."""
+    n = len(cfg.seed_list)
+    keys: tuple[str, ...] = ()
+    if n <= A_SEEDS:
+        keys += ("A/gim/pearson", "A/hard/pearson", "A/gim/iou", "A/hard/iou")
+    if n <= cfg.b_seeds:
+        keys += ("B/gim/f1", "B/hard/f1")
+    if n <= cfg.hard_seeds:
+        keys += ("hard_variant/gim/f1", "hard_variant/hard/f1")
+    return keys
+
+
 def part_seeds(cfg: Config, per_seed: dict) -> dict[str, dict]:
     """Per part (``A``, ``B``, ``hard_variant``, ``ablation``) the results of the seeds that ran it, chosen by
     position in the list (as in :func:`one_seed`), never by which keys a stored seed file happens to hold: a
@@ -319,7 +342,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg)
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     found = claims(cfg, per_seed)  # first: a damaged seed file raises here, naming the missing part
     metrics = aggregate(per_seed)
