@@ -3,6 +3,7 @@ import json
 import pytest
 
 from iclr25.certainty_calibration import experiment
+from iclr25.certainty_calibration.evaluation import digits_split_sweep
 from iclr25.harness.runs import run as run_system
 
 
@@ -71,7 +72,18 @@ def test_digits_split_sweep_flags_follow_the_claim_thresholds():
     ps = gpt4o(12)
     cfg = experiment.Config(seeds=1, alt_splits=4)
     idx, y = experiment.digits_speaker(ps, cfg.digits_scale, 1)
-    sw = experiment.digits_split_sweep(ps, idx, y, cfg, 1)
+    kw = dict(
+        alt_splits=cfg.alt_splits,
+        bins=cfg.bins,
+        eps=cfg.eps,
+        tau=cfg.tau,
+        solver=cfg.solver,
+        n_bootstrap=cfg.n_bootstrap,
+        seed=1,
+        min_drop=experiment.DIGITS_MIN_DROP,
+        max_brier_delta=experiment.DIGITS_MAX_BRIER_DELTA,
+    )
+    sw = digits_split_sweep(ps, idx, y, **kw)
     d, b = np.array(sw["drops"]), np.array(sw["brier_delta"])
     assert d.shape == b.shape == (4,)
     want = (d >= experiment.DIGITS_MIN_DROP) & (b <= experiment.DIGITS_MAX_BRIER_DELTA)
@@ -79,6 +91,6 @@ def test_digits_split_sweep_flags_follow_the_claim_thresholds():
     assert sw["pass_rate"] == want.mean()
     # the alternative splits are different halvings: the drops are not all equal, and re-running is identical
     assert np.ptp(d) > 0
-    assert experiment.digits_split_sweep(ps, idx, y, cfg, 1) == sw
+    assert digits_split_sweep(ps, idx, y, **kw) == sw
     with pytest.raises(ValueError, match="alt_splits"):
         experiment.Config(alt_splits=-1)

@@ -23,136 +23,81 @@ from ..common.claims import Claim, all_of, make_claim
 from ..common.results import aggregate, values
 from ..harness.rundir import RunDir, RunResult
 from . import report
-from .baselines import HistogramBinningOnPhrases, PlattOnMeans
 from .config import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, PRESETS, Config
 from .data import digits_speaker, stratified_halves, synthetic_speaker
-from .metrics import binned_ece, brier, brier_exact, calibration_error
-from .phrases import PhraseSet, phrase_set
-from .transport import OTCalibrator
+from .evaluation import digits_split_sweep, evaluate_split
+from .metrics import calibration_error
+from .phrases import phrase_set
 
-__all__ = ["PRESETS", "Config", "claims", "one_seed", "run"]
-
-
-def evaluate_split(ps: PhraseSet, idx_cal, y_cal, idx_test, y_test, cfg: Config, seed: int) -> dict:
-    ot_cal = OTCalibrator(
-        ps, bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, n_bootstrap=cfg.n_bootstrap, seed=seed
-    ).fit(idx_cal, y_cal)
-    new = ot_cal.transform(idx_test)
-    hb = HistogramBinningOnPhrases(ps).fit(idx_cal, y_cal)
-    platt = PlattOnMeans(ps).fit(idx_cal, y_cal)
-    nearest = hb.to_phrases(idx_test)
-    before = calibration_error(idx_test, y_test, ps, cfg.bins).ece
-    after = calibration_error(new, y_test, ps, cfg.bins).ece
-    return {
-        "before": {
-            "gece": before,
-            "brier": brier_exact(idx_test, y_test, ps),
-            "mean_conf": float(ps.mean[idx_test].mean()),
-            "accuracy": float(np.mean(y_test)),
-        },
-        "ot": {"gece": after, "brier": brier_exact(new, y_test, ps), "drop": 1.0 - after / before},
-        "hb_nearest_phrase": {
-            "gece": calibration_error(nearest, y_test, ps, cfg.bins).ece,
-            "brier": brier_exact(nearest, y_test, ps),
-        },
-        "platt": {
-            "ece": binned_ece(platt.predict_proba(idx_test), y_test, cfg.bins),
-            "brier": brier(platt.predict_proba(idx_test), y_test),
-        },
-        "hist_binning": {
-            "ece": binned_ece(hb.predict_proba(idx_test), y_test, cfg.bins),
-            "brier": brier(hb.predict_proba(idx_test), y_test),
-        },
-        "map": ot_cal.mapping_,
-        "n_test": int(idx_test.size),
-    }
-
-
-def digits_split_sweep(ps: PhraseSet, idx: np.ndarray, y: np.ndarray, cfg: Config, seed: int) -> dict:
-    """Data B under ``cfg.alt_splits`` alternative random cal/test halvings of the same rest (same speaker).
-
-    Split j ∈ 1..alt_splits permutes the rest with ``np.random.default_rng([seed, j])`` and takes the first half as
-    calibration. Returns per-split OT drops and Brier changes, and whether each split passes the
-    ``digits_gece_drop`` thresholds (drop ≥ 0.50 and Brier not higher).
-    """
-    h = idx.size // 2
-    drops, dbrier = [], []
-    for j in range(1, cfg.alt_splits + 1):
-        perm = np.random.default_rng([seed, j]).permutation(idx.size)
-        cal, test = perm[:h], perm[h:]
-        ot = OTCalibrator(
-            ps,
-            bins=cfg.bins,
-            eps=cfg.eps,
-            tau=cfg.tau,
-            solver=cfg.solver,
-            n_bootstrap=cfg.n_bootstrap,
-            seed=seed,
-        ).fit(idx[cal], y[cal])
-        new = ot.transform(idx[test])
-        before = calibration_error(idx[test], y[test], ps, cfg.bins).ece
-        after = calibration_error(new, y[test], ps, cfg.bins).ece
-        drops.append(1.0 - after / before if before > 0 else float("nan"))
-        dbrier.append(brier_exact(new, y[test], ps) - brier_exact(idx[test], y[test], ps))
-    d, b = np.asarray(drops, float), np.asarray(dbrier, float)
-    passed = (d >= DIGITS_MIN_DROP) & (b <= DIGITS_MAX_BRIER_DELTA)  # NaN drop → fails
-    out = {"drops": d.tolist(), "brier_delta": b.tolist(), "passed": passed.astype(int).tolist()}
-    if d.size:
-        out.update(
-            pass_rate=float(passed.mean()),
-            drop_min=float(np.nanmin(d)) if np.isfinite(d).any() else float("nan"),
-            drop_median=float(np.nanmedian(d)) if np.isfinite(d).any() else float("nan"),
-            drop_max=float(np.nanmax(d)) if np.isfinite(d).any() else float("nan"),
-        )
-    return out
+__all__ = ["PRESETS", "Config", "claims", "one_seed", "required_keys", "run"]
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
     ps = phrase_set(cfg.phrases)
+    ot = dict(
+        bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, n_bootstrap=cfg.n_bootstrap, seed=seed
+    )
     _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
     cal, test = stratified_halves(idx, seed)
-    a = evaluate_split(ps, idx[cal], y[cal], idx[test], y[test], cfg, seed)
+    a = evaluate_split(ps, idx[cal], y[cal], idx[test], y[test], **ot)
     a["gece_by_bins"] = {str(m): calibration_error(idx, y, ps, m).ece for m in cfg.bins_sweep}
     a["bin_gap"] = abs(
         a["gece_by_bins"][str(min(cfg.bins_sweep))] - a["gece_by_bins"][str(max(cfg.bins_sweep))]
     )
     ib, yb = digits_speaker(ps, cfg.digits_scale, seed)
     h = ib.size // 2
-    b = evaluate_split(ps, ib[:h], yb[:h], ib[h:], yb[h:], cfg, seed)
+    b = evaluate_split(ps, ib[:h], yb[:h], ib[h:], yb[h:], **ot)
     out = {"A": a, "B": b}
     if cfg.alt_splits:
-        out["B_splits"] = digits_split_sweep(ps, ib, yb, cfg, seed)
+        out["B_splits"] = digits_split_sweep(
+            ps,
+            ib,
+            yb,
+            alt_splits=cfg.alt_splits,
+            min_drop=DIGITS_MIN_DROP,
+            max_brier_delta=DIGITS_MAX_BRIER_DELTA,
+            **ot,
+        )
     return out
 
 
-# the keys the claims read on data A and B (drops, Brier before/after, gECE vs HB→phrase, bin gap)
-REQUIRED = (
-    "A/ot/drop",
-    "A/ot/brier",
-    "A/before/brier",
-    "A/ot/gece",
-    "A/hb_nearest_phrase/gece",
-    "A/platt/ece",
-    "A/hist_binning/ece",
-    "A/bin_gap",
-    "B/ot/drop",
-    "B/ot/brier",
-    "B/before/brier",
-    "B/n_test",
-    # and what the report table reads for both data sets
-    *(
-        f"{d}/{k}"
-        for d in ("A", "B")
-        for k in (
-            "before/gece",
-            "ot/gece",
-            "hb_nearest_phrase/gece",
-            "platt/ece",
-            "hist_binning/ece",
-            "before/brier",
-            "ot/brier",
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims and the report always read (every preset: the same :data:`REQUIRED`)."""
+    return REQUIRED
+
+
+# the keys the claims read on data A and B (drops, Brier before/after, gECE vs HB→phrase, bin gap) and what the
+# report table reads for both data sets; each once
+REQUIRED = tuple(
+    dict.fromkeys(
+        (
+            "A/ot/drop",
+            "A/ot/brier",
+            "A/before/brier",
+            "A/ot/gece",
+            "A/hb_nearest_phrase/gece",
+            "A/platt/ece",
+            "A/hist_binning/ece",
+            "A/bin_gap",
+            "B/ot/drop",
+            "B/ot/brier",
+            "B/before/brier",
+            "B/n_test",
+            *(
+                f"{d}/{k}"
+                for d in ("A", "B")
+                for k in (
+                    "before/gece",
+                    "ot/gece",
+                    "hb_nearest_phrase/gece",
+                    "platt/ece",
+                    "hist_binning/ece",
+                    "before/brier",
+                    "ot/brier",
+                )
+            ),
         )
-    ),
+    )
 )
 
 
@@ -241,7 +186,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     return RunResult(
         seeds=cfg.seed_list,
