@@ -121,7 +121,7 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
     import dataclasses
 
     from iclr25.harness.configs import effective_config, experiment_module
-    from iclr25.ohio import experiment
+    from iclr25.ohio import experiment, lite
 
     ov = ["arm.m1=1.2", "iql.expectile=0.9", "iql.steps=7", "network.cheap=0.4"]
     ov += ["horizon=10", "n_expert=2", "n_noisy=1", "bc_steps=1", "eval_episodes=1", "adam_iters=2"]
@@ -131,7 +131,7 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
     assert cfg.arm == dataclasses.replace(smoke.arm, m1=1.2) and cfg.arm.m2 == 1.0
     assert cfg.iql == dataclasses.replace(smoke.iql, expectile=0.9, steps=7)
     seen = {}
-    flat = experiment.collect_flat_dataset
+    flat = lite.collect_flat_dataset
 
     def spy_flat(n_expert, n_noisy, p, rng, **kw):
         seen["arm"] = p
@@ -145,9 +145,9 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
         seen["network"] = P
         raise _Reached
 
-    monkeypatch.setattr(experiment, "collect_flat_dataset", spy_flat)
-    monkeypatch.setattr(experiment, "train_iql", fake_iql)
-    monkeypatch.setattr(experiment, "collect_network_dataset", fake_net)
+    monkeypatch.setattr(lite, "collect_flat_dataset", spy_flat)
+    monkeypatch.setattr(lite, "train_iql", fake_iql)
+    monkeypatch.setattr(lite, "collect_network_dataset", fake_net)
     with pytest.raises(_Reached):
         experiment.one_seed(cfg, 0)
     assert seen["arm"] == cfg.arm and seen["arm"].m1 == 1.2
@@ -155,7 +155,7 @@ def test_dotted_overrides_reach_the_arm_the_iql_arm_and_the_city(monkeypatch):
     assert (i.expectile, i.beta, i.steps) == (0.9, 3.0, 7)
     assert (i.hidden, i.batch_size, i.lr) == (cfg.bc_hidden, cfg.batch_size, cfg.bc_lr) == (64, 256, 1e-3)
     with pytest.raises(_Reached):
-        experiment._network(cfg, 0)
+        lite.network_lite(cfg, 0)
     assert seen["network"] == cfg.network and seen["network"].cheap == 0.4
 
 

@@ -126,7 +126,8 @@ def test_default_numerical_inverse_is_the_official_adam_loop_without_ridge_prior
     """Regression (issue #16): the default must be a documented behaviour, not the undocumented λ = 1e-4 ridge."""
     import inspect
 
-    from iclr25.ohio.experiment import PRESETS, numerical_kw
+    from iclr25.ohio.config import PRESETS
+    from iclr25.ohio.lite import numerical_kw
 
     sig = inspect.signature(LQRLowLevel.invert_numerical).parameters
     assert sig["solver"].default == "adam" and sig["prior"].default == 0.0 and sig["lr"].default == 0.01
