@@ -36,11 +36,14 @@ __all__ = [
     "RealConfig",
     "claims",
     "one_seed",
+    "required_keys",
     "run",
 ]  # the config names re-exported for the registry
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
+    if isinstance(cfg, RealConfig):  # MuJoCo Reacher-v5 (real.py)
+        return real.one_seed(cfg, seed)
     seed_everything(seed)
     t0 = time.perf_counter()
     r = {"reacher": reacher_lite(cfg, seed)}
@@ -49,6 +52,18 @@ def one_seed(cfg: Config, seed: int) -> dict:
     r["reacher"].setdefault("timing", {})["reacher_s"] = t1 - t0
     r["network"]["timing_s"] = time.perf_counter() - t1
     return r
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys ``build_claims`` reads; with the inverse ablation, also its numerical arms under every variant; the
+    real preset's are real.py's (:data:`real.REQUIRED`)."""
+    if isinstance(cfg, RealConfig):
+        return real.REQUIRED
+    claim_keys = ("reacher/ohio_numerical", "reacher/e2e_bc", "reacher/hr_observed_state")
+    claim_keys += ("reacher/hr_ohio_numerical", "reacher/me_ohio_numerical", "reacher/me_ohio_analytic")
+    claim_keys += ("network/ohio_loss", "network/e2e_loss")
+    tags = ABLATION if cfg.inverse_ablation else ()
+    return claim_keys + tuple(f"reacher/ablation/{tag}/{name}" for tag in tags for name in NUMERICAL_ARMS)
 
 
 NUMERICAL_ARMS = ("ohio_numerical", "hr_ohio_numerical", "me_ohio_numerical")
@@ -144,25 +159,19 @@ def ablation_claims(per_seed: dict, tag: str) -> list[Claim]:
     return build_claims(v)
 
 
-def required_keys(cfg: Config) -> tuple[str, ...]:
-    """The keys ``build_claims`` reads; with the inverse ablation, also its numerical arms under every variant."""
-    claim_keys = ("reacher/ohio_numerical", "reacher/e2e_bc", "reacher/hr_observed_state")
-    claim_keys += ("reacher/hr_ohio_numerical", "reacher/me_ohio_numerical", "reacher/me_ohio_analytic")
-    claim_keys += ("network/ohio_loss", "network/e2e_loss")
-    tags = ABLATION if cfg.inverse_ablation else ()
-    return claim_keys + tuple(f"reacher/ablation/{tag}/{name}" for tag in tags for name in NUMERICAL_ARMS)
-
-
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
-    """The four claims (ids and thresholds fixed); a failed claim carries its measured reason."""
+    """The four claims (ids and thresholds fixed); a failed claim carries its measured reason. The real preset's
+    are real.py's."""
+    if isinstance(cfg, RealConfig):  # MuJoCo Reacher-v5 (real.py)
+        return real.claims(cfg, per_seed)
     return explain_failures(build_claims(lambda k: values(per_seed, k)), _NOTES)
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    if isinstance(cfg, RealConfig):  # MuJoCo Reacher-v5 (real.py)
-        return real.run(cfg, out)
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+    if isinstance(cfg, RealConfig):  # MuJoCo Reacher-v5 (real.py)
+        return real.result(cfg, per_seed, claims(cfg, per_seed), rd.figures)
     ablation = {tag: ablation_claims(per_seed, tag) for tag in ABLATION} if cfg.inverse_ablation else {}
     return RunResult(
         seeds=cfg.seed_list,

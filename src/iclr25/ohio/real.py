@@ -37,7 +37,7 @@ from ..common.fmt import fmt_num
 from ..common.results import aggregate, values
 from ..common.seeding import derive_seed, seed_everything
 from ..common.stats import mean_std
-from ..harness.rundir import RunDir, RunResult
+from ..harness.rundir import RunResult
 from .config import RealConfig
 from .dynamics import LearnedLinearModel
 from .learners import train_bc
@@ -355,14 +355,15 @@ def figure(cfg: RealConfig, per_seed: dict, path: Path) -> Path:
     return atomic_savefig(fig, path)
 
 
-def run(cfg: RealConfig, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
-    per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
+def result(cfg: RealConfig, per_seed: dict, claim_list: list[Claim], figures: Path) -> RunResult:
+    """The real preset's run result from its per-seed results (experiment.run computes them through
+    ``experiment.one_seed``) and its claims (``claim_list``, :func:`claims`); the figure is written under
+    ``figures``."""
     return RunResult(
         seeds=cfg.seed_list,
         metrics=aggregate(per_seed),
-        claims=claims(cfg, per_seed),
+        claims=claim_list,
         per_seed=per_seed,
-        figures=[figure(cfg, per_seed, rd.figures / "ohio_reacher_v5.png")],
+        figures=[figure(cfg, per_seed, figures / "ohio_reacher_v5.png")],
         report_md=report_md(cfg, per_seed),
     )
