@@ -74,11 +74,8 @@ def test_digits_split_sweep_flags_follow_the_claim_thresholds():
     idx, y = experiment.digits_speaker(ps, cfg.digits_scale, 1)
     kw = dict(
         alt_splits=cfg.alt_splits,
+        ot=cfg.ot,
         bins=cfg.bins,
-        eps=cfg.eps,
-        tau=cfg.tau,
-        solver=cfg.solver,
-        n_bootstrap=cfg.n_bootstrap,
         seed=1,
         min_drop=experiment.DIGITS_MIN_DROP,
         max_brier_delta=experiment.DIGITS_MAX_BRIER_DELTA,
@@ -94,3 +91,56 @@ def test_digits_split_sweep_flags_follow_the_claim_thresholds():
     assert digits_split_sweep(ps, idx, y, **kw) == sw
     with pytest.raises(ValueError, match="alt_splits"):
         experiment.Config(alt_splits=-1)
+
+
+def test_dotted_ot_overrides_reach_the_calibrator(monkeypatch):
+    """The OT solve is the nested OTConfig (``--set ot.n_bootstrap=3 --set ot.eps=0.01``): one_seed fits its
+    calibrators with exactly those settings."""
+    from iclr25.certainty_calibration.transport import OTConfig
+    from iclr25.harness.configs import effective_config, experiment_module
+
+    cfg, applied = effective_config(
+        experiment_module("certainty_calibration"), "smoke", overrides=["ot.n_bootstrap=3", "ot.eps=0.01"]
+    )
+    assert applied == {"ot.n_bootstrap": 3, "ot.eps": 0.01}
+    assert cfg.ot == OTConfig(eps=0.01, n_bootstrap=3)
+    seen = []
+
+    class _Reached(Exception):
+        pass
+
+    def fake(ps, idx_cal, y_cal, idx_test, y_test, *, ot, bins, seed):
+        seen.append(ot.calibrator(ps, bins, seed))
+        raise _Reached
+
+    monkeypatch.setattr(experiment, "evaluate_split", fake)
+    with pytest.raises(_Reached):
+        experiment.one_seed(cfg, 0)
+    c = seen[0]
+    assert (c.eps, c.tau, c.solver, c.n_bootstrap, c.bins, c.seed) == (
+        0.01,
+        1e-3,
+        "sinkhorn_unbalanced",
+        3,
+        100,
+        0,
+    )
+
+
+def test_a_bad_nested_ot_value_names_the_dotted_field():
+    from iclr25.certainty_calibration.transport import OTConfig
+    from iclr25.errors import UsageError
+    from iclr25.harness.configs import effective_config, experiment_module
+
+    exp = experiment_module("certainty_calibration")
+    with pytest.raises(UsageError, match=r"ot: eps must be a number > 0, got 0"):
+        effective_config(exp, "smoke", overrides=["ot.eps=0"])
+    with pytest.raises(UsageError, match=r"ot: solver must be one of"):
+        effective_config(exp, "smoke", overrides=["ot.solver=greedy"])
+    with pytest.raises(UsageError, match=r"ot: n_bootstrap must be an int >= 0, got -1"):
+        effective_config(exp, "smoke", overrides=["ot.n_bootstrap=-1"])
+    with pytest.raises(UsageError, match=r"ot\.eps"):  # the old flat name is refused, naming the dotted one
+        effective_config(exp, "smoke", overrides=["eps=0.01"])
+    with pytest.raises(ValueError, match="ot must be of type OTConfig"):
+        experiment.Config(ot={"eps": 0.01})
+    assert experiment.PRESETS["full"].ot == OTConfig(n_bootstrap=100)

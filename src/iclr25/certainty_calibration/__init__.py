@@ -24,7 +24,7 @@ from .metrics import (
     plot_reliability,
 )
 from .phrases import PhraseSet, beta_from_moments, gpt4o, phrase_set, radiologist_survey, social_poll
-from .transport import OTCalibrator, cost_matrix
+from .transport import OTCalibrator, OTConfig, cost_matrix
 
 __all__ = [
     "PhraseSet",
@@ -41,6 +41,7 @@ __all__ = [
     "brier",
     "plot_reliability",
     "OTCalibrator",
+    "OTConfig",
     "cost_matrix",
     "PlattOnMeans",
     "HistogramBinningOnPhrases",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..common.fields import bounded
+from ..common.fields import bounded, check_nested
 from ..common.results import ExperimentConfig
 from .phrases import phrase_set
-from .transport import OTCalibrator
+from .transport import OTConfig
 
 
 @dataclass(frozen=True)
@@ -19,10 +19,8 @@ class Config(ExperimentConfig):
     noise: float = 0.05
     phrases: str = "gpt4o_12"
     bins: int = bounded(100, lo=1)  # the paper's M for all LLM results
-    eps: float = 1e-3  # entropic regularisation (paper default)
-    tau: float = 1e-3  # target-marginal relaxation (paper default)
-    solver: str = "sinkhorn_unbalanced"
-    n_bootstrap: int = 0  # 100 = the code's bootstrap-median cost
+    # the OT solve (eps, tau, solver, n_bootstrap; the paper's defaults), set with `--set ot.n_bootstrap=100`
+    ot: OTConfig = OTConfig()
     digits_scale: float = 3.0  # data B: overconfidence factor on the logistic decision function
     # gECE by M; non-empty (its min and max are compared)
     bins_sweep: tuple[int, ...] = bounded((10, 100), lo=1, each=True)
@@ -32,10 +30,8 @@ class Config(ExperimentConfig):
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (bins_sweep element-wise); below: lookups, delegated checks
         ps = phrase_set(self.phrases)  # validates the name
-        # the calibrator's own parameter checks (eps, tau, solver, n_bootstrap), so `--set` rejects them up front
-        OTCalibrator(
-            ps, bins=self.bins, eps=self.eps, tau=self.tau, solver=self.solver, n_bootstrap=self.n_bootstrap
-        )._validate_params()
+        check_nested(self, "ot", OTConfig)  # OTConfig checks its own fields (eps, tau, solver, n_bootstrap)
+        self.ot.calibrator(ps, self.bins)._validate_params()  # the calibrator's own checks (bins), up front
 
 
 # data B thresholds of the `digits_gece_drop` claim (fixed), shared by the claim and the split sweep
@@ -45,5 +41,5 @@ DIGITS_MAX_BRIER_DELTA = 0.0
 PRESETS = {
     "smoke": Config(seeds=2, n_items=600, alt_splits=3),
     "quick": Config(),
-    "full": Config(n_items=50_000, bins_sweep=(5, 10, 20, 50, 100), n_bootstrap=100),
+    "full": Config(n_items=50_000, bins_sweep=(5, 10, 20, 50, 100), ot=OTConfig(n_bootstrap=100)),
 }

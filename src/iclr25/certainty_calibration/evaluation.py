@@ -14,7 +14,7 @@ import numpy as np
 from .baselines import HistogramBinningOnPhrases, PlattOnMeans
 from .metrics import binned_ece, brier, brier_exact, calibration_error
 from .phrases import PhraseSet
-from .transport import OTCalibrator
+from .transport import OTConfig
 
 
 def evaluate_split(
@@ -24,19 +24,14 @@ def evaluate_split(
     idx_test,
     y_test,
     *,
+    ot: OTConfig,
     bins: int,
-    eps: float,
-    tau: float,
-    solver: str,
-    n_bootstrap: int,
     seed: int,
 ) -> dict:
-    """OT and the baselines fitted on ``(idx_cal, y_cal)`` and scored on ``(idx_test, y_test)`` with ``bins`` bins:
+    """OT (settings ``ot``) and the baselines fitted on ``(idx_cal, y_cal)`` and scored on ``(idx_test, y_test)`` with ``bins`` bins:
     ``before``, ``ot`` (with ``drop`` = 1 − gECE_after/gECE_before), ``hb_nearest_phrase``, ``platt``,
     ``hist_binning``, the OT ``map`` (phrase names) and ``n_test``."""
-    ot_cal = OTCalibrator(
-        ps, bins=bins, eps=eps, tau=tau, solver=solver, n_bootstrap=n_bootstrap, seed=seed
-    ).fit(idx_cal, y_cal)
+    ot_cal = ot.calibrator(ps, bins, seed).fit(idx_cal, y_cal)
     new = ot_cal.transform(idx_test)
     hb = HistogramBinningOnPhrases(ps).fit(idx_cal, y_cal)
     platt = PlattOnMeans(ps).fit(idx_cal, y_cal)
@@ -74,16 +69,13 @@ def digits_split_sweep(
     y: np.ndarray,
     *,
     alt_splits: int,
+    ot: OTConfig,
     bins: int,
-    eps: float,
-    tau: float,
-    solver: str,
-    n_bootstrap: int,
     seed: int,
     min_drop: float,
     max_brier_delta: float,
 ) -> dict:
-    """OT under ``alt_splits`` alternative random cal/test halvings of the same items (same speaker).
+    """OT (settings ``ot``) under ``alt_splits`` alternative random cal/test halvings of the same items (same speaker).
 
     Split j ∈ 1..alt_splits permutes the items with ``np.random.default_rng([seed, j])`` and takes the first half
     as calibration. Returns per-split OT drops and Brier changes, and whether each split passes (drop ≥
@@ -94,16 +86,7 @@ def digits_split_sweep(
     for j in range(1, alt_splits + 1):
         perm = np.random.default_rng([seed, j]).permutation(idx.size)
         cal, test = perm[:h], perm[h:]
-        ot = OTCalibrator(
-            ps,
-            bins=bins,
-            eps=eps,
-            tau=tau,
-            solver=solver,
-            n_bootstrap=n_bootstrap,
-            seed=seed,
-        ).fit(idx[cal], y[cal])
-        new = ot.transform(idx[test])
+        new = ot.calibrator(ps, bins, seed).fit(idx[cal], y[cal]).transform(idx[test])
         before = calibration_error(idx[test], y[test], ps, bins).ece
         after = calibration_error(new, y[test], ps, bins).ece
         drops.append(1.0 - after / before if before > 0 else float("nan"))

@@ -34,9 +34,7 @@ __all__ = ["PRESETS", "Config", "claims", "one_seed", "required_keys", "run"]
 
 def one_seed(cfg: Config, seed: int) -> dict:
     ps = phrase_set(cfg.phrases)
-    ot = dict(
-        bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, n_bootstrap=cfg.n_bootstrap, seed=seed
-    )
+    ot = dict(ot=cfg.ot, bins=cfg.bins, seed=seed)
     _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
     cal, test = stratified_halves(idx, seed)
     a = evaluate_split(ps, idx[cal], y[cal], idx[test], y[test], **ot)

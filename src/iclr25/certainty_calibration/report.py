@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,6 @@ from .config import DIGITS_MAX_BRIER_DELTA, DIGITS_MIN_DROP, Config
 from .data import stratified_halves, synthetic_speaker
 from .metrics import calibration_error, plot_reliability
 from .phrases import phrase_set
-from .transport import OTCalibrator
 
 
 def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
@@ -24,7 +24,8 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
     ps = phrase_set(cfg.phrases)
     _, y, idx = synthetic_speaker(cfg.n_items, ps, cfg.overconfidence, cfg.noise, seed)
     cal, test = stratified_halves(idx, seed)
-    ot_cal = OTCalibrator(ps, bins=cfg.bins, eps=cfg.eps, tau=cfg.tau, solver=cfg.solver, seed=seed)
+    # the full-data cost (n_bootstrap = 0) whatever cfg.ot.n_bootstrap says, as before the nesting
+    ot_cal = dataclasses.replace(cfg.ot, n_bootstrap=0).calibrator(ps, cfg.bins, seed)
     new = ot_cal.fit(idx[cal], y[cal]).transform(idx[test])
     fig, axes = subplots(1, 2, figsize=(10, 4.2))
     plot_reliability(axes[0], calibration_error(idx[test], y[test], ps, 20), "before", "C3")
@@ -59,8 +60,8 @@ def report_md(cfg: Config, per_seed: dict) -> str:
         f"OT map on data A, seed {cfg.seed_list[0]}: "
         + ", ".join(f"{k} → {t}" for k, t in m0.items())
         + "\n\n"
-        f"Settings: phrases `{cfg.phrases}`, M = {cfg.bins} bins with exact bin integrals, ε = τ = {cfg.eps:g}, "
-        f"solver `{cfg.solver}`, cost from the {'full-data' if cfg.n_bootstrap == 0 else f'{cfg.n_bootstrap}-resample bootstrap-median'} "
+        f"Settings: phrases `{cfg.phrases}`, M = {cfg.bins} bins with exact bin integrals, ε = τ = {cfg.ot.eps:g}, "
+        f"solver `{cfg.ot.solver}`, cost from the {'full-data' if cfg.ot.n_bootstrap == 0 else f'{cfg.ot.n_bootstrap}-resample bootstrap-median'} "
         "gECE. Deviation from the paper's code: exact integration instead of the midpoint rule, and the full-data "
         "estimate instead of bootstrap medians (both selectable). The paper's radiology data are private; data A and "
         "B stand in for them.\n"

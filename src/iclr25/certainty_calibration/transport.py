@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -125,6 +126,47 @@ def _check_params(est) -> None:
         raise ValueError(f"phrase_set must be a PhraseSet, got {type(est.phrase_set).__name__}")
 
 
+def _check_solve(eps, tau, solver, n_bootstrap) -> None:
+    """The OT solve's parameters: ε, τ positive finite numbers, a known solver, n_bootstrap an int ≥ 0."""
+    for name, v in (("eps", eps), ("tau", tau)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not v > 0:
+            raise ValueError(f"{name} must be a number > 0, got {v!r}")
+        if not np.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v!r}")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap must be an int >= 0, got {n_bootstrap!r}")
+
+
+@dataclass(frozen=True)
+class OTConfig:
+    """The OT solve of :class:`OTCalibrator` as one settings object (the paper's defaults, §3.3): entropic
+    regularisation ``eps``, target-marginal relaxation ``tau``, ``solver`` and the bootstrap of the cost
+    (``n_bootstrap=100`` = the code's bootstrap median; 0 = the full-data estimate). It checks itself, and
+    :meth:`calibrator` builds the estimator for a phrase set, a bin count and a seed."""
+
+    eps: float = 1e-3
+    tau: float = 1e-3
+    solver: str = "sinkhorn_unbalanced"
+    n_bootstrap: int = 0
+
+    def __post_init__(self) -> None:
+        _check_solve(self.eps, self.tau, self.solver, self.n_bootstrap)
+
+    def calibrator(self, phrase_set: PhraseSet, bins: int = 100, seed: int = 0) -> OTCalibrator:
+        """An unfitted :class:`OTCalibrator` with these settings."""
+        return OTCalibrator(
+            phrase_set,
+            bins=bins,
+            eps=self.eps,
+            tau=self.tau,
+            solver=self.solver,
+            n_bootstrap=self.n_bootstrap,
+            seed=seed,
+        )
+
+
 class OTCalibrator(TransformerMixin, BaseEstimator):
     """Phrase → phrase recalibration map fitted by optimal transport (a scikit-learn transformer).
 
@@ -164,18 +206,9 @@ class OTCalibrator(TransformerMixin, BaseEstimator):
     def _validate_params(self) -> None:  # noqa: D401 - scikit-learn calls its own validator by this name
         _check_params(self)
         _check_bins(self.bins)
-        for name in ("eps", "tau"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not v > 0:
-                raise ValueError(f"{name} must be a number > 0, got {v!r}")
-            if not np.isfinite(v):
-                raise ValueError(f"{name} must be finite, got {v!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        _check_solve(self.eps, self.tau, self.solver, self.n_bootstrap)
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not isinstance(self.n_bootstrap, (int, np.integer)) or self.n_bootstrap < 0:
-            raise ValueError(f"n_bootstrap must be an int >= 0, got {self.n_bootstrap!r}")
         if self.unused_rows not in UNUSED:
             raise ValueError(f"unused_rows must be one of {UNUSED}, got {self.unused_rows!r}")
         _check_seed(self.seed)
