@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from iclr25.birdset import experiment
-from iclr25.birdset.experiment import PRESETS, Config, make_model, run
+from iclr25.birdset.experiment import PRESETS, Config, run
+from iclr25.birdset.models import make_model
 from iclr25.common.claims import validate_claims_document
 from iclr25.errors import UsageError
 from iclr25.harness.artefacts import write_run

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -123,3 +125,12 @@ def hf_audio_model(
     else:
         raise ValueError(f"kind must be 'efficientnet', 'convnext' or 'ast', got {kind!r}")
     return HFSpectrogramClassifier(model, kind, n_classes)
+
+
+def make_model(cfg: Any, n_classes: int) -> nn.Module:
+    """The classifier of a run: :class:`SmallCNN` (``cfg.model == "cnn"``, ``cfg.channels``) or
+    :func:`hf_audio_model` on 5-s log-mel inputs (``cfg.mel``, ``cfg.model_size``); ``cfg`` is any config with
+    those fields (the experiment ``Config``)."""
+    if cfg.model == "cnn":
+        return SmallCNN(n_classes, cfg.channels)
+    return hf_audio_model(cfg.model, n_classes, cfg.mel.n_mels, cfg.mel.n_frames(5.0), cfg.model_size)
