@@ -30,6 +30,7 @@ __all__ = [
     "measure_block_flops",
     "step_flops",
     "model_bytes",
+    "per_sample_fisher_share",
     "exemplar_capacity",
     "FLOAT_BYTES",
 ]
@@ -215,3 +216,23 @@ def exemplar_capacity(
     if left <= 0:
         return 0
     return int(math.floor(left / (bytes_per_image + extra_bytes_per_exemplar)))
+
+
+def per_sample_fisher_share(model: nn.Module, data, bf: BlockFlops) -> float:
+    """FLOPs of one per-sample Fisher update (the paper's estimator: every block weight's per-sample gradient,
+    fan_out·fan_in·P multiply-adds per layer and sample, + 2 per parameter) as a share of a full training step.
+    ``model`` has ``blocks``, ``data`` gives ``sample_shape`` and ``bf`` is the model's :func:`count_block_flops`."""
+    macs: list[float] = []
+    hooks = [
+        m.register_forward_hook(lambda mod, i, o: macs.append(mod.weight.numel() * o[0, 0].numel()))
+        for blk in model.blocks
+        for m in blk.modules()
+        if isinstance(m, (nn.Conv2d, nn.Linear))
+    ]
+    with torch.no_grad():
+        model.eval()
+        model(torch.zeros(1, *data.sample_shape))
+    for h in hooks:
+        h.remove()
+    params = sum(p.numel() for blk in model.blocks for p in blk.parameters())
+    return float((sum(macs) + 2.0 * params) / bf.unit)

@@ -24,7 +24,7 @@ from iclr25.common.stats import t_interval95
 from iclr25.harness.rundir import RunDir, RunResult
 
 from . import real, report
-from .budget import count_block_flops, model_bytes
+from .budget import count_block_flops, model_bytes, per_sample_fisher_share
 from .config import PRESETS, Config, RealConfig
 from .model import TinyResNet
 from .runner import equal_flops_online_iter, run_online
@@ -71,7 +71,7 @@ def one_seed(cfg: Config, seed: int) -> dict:
 
     total = model_bytes(model_fn(data.n_classes)) + cfg.extra_bytes
     bf = count_block_flops(model_fn(data.n_classes), data.sample_shape)
-    out: dict = {"per_sample_fisher_step_share": _per_sample_fisher_share(model_fn(data.n_classes), data, bf)}
+    out: dict = {"per_sample_fisher_step_share": per_sample_fisher_share(model_fn(data.n_classes), data, bf)}
     for stream in cfg.streams:
         order, stream_info = _order(cfg, stream, labels, seed)
         out.update(stream_info)
@@ -112,28 +112,6 @@ def one_seed(cfg: Config, seed: int) -> dict:
         out[stream] = res
     out["total_bytes"] = total
     return out
-
-
-def _per_sample_fisher_share(model, data, bf) -> float:
-    """FLOPs of one per-sample Fisher update (the paper's estimator: every block weight's per-sample gradient,
-    fan_out·fan_in·P multiply-adds per layer and sample, + 2 per parameter) as a share of a full training step."""
-    import torch
-    from torch import nn
-
-    macs: list[float] = []
-    hooks = [
-        m.register_forward_hook(lambda mod, i, o: macs.append(mod.weight.numel() * o[0, 0].numel()))
-        for blk in model.blocks
-        for m in blk.modules()
-        if isinstance(m, (nn.Conv2d, nn.Linear))
-    ]
-    with torch.no_grad():
-        model.eval()
-        model(torch.zeros(1, *data.sample_shape))
-    for h in hooks:
-        h.remove()
-    params = sum(p.numel() for blk in model.blocks for p in blk.parameters())
-    return float((sum(macs) + 2.0 * params) / bf.unit)
 
 
 def _strides(cfg: Config) -> tuple[int, ...]:
