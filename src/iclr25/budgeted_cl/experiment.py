@@ -36,6 +36,7 @@ __all__ = [
     "RealConfig",
     "claims",
     "one_seed",
+    "required_keys",
     "run",
 ]  # the config names re-exported for the registry
 
@@ -114,10 +115,6 @@ def one_seed(cfg: Config, seed: int) -> dict:
     return out
 
 
-def _strides(cfg: Config) -> tuple[int, ...]:
-    return tuple(1 if i % 2 == 0 else 2 for i in range(len(cfg.widths)))
-
-
 def required_keys(cfg: Config) -> tuple[str, ...]:
     """The keys the claims read on the first stream (A_auc of the claimed arms, GFLOPs of SAR vs aL-SAR) and the
     per-sample Fisher share the notes and report quote; only arms this config runs."""
@@ -128,6 +125,10 @@ def required_keys(cfg: Config) -> tuple[str, ...]:
         + tuple(f"{s0}/{a}/a_auc" for a in claimed)
         + tuple(f"{s0}/{a}/gflops" for a in ("sar", "al_sar") if a in cfg.arms)
     )
+
+
+def _strides(cfg: Config) -> tuple[int, ...]:
+    return tuple(1 if i % 2 == 0 else 2 for i in range(len(cfg.widths)))
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
