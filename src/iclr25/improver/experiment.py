@@ -37,7 +37,7 @@ from . import report
 from .agent import ImProver
 from .config import ARMS, BACKENDS, LEAN_ARMS, PRESETS, Config
 from .generators import ScriptedRewriter, TinyLMGenerator
-from .metrics import aggregate
+from .metrics import arm_scores
 from .toy import ToyTacticChecker
 from .toy_theorems import make_benchmark, rewrite_pairs
 
@@ -51,23 +51,6 @@ __all__ = [
     "one_seed",
     "run",
 ]  # the config names re-exported for the registry
-
-
-def _arm_scores(improvements) -> dict:
-    rows = [imp.row() for imp in improvements]
-    agg = aggregate(rows, "length")
-    return {
-        "improvement": agg["improvement"],
-        "nonempty_improvement": agg["nonempty_improvement"]
-        if np.isfinite(agg["nonempty_improvement"])
-        else 0.0,
-        "accuracy": agg["accuracy"],
-        "improved_accuracy": agg["improved_accuracy"],
-        "mean_len_in": float(np.mean([imp.original.score for imp in improvements])),
-        "mean_len_out_correct": float(
-            np.mean([imp.output.score for imp in improvements if imp.output.correct] or [np.nan])
-        ),
-    }
 
 
 def _toy_seed(cfg: Config, seed: int) -> dict:
@@ -100,7 +83,7 @@ def _toy_seed(cfg: Config, seed: int) -> dict:
         gen.gen.manual_seed(derive_seed(seed, "sample", arm))
         t = time.perf_counter()
         imps = ImProver(checker, gen, "length", cfg.agent_config(arm)).improve_all(theorems)
-        out["tinylm"][arm] = {**_arm_scores(imps), "seconds": time.perf_counter() - t}
+        out["tinylm"][arm] = {**arm_scores(imps), "seconds": time.perf_counter() - t}
         if arm == "improver":
             ex = next((i for i in imps if i.delta is not None and i.delta < 0), None)
             if ex is not None:
@@ -114,7 +97,7 @@ def _toy_seed(cfg: Config, seed: int) -> dict:
         for arm in ("baseline", "improver", "improver_no_cos"):
             double = ScriptedRewriter(seed=derive_seed(seed, "scripted", arm))
             imps = ImProver(checker, double, "length", cfg.agent_config(arm)).improve_all(theorems)
-            out["scripted"][arm] = _arm_scores(imps)
+            out["scripted"][arm] = arm_scores(imps)
     return out
 
 
@@ -145,7 +128,7 @@ def _lean_seed(cfg: Config, seed: int) -> dict:
             t = time.perf_counter()
             imps = ImProver(checker, gen, "length", cfg.agent_config(arm)).improve_all(theorems)
             out["lean"][arm] = {
-                **_arm_scores(imps),
+                **arm_scores(imps),
                 "original_accuracy": 100.0 * float(np.mean([i.original.correct for i in imps])),
                 "seconds": time.perf_counter() - t,
             }

@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..common.checks import need_pairs, need_real, need_str, need_type
 from ..common.fields import bounded, check_fields
 from .checker import CheckResult
@@ -228,3 +230,23 @@ def summarize(values: Sequence[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     mu = sum(v) / len(v)
     return mu, math.sqrt(sum((x - mu) ** 2 for x in v) / len(v))
+
+
+def arm_scores(improvements: Sequence) -> dict[str, float]:
+    """One arm's scores on the length metric from its :class:`~iclr25.improver.agent.Improvement` results: the
+    :func:`aggregate` of their rows (Improvement, nonempty Improvement — 0 when no output improved —, accuracy,
+    improved accuracy) and the mean seed-proof length in / correct-output length out."""
+    rows = [imp.row() for imp in improvements]
+    agg = aggregate(rows, "length")
+    return {
+        "improvement": agg["improvement"],
+        "nonempty_improvement": agg["nonempty_improvement"]
+        if np.isfinite(agg["nonempty_improvement"])
+        else 0.0,
+        "accuracy": agg["accuracy"],
+        "improved_accuracy": agg["improved_accuracy"],
+        "mean_len_in": float(np.mean([imp.original.score for imp in improvements])),
+        "mean_len_out_correct": float(
+            np.mean([imp.output.score for imp in improvements if imp.output.correct] or [np.nan])
+        ),
+    }
