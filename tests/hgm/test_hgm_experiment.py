@@ -168,3 +168,25 @@ def test_a_bad_nested_value_names_the_nested_field():
             effective_config(exp, "smoke", overrides=[f"model.{name}={value}"])
     with pytest.raises(UsageError, match=r"aux_downscale must divide model.image_size/2; got 3 for 16"):
         effective_config(exp, "smoke", overrides=["aux_downscale=3"])
+
+
+def test_arm_steps_is_a_step_budget_per_trained_arm_and_a_rerun_repeats_it():
+    """issue #50: the quick preset's CPU-second budgets made the step count (and so the numbers) depend on the
+    machine and its load. ``arm_steps`` caps each trained arm at its own step count, with no CPU budget: every arm
+    takes exactly its steps, and a second computation of the seed is identical."""
+    import dataclasses
+
+    cfg = dataclasses.replace(PRESETS["smoke"], arm_steps=(1, 2, 3), refiner_steps=2)
+    a = one_seed(cfg, 0)
+    assert a["steps"] == {"image_only": 1, "dual": 2, "refiner": 2, "two_view": 3}
+    b = one_seed(cfg, 0)
+
+    def numbers(r):  # NaN (an empty α > 0.5 set) compares equal as text
+        return json.dumps({k: v for k, v in r.items() if k not in ("time_s", "cpu_s")}, sort_keys=True)
+
+    assert numbers(a) == numbers(b)
+    assert cfg.steps_for("dual") == 2 and PRESETS["smoke"].steps_for("dual") == PRESETS["smoke"].steps
+    with pytest.raises(ValueError, match="arm_steps must be None or a tuple of 3"):
+        dataclasses.replace(cfg, arm_steps=(1, 2))
+    with pytest.raises(ValueError, match="arm must be one of image_only, dual, two_view, got 'refined'"):
+        cfg.steps_for("refined")

@@ -10,6 +10,8 @@ from iclr25.common.results import ExperimentConfig
 
 from .model import HGMConfig
 
+TRAINED_ARMS = ("image_only", "dual", "two_view")  # the arms train_model trains, in arm_steps order
+
 
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
@@ -26,6 +28,9 @@ class Config(ExperimentConfig):
     steps: int = bounded(400, lo=1)  # step cap per trained model (identical for every arm)
     # CPU seconds of training per arm (identical for every arm); None = steps only
     budget_s: float | None = bounded(None, kind=float, lo=0, lo_open=True, optional=True)
+    # steps of each trained arm (image_only, dual, two_view) in place of ``steps``: a step budget equal in
+    # expectation to a CPU-second budget (measured on an idle machine), so a re-run on any CPU does the same work
+    arm_steps: tuple[int, ...] | None = bounded(None, kind=int, lo=1, each=True, length=3, optional=True)
     refiner_steps: int = bounded(200, lo=1)
     refiner_budget_s: float | None = bounded(None, kind=float, lo=0, lo_open=True, optional=True)
     batch_size: int = bounded(4, lo=1)
@@ -42,6 +47,13 @@ class Config(ExperimentConfig):
     # E3 target silhouette = coarse alpha render > threshold
     body_refine_threshold: float = bounded(0.5, lo=0, hi=1, lo_open=True, hi_open=True)
     data_seed: int = bounded(1234)
+
+    def steps_for(self, arm: str) -> int:
+        """The step cap of trained arm ``arm`` (one of :data:`TRAINED_ARMS`): ``arm_steps`` when set, else
+        ``steps``."""
+        if arm not in TRAINED_ARMS:
+            raise ValueError(f"arm must be one of {', '.join(TRAINED_ARMS)}, got {arm!r}")
+        return self.steps if self.arm_steps is None else self.arm_steps[TRAINED_ARMS.index(arm)]
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above; below: the nested model, cross-field

@@ -90,7 +90,7 @@ def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path |
     for name, body in (("image_only", False), ("dual", True)):
         torch.manual_seed(seed)
         m = build_model(cfg, body, nv).to(dev)
-        record(name, train_model(m, train, cfg, [FRONT], gen, dev))
+        record(name, train_model(m, train, cfg, [FRONT], gen, dev, steps=cfg.steps_for(name)))
         m.eval()
         out, r = render_eval_views(m, test.images[:, [FRONT]].to(dev), test, [FRONT], dev)
         res[name] = arm_metrics(out, r, test, cfg.chamfer_frac)
@@ -102,7 +102,7 @@ def one_seed(cfg: Config, seed: int, data: tuple | None = None, fig_path: Path |
     record("refiner", tr)
     torch.manual_seed(seed)
     two = build_model(cfg, True, nv).to(dev)
-    record("two_view", train_model(two, train, cfg, [FRONT, BACK], gen, dev))
+    record("two_view", train_model(two, train, cfg, [FRONT, BACK], gen, dev, steps=cfg.steps_for("two_view")))
     two.eval()
     with torch.no_grad():
         cam = test.camera.to(dev)

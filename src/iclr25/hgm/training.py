@@ -50,13 +50,19 @@ def supervision_views(
     return list(in_views) + (first + rand)[:n_extra]
 
 
-def train_model(model: HGM, data, cfg, in_views: list[int], gen: torch.Generator, device) -> dict:
-    """AdamW until ``cfg.budget_s`` CPU seconds (process time) or ``cfg.steps`` steps, whichever comes first."""
+def train_model(
+    model: HGM, data, cfg, in_views: list[int], gen: torch.Generator, device, steps: int | None = None
+) -> dict:
+    """AdamW until ``cfg.budget_s`` CPU seconds (process time) or ``steps`` steps (default ``cfg.steps``),
+    whichever comes first."""
+    cap = cfg.steps if steps is None else steps
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+        raise ValueError(f"steps must be a positive int, got {cap!r}")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.05)
     t0, c0 = time.perf_counter(), time.process_time()
     cam = data.camera.to(device)
     steps = 0
-    while steps < cfg.steps and (cfg.budget_s is None or time.process_time() - c0 < cfg.budget_s):
+    while steps < cap and (cfg.budget_s is None or time.process_time() - c0 < cfg.budget_s):
         idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
         sup = supervision_views(in_views, cfg.sup_views, gen)
         imgs, masks = data.images[idx].to(device), data.masks[idx].to(device)
