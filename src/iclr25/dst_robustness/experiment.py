@@ -54,6 +54,7 @@ __all__ = [
     "arm_name",
     "claims",
     "one_seed",
+    "required_keys",
     "run",
 ]  # the config names re-exported for the registry (and arm_name for the tests)
 
@@ -167,6 +168,13 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
     return out
 
 
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The keys the claims and the validity check read: clean, robust and noise-ladder accuracy of dense and of
+    the pre-registered DST arm (``Config`` checks that it is one of the arms run)."""
+    claim_arm = arm_name(cfg.claim_method, cfg.claim_sparsity)
+    return tuple(f"{a}/{k}" for a in ("dense", claim_arm) for k in ("clean", "robust", "noise_ladder"))
+
+
 def _diffs(per_seed: dict, arm: str, key: str) -> np.ndarray:
     return np.asarray(values(per_seed, f"{arm}/{key}")) - np.asarray(values(per_seed, f"dense/{key}"))
 
@@ -181,13 +189,6 @@ def _bound_note(d: np.ndarray, threshold: float, side: str) -> str:
     verdict = "decisive at 95 %" if ok else "NOT decisive at 95 % (the bound crosses the threshold)"
     return (f"paired DST − dense over {d.size} seeds: mean {d.mean():+.2f}, per seed {np.round(d, 2).tolist()}; "
             f"one-sided 95 % t-interval {iv} vs threshold {threshold:+g}: {verdict}")  # fmt: skip
-
-
-def required_keys(cfg: Config) -> tuple[str, ...]:
-    """The keys the claims and the validity check read: clean, robust and noise-ladder accuracy of dense and of
-    the pre-registered DST arm (``Config`` checks that it is one of the arms run)."""
-    claim_arm = arm_name(cfg.claim_method, cfg.claim_sparsity)
-    return tuple(f"{a}/{k}" for a in ("dense", claim_arm) for k in ("clean", "robust", "noise_ladder"))
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
