@@ -10,10 +10,12 @@ import torch
 
 from iclr25.common.claims import validate_claims_document
 from iclr25.common.io import read_json
+from iclr25.common.seeding import derive_seed
 from iclr25.errors import UsageError
 from iclr25.harness.configs import effective_config, experiment_module
 from iclr25.harness.runs import run_experiment
 from iclr25.quantum_peft import experiment as exp
+from iclr25.quantum_peft import transfer
 from iclr25.quantum_peft.model import QuantumPEFTConfig
 
 CLAIM_IDS = {"adapter_learns", "param_ratio", "competitive", "log_scaling"}
@@ -46,8 +48,8 @@ def test_smoke_run_claims_and_resume(tmp_path) -> None:
 
 def test_same_seed_same_numbers() -> None:
     cfg = dataclasses.replace(exp.PRESETS["smoke"], pretrain_epochs=1, finetune_epochs=1)
-    a = exp.one_width(cfg, 0, 64, torch.device("cpu"))
-    b = exp.one_width(cfg, 0, 64, torch.device("cpu"))
+    a = transfer.one_width(cfg, 0, 64, torch.device("cpu"))
+    b = transfer.one_width(cfg, 0, 64, torch.device("cpu"))
     a.pop("time_s"), b.pop("time_s")
     assert a == b
 
@@ -93,15 +95,15 @@ def test_dotted_overrides_reach_the_adapters_one_seed_builds(monkeypatch) -> Non
         seen["qpeft"] = qc
         raise _Reached
 
-    monkeypatch.setattr(exp, "train", lambda *a, **k: [0.0])  # no training: only the adapters are built
+    monkeypatch.setattr(transfer, "train", lambda *a, **k: [0.0])  # no training: only the adapters are built
     monkeypatch.setattr(peft, "get_peft_model", fake_peft)
-    monkeypatch.setattr(exp, "get_qpeft_model", fake_qpeft)
+    monkeypatch.setattr(transfer, "get_qpeft_model", fake_qpeft)
     with pytest.raises(_Reached):
         exp.one_seed(cfg, 0)
     qc = seen["qpeft"]
     assert (qc.rank, qc.layers, qc.alpha, qc.init_std, qc.target_modules) == (3, 2, 0.5, 0.5, ["q_proj"])
     # the per-seed/arm parts make_adapted sets
-    assert qc.modules_to_save == ["classifier"] and qc.init_seed == exp.derive_seed(0, "qpeft", 64)
+    assert qc.modules_to_save == ["classifier"] and qc.init_seed == derive_seed(0, "qpeft", 64)
     assert qc == dataclasses.replace(cfg.qpeft, modules_to_save=["classifier"], init_seed=qc.init_seed)
     assert set(seen["lora"].target_modules) == {"q_proj"}  # one source of truth for both adapters' targets
 
@@ -131,11 +133,13 @@ def test_a_bad_nested_value_names_the_nested_field() -> None:
 def test_lr_sweep_same_grid_for_every_method() -> None:
     """Fair-baseline protocol: each method's single LR (adapter and head alike) comes from the same grid."""
     cfg = dataclasses.replace(exp.PRESETS["smoke"], pretrain_epochs=1, finetune_epochs=1)
-    assert exp.with_lr(cfg, "qpeft", 0.5).lr_angles == exp.with_lr(cfg, "qpeft", 0.5).lr_lambda == 0.5
-    assert exp.with_lr(cfg, "head_only", 0.5).lr_head_only == 0.5
-    r = exp.sweep_learning_rates(cfg, seeds=(10,), grid=(1e-2, 1e-1), width=64)
-    assert set(r["best"]) == set(exp.METHODS) and all(v in (1e-2, 1e-1) for v in r["best"].values())
-    for m in exp.METHODS:
+    assert (
+        transfer.with_lr(cfg, "qpeft", 0.5).lr_angles == transfer.with_lr(cfg, "qpeft", 0.5).lr_lambda == 0.5
+    )
+    assert transfer.with_lr(cfg, "head_only", 0.5).lr_head_only == 0.5
+    r = transfer.sweep_learning_rates(cfg, seeds=(10,), grid=(1e-2, 1e-1), width=64)
+    assert set(r["best"]) == set(transfer.METHODS) and all(v in (1e-2, 1e-1) for v in r["best"].values())
+    for m in transfer.METHODS:
         accs = r["acc"][m]
         assert set(accs) == {"0.01", "0.1"} and all(len(v) == 1 and 0 <= v[0] <= 1 for v in accs.values())
         assert r["best"][m] == max((1e-2, 1e-1), key=lambda lr: accs[str(lr)][0])

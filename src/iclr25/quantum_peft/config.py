@@ -11,10 +11,10 @@ from iclr25.common.results import ExperimentConfig
 
 from .model import QuantumPEFTConfig
 
-METHODS = ("head_only", "lora_r1", "qpeft", "full_ft")
-LR_GRID = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the one grid every method is tuned on
-TUNE_SEEDS = (10, 11, 12)  # held-out seeds for the tuning (the reported seeds are 0, 1, 2)
-# QuantumPEFTConfig fields make_adapted sets itself (Config.qpeft keeps their defaults): why, for the refusal
+# the arms and the LR protocol are the library's (transfer.py), re-exported here for report.py and the tests
+from .transfer import LR_GRID, METHODS, TUNE_SEEDS  # noqa: F401
+
+# QuantumPEFTConfig fields make_adapted (transfer.py) sets itself (Config.qpeft keeps their defaults): why, for the refusal
 _PER_ARM = {
     "init_seed": "set in make_adapted (derived per seed and width)",
     "modules_to_save": "set in make_adapted (['classifier'] (the fresh head) for the Quantum-PEFT arm)",
