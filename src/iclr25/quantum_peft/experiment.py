@@ -41,22 +41,26 @@ __all__ = [
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
+    """One seed of the digits reproduction: at every width, pre-train the ViT and fine-tune every method from it
+    (:func:`iclr25.quantum_peft.transfer.one_width`). The real and full presets' runs are :func:`real.run`'s."""
     device = get_device(cfg.device)
     return {f"d{w}": one_width(cfg, seed, w, device) for w in cfg.widths}
 
 
-# ---------------------------------------------------------------------------------------------------
-# run
-# ---------------------------------------------------------------------------------------------------
 def required_keys(cfg: Config) -> tuple[str, ...]:
     """The keys the claims and the validity check read, at every width: the source accuracy and the target
-    accuracy of head-only, LoRA-r1 and Quantum-PEFT."""
+    accuracy of head-only, LoRA-r1 and Quantum-PEFT; a real config's are :func:`real.required_keys`."""
+    if isinstance(cfg, RealConfig):
+        return real.required_keys(cfg)
     keys = ("source_acc", "head_only/acc", "lora_r1/acc", "qpeft/acc")
     return tuple(f"d{w}/{k}" for w in cfg.widths for k in keys)
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
-    """The four claims (ids and thresholds fixed): adapter learns, parameter ratio, competitive, log scaling."""
+    """The four claims (ids and thresholds fixed): adapter learns, parameter ratio, competitive, log scaling. A real
+    config's claims are :func:`real.claims`."""
+    if isinstance(cfg, RealConfig):
+        return real.claims(cfg, per_seed)
     counts, rows = param_tables(cfg)
     ns = list(cfg.scaling_qubits)
     ratios = [r["ratio"] for r in rows]
@@ -171,22 +175,20 @@ def validity(cfg: Config, per_seed: dict) -> tuple[bool, str]:
     return valid, "" if valid else reason
 
 
+def _param_metrics(counts: dict, rows: list[dict]) -> dict:
+    """metrics.json's seed-independent parameter counts (per width) and the analytic scaling table."""
+    return {"param_counts": {f"d{w}": c for w, c in counts.items()}, "scaling_table": rows}
+
+
 def run(cfg: Config, out: Path) -> RunResult:
-    if isinstance(cfg, RealConfig):  # a pretrained LM on real text (real.py)
+    if isinstance(cfg, RealConfig):  # a pretrained LM on real text: tuning, then (seed, arm) items (real.py)
         return real.run(cfg, out)
-    return run_digits(cfg, out)
-
-
-def run_digits(cfg: Config, out: Path) -> RunResult:
-    """The smoke / quick presets: the digits-ViT reproduction."""
     rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
-    counts, rows = param_tables(cfg)
-    tables = {"param_counts": {f"d{w}": c for w, c in counts.items()}, "scaling_table": rows}
-    valid, reason = validity(cfg, per_seed)
+    (counts, rows), (valid, reason) = param_tables(cfg), validity(cfg, per_seed)
     return RunResult(
         seeds=cfg.seed_list,
-        metrics={**aggregate(per_seed), **tables},
+        metrics={**aggregate(per_seed), **_param_metrics(counts, rows)},
         claims=claims(cfg, per_seed),
         per_seed=per_seed,
         figures=[report.figure(cfg, per_seed, rd.figures / "quantum_peft.png", counts, rows, METHODS)],

@@ -377,8 +377,14 @@ def report_md(cfg: RealConfig, per_seed: dict, table: dict, lrs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def required_keys(cfg: RealConfig) -> tuple[str, ...]:
+    """The per-seed keys the real claims always read (:func:`iclr25.quantum_peft.experiment.required_keys` for a
+    real config)."""
+    return ("ratio", "qpeft/reduction", "lora/reduction", "qpeft/merge_max_abs")
+
+
 def run(cfg: RealConfig, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=("ratio", "qpeft/reduction", "lora/reduction", "qpeft/merge_max_abs"))
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     n_tune = len(_tune_items(cfg))
     tuned = rd.map_seeds(
         lambda i: _tune_one(cfg, i),
