@@ -22,20 +22,18 @@ import torch
 from iclr25.common.claims import Claim, make_claim
 from iclr25.common.device import get_device
 from iclr25.common.io import atomic_write_json, read_json
-from iclr25.common.lm import tiny_causal_lm
 from iclr25.common.progress import log
 from iclr25.common.results import aggregate, values
 from iclr25.common.seeding import derive_seed, seed_everything
 from iclr25.common.stats import interval_note, sign_note
-from iclr25.common.train import IGNORE, LMTrainConfig, train_lm
 from iclr25.harness.rundir import RunDir, RunResult
 
 from . import report
-from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset, word_tokenizer
+from .biographies import World, hallucination_and_recall, pretraining_corpus, records_dataset
 from .config import ARCHS, PRESETS, Config
-from .metrics import corpus_bleu
-from .noisy_generation import context_aware_generate, generate_unfaithful
+from .decoding import greedy, sampled, scores
 from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves
+from .training import build_model, fit_lm, lm_prompt, load_tokenizer, padded_batch
 
 __all__ = [
     "ARCHS",
@@ -43,140 +41,9 @@ __all__ = [
     "PRESETS",
     "claims",
     "one_seed",
+    "required_keys",
     "run",
 ]  # config names re-exported for the registry
-
-
-# ----------------------------------------------------------------------------------------------------------------
-def build_model(cfg: Config, vocab_size: int, seed: int):
-    """A randomly initialised tiny GPT-2 or Llama over the word vocabulary (pad 0, bos 1, eos 2)."""
-    if cfg.arch == "llama":
-        return tiny_causal_lm(
-            "llama", seed=seed, vocab_size=vocab_size, hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads,
-            max_positions=128, attn_implementation="sdpa",
-        )  # fmt: skip
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    gcfg = GPT2Config(
-        vocab_size=vocab_size, n_embd=cfg.hidden, n_layer=cfg.layers, n_head=cfg.heads, n_positions=128,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0,
-    )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return GPT2LMHeadModel(gcfg)
-
-
-def _padded(
-    tok, prompts: list[str], targets: list[str], mask_prompt: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ``(input_ids, labels)``: prompt + target + EOS, labels −100 on pads (and prompts)."""
-    full = tok([p + t for p, t in zip(prompts, targets, strict=True)], add_special_tokens=True)["input_ids"]
-    plen = (
-        [len(x) for x in tok(prompts, add_special_tokens=True)["input_ids"]]
-        if mask_prompt
-        else [1] * len(full)
-    )
-    seqs = [f + [tok.eos_token_id] for f in full]
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), tok.pad_token_id, dtype=torch.long)
-    lab = torch.full((len(seqs), width), IGNORE, dtype=torch.long)
-    for i, (s, k) in enumerate(zip(seqs, plen, strict=True)):
-        ids[i, : len(s)] = torch.tensor(s)
-        lab[i, k : len(s)] = ids[i, k : len(s)]
-    return ids, lab
-
-
-def _train(model, ids, lab, steps, batch, lr, seed, device, desc, warmup=None, optim="lm"):
-    def batch_fn(step: int, g: torch.Generator):
-        idx = torch.randint(0, ids.shape[0], (batch,), generator=g)
-        return ids[idx], lab[idx]
-
-    if optim == "lm":
-        tc = LMTrainConfig(
-            steps=steps, batch_size=batch, lr=lr, warmup_steps=min(50, steps // 10), eval_every=0, seed=seed
-        )
-    else:  # the same optimiser as TRL's DPO run: AdamW(0.9, 0.999), no weight decay, 10% warm-up, decay to 0
-        tc = LMTrainConfig(
-            steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=0, seed=seed, beta2=0.999,
-            weight_decay=0.0, min_lr_ratio=0.0,
-        )  # fmt: skip
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)  # dropout masks: a function of the seed, not of what ran before
-        hist = train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc=desc)
-    model.eval()
-    return float(hist["final_train_loss"])
-
-
-@torch.no_grad()
-def _greedy(model, tok, prompts: list[str], cfg: Config, device, cad: bool = False) -> list[str]:
-    tok.padding_side = "left"
-    outs: list[str] = []
-    for b0 in range(0, len(prompts), cfg.gen_batch):
-        enc = tok(prompts[b0 : b0 + cfg.gen_batch], return_tensors="pt", padding=True).to(device)
-        kw = dict(do_sample=False, max_new_tokens=cfg.max_new_tokens, pad_token_id=tok.pad_token_id)
-        if cad:
-            new = context_aware_generate(model, enc, cfg.cad_alpha, lm_prompt_ids=_lm_prompt(tok), **kw)
-        else:
-            model.eval()
-            new = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1] :]
-        outs.extend(_cut(tok, new))
-    return outs
-
-
-@torch.no_grad()
-def _sampled(model, tok, records: list[dict], cfg: Config, device, seed: int) -> dict:
-    """Hallucination rate and field recall of temperature samples (T, top-p as for y⁻): a distribution-level
-    view that greedy decoding hides (greedy field recall is 1.0 for every arm at this scale)."""
-    tok.padding_side = "left"
-    outs: list[str] = []
-    prompts = [r["prompt"] for r in records]
-    for b0 in range(0, len(prompts), cfg.gen_batch):
-        enc = tok(prompts[b0 : b0 + cfg.gen_batch], return_tensors="pt", padding=True).to(device)
-        new = generate_unfaithful(  # α = 0: plain sampling from `model` with the same warpers
-            model, model, enc, 0.0, temperature=cfg.temperature, top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens, seed=seed + b0, pad_token_id=tok.pad_token_id,
-        )  # fmt: skip
-        outs.extend(_cut(tok, new))
-    m = hallucination_and_recall(outs, records, World())
-    return {"halluc_sampled": float(m["hallucinated"].mean()), "recall_sampled": float(m["recall"].mean())}
-
-
-def _cut(tok, new: torch.Tensor) -> list[str]:
-    ids = new.cpu()
-    is_eos = ids == tok.eos_token_id
-    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), torch.full((ids.shape[0],), ids.shape[1]))
-    return tok.batch_decode(
-        [r[: int(k)].tolist() for r, k in zip(ids, first, strict=True)], skip_special_tokens=True
-    )
-
-
-def _scores(outputs: list[str], records: list[dict], world: World) -> dict:
-    m = hallucination_and_recall(outputs, records, world)
-    refs = [r["reference"].strip() for r in records]
-    return {
-        "halluc": float(m["hallucinated"].mean()),
-        "recall": float(m["recall"].mean()),
-        "bleu": corpus_bleu([o.strip() for o in outputs], refs),
-    }
-
-
-def load_tokenizer(cfg: Config, world: World):
-    """The word-level tokenizer, or the local base model's own tokenizer (pad falls back to EOS)."""
-    if not cfg.base_model_path:
-        return word_tokenizer(world)
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(cfg.base_model_path, local_files_only=True)
-    if tok.eos_token_id is None:
-        raise ValueError(f"base_model_path: the tokenizer at {cfg.base_model_path!r} has no EOS token")
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
-
-
-def _lm_prompt(tok) -> list[int]:
-    """p_LM's context-free prompt: BOS alone (the paper's empty prompt); EOS for tokenizers without a BOS."""
-    return [tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id]
 
 
 def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
@@ -194,14 +61,14 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
     if (path / "done.json").exists() and read_json(path / "done.json").get("key") == key:
         return AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
     corpus = pretraining_corpus(world, cfg.n_pretrain, derive_seed(cfg.seed, "pretrain"), cfg.prior_strength)
-    ids, lab = _padded(tok, [""] * len(corpus), corpus, mask_prompt=False)
+    ids, lab = padded_batch(tok, [""] * len(corpus), corpus, mask_prompt=False)
     if cfg.base_model_path:
         lm = AutoModelForCausalLM.from_pretrained(
             cfg.base_model_path, local_files_only=True, dtype=torch.float32
         )
     else:
-        lm = build_model(cfg, len(tok), derive_seed(cfg.seed, "init"))
-    _train(
+        lm = build_model(cfg.arch, len(tok), cfg.hidden, cfg.layers, cfg.heads, derive_seed(cfg.seed, "init"))
+    fit_lm(
         lm,
         ids,
         lab,
@@ -215,6 +82,27 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
     lm.save_pretrained(path)
     atomic_write_json(path / "done.json", {"key": key})
     return lm.eval()
+
+
+def shared_context(cfg: Config, out: Path) -> dict:
+    """What every seed of a run shares: the world, the tokenizer, the device and p_LM, pre-trained once and cached
+    in ``out/p_lm`` (:func:`pretrain_lm`; a resumed run reads it back). ``one_seed(cfg, s, **ctx)`` takes it."""
+    try:
+        from datasets.utils.logging import disable_progress_bar
+        from transformers.utils import logging as hf_logging
+
+        disable_progress_bar()
+        hf_logging.disable_progress_bar()  # model save/load bars
+    except ImportError:  # pragma: no cover
+        pass
+    world, device = World(), get_device(cfg.device)
+    tok = load_tokenizer(cfg.base_model_path, world)
+    return {
+        "p_lm": pretrain_lm(cfg, Path(out), world, tok, device),
+        "world": world,
+        "tok": tok,
+        "device": device,
+    }
 
 
 def one_seed(
@@ -235,7 +123,7 @@ def one_seed(
     afterwards), the same weights as in a run of ``cfg`` (its pre-training depends on ``cfg`` alone, not on
     ``seed``)."""
     world = World() if world is None else world
-    tok = load_tokenizer(cfg, world) if tok is None else tok
+    tok = load_tokenizer(cfg.base_model_path, world) if tok is None else tok
     device = get_device(cfg.device) if device is None else device
     if p_lm is None:
         with tempfile.TemporaryDirectory(prefix="scope-p_lm-") as tmp:  # the trained model stays in memory
@@ -247,31 +135,33 @@ def one_seed(
     d1, d2 = split_halves(data, seed=seed)
     test_prompts = [r["prompt"] for r in test]
     res: dict = {"n_d1": len(d1), "n_d2": len(d2)}
+    gen = dict(batch_size=cfg.gen_batch, max_new_tokens=cfg.max_new_tokens)
+    samp = dict(gen, temperature=cfg.temperature, top_p=cfg.top_p)
     # stage 1: SFT p_θ₀ on D₁ (initialised from p_LM, as in the paper)
     sft = copy.deepcopy(p_lm)
-    ids, lab = _padded(tok, [r["prompt"] for r in d1], [r["reference"] for r in d1], mask_prompt=True)
-    _train(
+    ids, lab = padded_batch(tok, [r["prompt"] for r in d1], [r["reference"] for r in d1], mask_prompt=True)
+    fit_lm(
         sft, ids, lab, cfg.sft_steps, cfg.sft_batch, cfg.sft_lr, derive_seed(seed, "sft"), device, "SFT D1"
     )
     s_seed = derive_seed(seed, "sampled_eval")  # the same sampling seed for every arm
-    res["sft"] = _scores(_greedy(sft, tok, test_prompts, cfg, device), test, world)
-    res["sft"].update(_sampled(sft, tok, test, cfg, device, s_seed))
-    res["cad"] = _scores(_greedy(sft, tok, test_prompts, cfg, device, cad=True), test, world)
+    res["sft"] = scores(greedy(sft, tok, test_prompts, device, **gen), test, world)
+    res["sft"].update(sampled(sft, tok, test, device, s_seed, **samp))
+    res["cad"] = scores(greedy(sft, tok, test_prompts, device, cad_alpha=cfg.cad_alpha, **gen), test, world)
     # continued SFT on D₂: the same pairs' references, the same number of optimiser steps as DPO, no negatives
     tune_steps = cfg.tune_epochs * math.ceil(len(d2) / cfg.tune_batch)
     cont = copy.deepcopy(sft)
-    ids2, lab2 = _padded(tok, [r["prompt"] for r in d2], [r["reference"] for r in d2], mask_prompt=True)
-    _train(
+    ids2, lab2 = padded_batch(tok, [r["prompt"] for r in d2], [r["reference"] for r in d2], mask_prompt=True)
+    fit_lm(
         cont, ids2, lab2, tune_steps, cfg.tune_batch, cfg.tune_lr, derive_seed(seed, "cont"), device, "SFT D2",
         warmup=math.ceil(cfg.warmup_ratio * tune_steps), optim="trl",
     )  # fmt: skip
-    res["cont_sft"] = _scores(_greedy(cont, tok, test_prompts, cfg, device), test, world)
-    res["cont_sft"].update(_sampled(cont, tok, test, cfg, device, s_seed))
+    res["cont_sft"] = scores(greedy(cont, tok, test_prompts, device, **gen), test, world)
+    res["cont_sft"].update(sampled(cont, tok, test, device, s_seed, **samp))
     res["tune_steps"] = tune_steps
     # α = 0 control: p_θ₀'s own samples on D₂ at the same temperature / top-p
     gen_kw = dict(
         tokenizer=tok, lm_tokenizer=tok, batch_size=cfg.gen_batch, n_untouched=cfg.n_untouched, temperature=cfg.temperature,
-        top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, lm_prompt_ids=_lm_prompt(tok),
+        top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, lm_prompt_ids=lm_prompt(tok),
     )  # fmt: skip
     ctrl = build_preference_pairs(sft, p_lm, d2, 0.0, seed=derive_seed(seed, "neg", 0), **gen_kw)
     res["neg_halluc_alpha0"] = float(
@@ -292,8 +182,8 @@ def one_seed(
         )  # fmt: skip
         logs = [h for h in hist if "loss" in h]
         res[f"scope@{a:g}"] = {
-            **_scores(_greedy(pol, tok, test_prompts, cfg, device), test, world),
-            **_sampled(pol, tok, test, cfg, device, s_seed),
+            **scores(greedy(pol, tok, test_prompts, device, **gen), test, world),
+            **sampled(pol, tok, test, device, s_seed, **samp),
             "neg_halluc": float(neg["hallucinated"].mean()),
             "neg_recall": float(neg["recall"].mean()),
             "rejected_differs": differs,
@@ -306,27 +196,6 @@ def one_seed(
             res["example_pair"] = {k: pairs[0][k] for k in ("prompt", "chosen", "rejected")}
     res["runtime_s"] = time.perf_counter() - t0
     return res
-
-
-def shared_context(cfg: Config, out: Path) -> dict:
-    """What every seed of a run shares: the world, the tokenizer, the device and p_LM, pre-trained once and cached
-    in ``out/p_lm`` (:func:`pretrain_lm`; a resumed run reads it back). ``one_seed(cfg, s, **ctx)`` takes it."""
-    try:
-        from datasets.utils.logging import disable_progress_bar
-        from transformers.utils import logging as hf_logging
-
-        disable_progress_bar()
-        hf_logging.disable_progress_bar()  # model save/load bars
-    except ImportError:  # pragma: no cover
-        pass
-    world, device = World(), get_device(cfg.device)
-    tok = load_tokenizer(cfg, world)
-    return {
-        "p_lm": pretrain_lm(cfg, Path(out), world, tok, device),
-        "world": world,
-        "tok": tok,
-        "device": device,
-    }
 
 
 def required_keys(cfg: Config) -> tuple[str, ...]:
