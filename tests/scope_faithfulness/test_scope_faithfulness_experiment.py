@@ -79,11 +79,74 @@ def test_runs_from_a_local_base_model(tmp_path):
     )
     tok.save_pretrained(model_dir)
     cfg = dataclasses.replace(
-        PRESETS["smoke"], base_model_path=str(model_dir), n_pretrain=100, n_data=40, n_test=8, pretrain_steps=3,
-        sft_steps=3, tune_batch=8, alphas=(0.1, 0.5),
+        PRESETS["smoke"], base_model_path=str(model_dir), n_pretrain=100, n_data=40, n_test=8,
+        pretrain=dataclasses.replace(PRESETS["smoke"].pretrain, steps=3),
+        sft=dataclasses.replace(PRESETS["smoke"].sft, steps=3), tune_batch=8, alphas=(0.1, 0.5),
     )  # fmt: skip
     res = run(cfg, tmp_path / "run")
     assert {c.id for c in res.claims} == CLAIM_IDS
     assert 0 <= res.per_seed[0]["scope@0.5"]["halluc"] <= 1 and res.per_seed[0]["n_d2"] == 20
     with pytest.raises(ValueError, match="base_model_path"):
         dataclasses.replace(cfg, base_model_path=str(tmp_path / "nowhere"))
+
+
+class _Reached(Exception):
+    pass
+
+
+def test_dotted_overrides_reach_the_training_stages(monkeypatch):
+    """p_LM pre-training and SFT are the nested LMTrainConfigs (``--set sft.steps=5 --set pretrain.lr=0.01``):
+    fit_lm receives them with the stage's warm-up, no periodic evaluation and the stage's seed."""
+    from iclr25.common.seeding import derive_seed
+    from iclr25.common.train import LMTrainConfig
+    from iclr25.harness.configs import effective_config, experiment_module
+    from iclr25.scope_faithfulness import experiment
+
+    cfg, applied = effective_config(
+        experiment_module("scope_faithfulness"),
+        "smoke",
+        overrides=["sft.steps=5", "sft.weight_decay=0.0", "pretrain.lr=0.01", "pretrain.steps=2"],
+    )
+    assert applied == {"sft.steps": 5, "sft.weight_decay": 0.0, "pretrain.lr": 0.01, "pretrain.steps": 2}
+    seen = []
+
+    def fake_fit(model, ids, lab, tc, device, desc):
+        seen.append((desc, tc))
+        if desc == "SFT D1":
+            raise _Reached
+
+    monkeypatch.setattr(experiment, "fit_lm", fake_fit)
+    with pytest.raises(_Reached):
+        experiment.one_seed(cfg, 3)
+    (d0, pre), (d1, sft) = seen
+    assert d0 == "pretrain p_LM" and pre == LMTrainConfig(
+        steps=2, batch_size=64, lr=0.01, warmup_steps=0, eval_every=0, seed=cfg.seed
+    )
+    assert d1 == "SFT D1" and sft == LMTrainConfig(
+        steps=5,
+        batch_size=64,
+        lr=1e-3,
+        weight_decay=0.0,
+        warmup_steps=0,
+        eval_every=0,
+        seed=derive_seed(3, "sft"),
+    )
+
+
+def test_a_bad_nested_value_names_the_dotted_field():
+    from iclr25.errors import UsageError
+    from iclr25.harness.configs import effective_config, experiment_module
+
+    exp = experiment_module("scope_faithfulness")
+    with pytest.raises(UsageError, match=r"sft: lr must be"):
+        effective_config(exp, "smoke", overrides=["sft.lr=-1"])
+    with pytest.raises(UsageError, match=r"pretrain: steps must be"):
+        effective_config(exp, "smoke", overrides=["pretrain.steps=0"])
+    with pytest.raises(UsageError, match=r"sft.seed is set per stage"):
+        effective_config(exp, "smoke", overrides=["sft.seed=4"])
+    with pytest.raises(UsageError, match=r"pretrain.warmup_steps is set per stage to min\(50, steps // 10\)"):
+        effective_config(exp, "smoke", overrides=["pretrain.warmup_steps=3"])
+    with pytest.raises(
+        UsageError, match=r"sft\.steps"
+    ):  # the old flat name is refused, naming the dotted one
+        effective_config(exp, "smoke", overrides=["sft_steps=5"])

@@ -6,10 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from iclr25.common.fields import bounded
+from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig
+from iclr25.common.train import LMTrainConfig
 
 ARCHS = ("gpt2", "llama")
+# the LMTrainConfig fields each training stage sets itself (training.stage_config)
+_SET_PER_STAGE = ("warmup_steps", "eval_every", "seed")
+_WHY = {
+    "warmup_steps": "set per stage to min(50, steps // 10)",
+    "eval_every": "set per stage to 0 (no held-out data to evaluate on)",
+    "seed": "set per stage from the run's or the seed's seed",
+}
 
 
 @dataclass(frozen=True)
@@ -29,13 +37,10 @@ class Config(ExperimentConfig):
     hidden: int = bounded(96, lo=1)
     layers: int = bounded(2, lo=1)
     heads: int = bounded(4, lo=1)
-    # p_LM pre-training and SFT (stage 1)
-    pretrain_steps: int = bounded(600, lo=1)
-    pretrain_batch: int = bounded(64, lo=1)
-    pretrain_lr: float = bounded(3e-3, lo=0, lo_open=True)
-    sft_steps: int = bounded(700, lo=1)
-    sft_batch: int = bounded(64, lo=1)
-    sft_lr: float = bounded(1e-3, lo=0, lo_open=True)
+    # p_LM pre-training and SFT (stage 1): the optimiser settings of common.train.train_lm, nested whole
+    # (`--set sft.steps=900`); warm-up min(50, steps // 10), no periodic evaluation and the seed are set per stage
+    pretrain: LMTrainConfig = LMTrainConfig(steps=600, batch_size=64, lr=3e-3)
+    sft: LMTrainConfig = LMTrainConfig(steps=700, batch_size=64, lr=1e-3)
     # noisy generation (paper: α = 0.5, T = 0.6, top-p 0.9, first 2 tokens from p_θ₀)
     alpha: float = bounded(0.5, lo=0, hi=1)
     alphas: tuple[float, ...] = bounded((0.1, 0.5, 0.9), lo=0, hi=1, lo_open=True, each=True)
@@ -54,6 +59,8 @@ class Config(ExperimentConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the bounds declared above (alphas element-wise); below: the path and cross-field rules
+        for stage in ("pretrain", "sft"):
+            check_nested(self, stage, LMTrainConfig, _SET_PER_STAGE, _WHY)
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         for a in (0.1, self.alpha):
@@ -72,8 +79,8 @@ PRESETS = {
         n_data=400,
         n_test=60,
         hidden=48,
-        pretrain_steps=80,
-        sft_steps=80,
+        pretrain=LMTrainConfig(steps=80, batch_size=64, lr=3e-3),
+        sft=LMTrainConfig(steps=80, batch_size=64, lr=1e-3),
         alphas=(0.1, 0.5),
         tune_epochs=1,
     ),
@@ -88,12 +95,8 @@ PRESETS = {
         hidden=256,
         layers=4,
         heads=8,
-        pretrain_steps=4000,
-        pretrain_batch=128,
-        pretrain_lr=1e-3,
-        sft_steps=4000,
-        sft_batch=128,
-        sft_lr=5e-4,
+        pretrain=LMTrainConfig(steps=4000, batch_size=128, lr=1e-3),
+        sft=LMTrainConfig(steps=4000, batch_size=128, lr=5e-4),
         device="auto",  # with --set base_model_path=<local 1–3B model>, use --set tune_lr=1e-6 (the paper's)
     ),
 }

@@ -33,7 +33,7 @@ from .biographies import World, hallucination_and_recall, pretraining_corpus, re
 from .config import ARCHS, PRESETS, Config
 from .decoding import greedy, sampled, scores
 from .preference import build_preference_pairs, independent_copy, scope_dpo, split_halves
-from .training import build_model, fit_lm, lm_prompt, load_tokenizer, padded_batch
+from .training import build_model, fit_lm, lm_prompt, load_tokenizer, padded_batch, stage_config, trl_config
 
 __all__ = [
     "ARCHS",
@@ -55,7 +55,7 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
 
     key = config_hash(
         {k: getattr(cfg, k) for k in ("n_pretrain", "prior_strength", "arch", "hidden", "layers", "heads",
-                                      "pretrain_steps", "pretrain_batch", "pretrain_lr", "seed", "base_model_path")}
+                                      "pretrain", "seed", "base_model_path")}
     )  # fmt: skip
     path = out / "p_lm"
     if (path / "done.json").exists() and read_json(path / "done.json").get("key") == key:
@@ -68,17 +68,7 @@ def pretrain_lm(cfg: Config, out: Path, world: World, tok, device):
         )
     else:
         lm = build_model(cfg.arch, len(tok), cfg.hidden, cfg.layers, cfg.heads, derive_seed(cfg.seed, "init"))
-    fit_lm(
-        lm,
-        ids,
-        lab,
-        cfg.pretrain_steps,
-        cfg.pretrain_batch,
-        cfg.pretrain_lr,
-        cfg.seed,
-        device,
-        "pretrain p_LM",
-    )
+    fit_lm(lm, ids, lab, stage_config(cfg.pretrain, cfg.seed), device, "pretrain p_LM")
     lm.save_pretrained(path)
     atomic_write_json(path / "done.json", {"key": key})
     return lm.eval()
@@ -140,9 +130,7 @@ def one_seed(
     # stage 1: SFT p_θ₀ on D₁ (initialised from p_LM, as in the paper)
     sft = copy.deepcopy(p_lm)
     ids, lab = padded_batch(tok, [r["prompt"] for r in d1], [r["reference"] for r in d1], mask_prompt=True)
-    fit_lm(
-        sft, ids, lab, cfg.sft_steps, cfg.sft_batch, cfg.sft_lr, derive_seed(seed, "sft"), device, "SFT D1"
-    )
+    fit_lm(sft, ids, lab, stage_config(cfg.sft, derive_seed(seed, "sft")), device, "SFT D1")
     s_seed = derive_seed(seed, "sampled_eval")  # the same sampling seed for every arm
     res["sft"] = scores(greedy(sft, tok, test_prompts, device, **gen), test, world)
     res["sft"].update(sampled(sft, tok, test, device, s_seed, **samp))
@@ -151,10 +139,9 @@ def one_seed(
     tune_steps = cfg.tune_epochs * math.ceil(len(d2) / cfg.tune_batch)
     cont = copy.deepcopy(sft)
     ids2, lab2 = padded_batch(tok, [r["prompt"] for r in d2], [r["reference"] for r in d2], mask_prompt=True)
-    fit_lm(
-        cont, ids2, lab2, tune_steps, cfg.tune_batch, cfg.tune_lr, derive_seed(seed, "cont"), device, "SFT D2",
-        warmup=math.ceil(cfg.warmup_ratio * tune_steps), optim="trl",
-    )  # fmt: skip
+    warmup = math.ceil(cfg.warmup_ratio * tune_steps)
+    tc = trl_config(tune_steps, cfg.tune_batch, cfg.tune_lr, warmup, derive_seed(seed, "cont"))
+    fit_lm(cont, ids2, lab2, tc, device, "SFT D2")
     res["cont_sft"] = scores(greedy(cont, tok, test_prompts, device, **gen), test, world)
     res["cont_sft"].update(sampled(cont, tok, test, device, s_seed, **samp))
     res["tune_steps"] = tune_steps
@@ -223,7 +210,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     sft_h, cont_h = values(per_seed, "sft/halluc"), values(per_seed, "cont_sft/halluc")
     best_name, best = ("SFT", sft_h) if np.mean(sft_h) <= np.mean(cont_h) else ("continued SFT", cont_h)
     scope_h = values(per_seed, f"{a}/halluc")
-    small = cfg.n_data < 3000 or cfg.sft_steps < 700
+    small = cfg.n_data < 3000 or cfg.sft.steps < 700
     note_small = " Smoke-scale run: too small for the claim." if small else ""
     hi = f"scope@{max(cfg.alphas):g}"
     recall_cost = np.mean(values(per_seed, "cont_sft/recall")) - np.mean(values(per_seed, f"{hi}/recall"))

@@ -4,6 +4,8 @@ optimiser loop (``common.train.train_lm``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from iclr25.common.lm import tiny_causal_lm
@@ -51,27 +53,32 @@ def padded_batch(
     return ids, lab
 
 
-def fit_lm(model, ids, lab, steps, batch, lr, seed, device, desc, warmup=None, optim="lm") -> float:
-    """``steps`` optimiser steps on random batches of ``batch`` rows of ``(ids, lab)``; the model is left in eval
-    mode and the final training loss returned. ``optim="lm"``: ``train_lm``'s AdamW with ``min(50, steps // 10)``
-    warm-up steps; otherwise the optimiser of TRL's DPO run (AdamW(0.9, 0.999), no weight decay, ``warmup``
-    warm-up steps, decay to 0)."""
+def stage_config(tc: LMTrainConfig, seed: int) -> LMTrainConfig:
+    """``tc`` as one stage of the reproduction trains with it (p_LM pre-training, SFT): ``min(50, steps // 10)``
+    warm-up steps, no periodic evaluation, the stage's ``seed``."""
+    return dataclasses.replace(tc, warmup_steps=min(50, tc.steps // 10), eval_every=0, seed=seed)
+
+
+def trl_config(steps: int, batch: int, lr: float, warmup: int, seed: int) -> LMTrainConfig:
+    """The same optimiser as TRL's DPO run (continued SFT compares against it): AdamW(0.9, 0.999), no weight
+    decay, ``warmup`` warm-up steps, decay to 0, no periodic evaluation."""
+    return LMTrainConfig(
+        steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=0, seed=seed, beta2=0.999,
+        weight_decay=0.0, min_lr_ratio=0.0,
+    )  # fmt: skip
+
+
+def fit_lm(model, ids, lab, tc: LMTrainConfig, device, desc: str) -> float:
+    """``tc.steps`` optimiser steps of ``common.train.train_lm`` (settings ``tc``) on random batches of
+    ``tc.batch_size`` rows of ``(ids, lab)``, dropout masks seeded by ``tc.seed``; the model is left in eval mode
+    and the final training loss returned."""
 
     def batch_fn(step: int, g: torch.Generator):
-        idx = torch.randint(0, ids.shape[0], (batch,), generator=g)
+        idx = torch.randint(0, ids.shape[0], (tc.batch_size,), generator=g)
         return ids[idx], lab[idx]
 
-    if optim == "lm":
-        tc = LMTrainConfig(
-            steps=steps, batch_size=batch, lr=lr, warmup_steps=min(50, steps // 10), eval_every=0, seed=seed
-        )
-    else:  # the same optimiser as TRL's DPO run: AdamW(0.9, 0.999), no weight decay, 10% warm-up, decay to 0
-        tc = LMTrainConfig(
-            steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, eval_every=0, seed=seed, beta2=0.999,
-            weight_decay=0.0, min_lr_ratio=0.0,
-        )  # fmt: skip
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)  # dropout masks: a function of the seed, not of what ran before
+        torch.manual_seed(tc.seed)  # dropout masks: a function of the seed, not of what ran before
         hist = train_lm(model, batch_fn=batch_fn, cfg=tc, device=device, desc=desc)
     model.eval()
     return float(hist["final_train_loss"])
