@@ -455,14 +455,15 @@ def test_training_curve_is_monitoring_only_and_evenly_spaced(tmp_path):
     from dataclasses import replace
 
     from iclr25.freevs import experiment as ex
-    from iclr25.freevs import report
+    from iclr25.freevs import report, training
+    from iclr25.freevs.data import load_data
 
     cfg = replace(ex.PRESETS["smoke"], train_steps=6, curve_points=3)
-    assert ex._curve_steps(cfg) == [2, 4, 6]
-    data = ex.load_data(cfg, tmp_path)
+    assert training.curve_steps(cfg) == [2, 4, 6]
+    data = load_data(cfg, tmp_path)
     dev = torch.device("cpu")
-    m1, s1 = ex.train_variant(cfg, data, 0.5, 0, dev)
-    m0, s0 = ex.train_variant(replace(cfg, curve_points=0), data, 0.5, 0, dev)
+    m1, s1 = training.train_variant(cfg, data, 0.5, 0, dev)
+    m0, s0 = training.train_variant(replace(cfg, curve_points=0), data, 0.5, 0, dev)
     for a, b in zip(m1.state_dict().values(), m0.state_dict().values()):
         assert torch.equal(a, b)
     assert s1["loss_last"] == s0["loss_last"] and "curve" not in s0
@@ -493,7 +494,8 @@ class _Stop(Exception):
 def test_dotted_edm_overrides_reach_training(monkeypatch):
     """``--set edm.drop_prob=… edm.p_mean=…`` reach the EDMConfig the training loss receives; a bad value names the
     nested field."""
-    from iclr25.freevs import experiment as ex
+    from iclr25.freevs import training
+    from iclr25.freevs.data import build_data
     from iclr25.harness.configs import effective_config, experiment_module
     from iclr25.harness.runs import UsageError
 
@@ -505,9 +507,9 @@ def test_dotted_edm_overrides_reach_training(monkeypatch):
         seen.append(edm)
         raise _Stop
 
-    monkeypatch.setattr(ex, "edm_loss", fake_loss)
+    monkeypatch.setattr(training, "edm_loss", fake_loss)
     with pytest.raises(_Stop):
-        ex.train_variant(cfg, ex.build_data(cfg), 0.5, 0, torch.device("cpu"))
+        training.train_variant(cfg, build_data(cfg), 0.5, 0, torch.device("cpu"))
     assert seen[0].drop_prob == 0.1 and seen[0].p_mean == -1.0 and seen[0].sigma_max == 80.0
     with pytest.raises(UsageError, match=r"edm: drop_prob must be a number in \[0, 1\) \(finite\), got 1.0"):
         effective_config(mod, "quick", overrides=["edm.drop_prob=1.0"])
