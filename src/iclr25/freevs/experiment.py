@@ -84,6 +84,16 @@ def one_seed(cfg: Config, seed: int, data: dict | None = None) -> dict:
     return res
 
 
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims read: PSNR with / without the simulation at every offset (0 and 2 are in every
+    config's offsets), hole PSNR, hole-filling PSNR and detection AP at Δy = 2 m."""
+    return (
+        tuple(f"{arm}/dy{dy:g}/psnr" for arm in VARIANTS for dy in cfg.offsets)
+        + tuple(f"{arm}/dy2/{k}" for arm in VARIANTS for k in ("hole_psnr", "ap"))
+        + ("holefill/dy2/psnr",)
+    )
+
+
 # --- claims ---------------------------------------------------------------------------------------------------
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
     """The four claims (ids and thresholds fixed): the simulation's gain at Δy = 2 m (hole-PSNR and PSNR), the margin
@@ -207,16 +217,6 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
         )
     )
     return claims
-
-
-def required_keys(cfg: Config) -> tuple[str, ...]:
-    """The per-seed keys the claims read: PSNR with / without the simulation at every offset (0 and 2 are in every
-    config's offsets), hole PSNR, hole-filling PSNR and detection AP at Δy = 2 m."""
-    return (
-        tuple(f"{arm}/dy{dy:g}/psnr" for arm in VARIANTS for dy in cfg.offsets)
-        + tuple(f"{arm}/dy2/{k}" for arm in VARIANTS for k in ("hole_psnr", "ap"))
-        + ("holefill/dy2/psnr",)
-    )
 
 
 def _without(per_seed: dict, keys: tuple[str, ...]) -> dict:
