@@ -84,17 +84,18 @@ PRESETS = {
         aux_downscale=2,
         body_refine_steps=2,
     ),
-    # Quick: equal CPU-time budgets per trained arm (50 CPU-s; ≈ 3 × 50 + refiner 10 + evaluation ≈ 185 CPU-s per
-    # seed). Four seeds run in two waves of two on 2 cores (`--jobs auto`), i.e. ≈ 6 + 2 × 185 s on an idle machine.
+    # Quick: equal compute per trained arm as a step budget: the steps each arm reached in 50 CPU-s (the refiner in
+    # 10 CPU-s) on the idle 2-core Intel Xeon, seed 0 (2026-12-06, load 1.0–2.3): image-only 263, dual 139,
+    # two-view 59, refiner 259 (≈ 185 CPU-s per seed with evaluation). Steps, not seconds, so a re-run does the
+    # same work on any CPU and at any load (issue #50); `--set budget_s=50 refiner_budget_s=10 arm_steps=none
+    # steps=100000 refiner_steps=100000` restores the CPU-second budgets.
     "quick": Config(
         seeds=4,
         n_train=100,
         n_test=16,
         num_points=8000,
-        steps=100_000,
-        budget_s=50.0,
-        refiner_steps=100_000,
-        refiner_budget_s=10.0,
+        arm_steps=(263, 139, 59),
+        refiner_steps=259,
         batch_size=4,
         sup_views=2,
         aux_downscale=2,

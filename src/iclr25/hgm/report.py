@@ -10,7 +10,7 @@ import torch
 from iclr25.common.results import values
 from iclr25.common.stats import mean_std
 
-from .config import Config
+from .config import TRAINED_ARMS, Config
 from .training import BACK, FRONT
 
 ARMS = ("image_only", "dual", "refined", "oracle")
@@ -19,6 +19,9 @@ TABLE_METRICS = ("psnr_back", "psnr_input", "psnr_novel", "ssim_back", "chamfer"
 
 def budget_text(cfg: Config) -> str:
     """The training budget of every trained model, as the claims and the report state it."""
+    if cfg.arm_steps is not None:
+        steps = "AdamW steps per arm: " + ", ".join(f"{a} {cfg.steps_for(a)}" for a in TRAINED_ARMS)
+        return steps if cfg.budget_s is None else f"{cfg.budget_s:g} CPU-s of {steps} at most"
     if cfg.budget_s is None:
         return f"{cfg.steps} AdamW steps"
     return f"{cfg.budget_s:g} CPU-s of AdamW steps (cap {cfg.steps})"
