@@ -62,7 +62,9 @@ def test_full_preset_builds_and_its_model_runs_at_toy_batch():
     cfg = PRESETS["full"]
     quick = PRESETS["quick"]
     assert cfg.n_train > quick.n_train and cfg.steps >= 1000 and cfg.budget_s is None  # step-limited, long
-    assert quick.budget_s is not None and quick.budget_s > 0  # quick: equal CPU-time budget per arm
+    # quick: a step budget per arm (equal in expectation to 50 idle CPU-s each), no CPU-time budget (issue #50)
+    assert quick.budget_s is None and quick.refiner_budget_s is None and quick.arm_steps is not None
+    assert [quick.steps_for(a) for a in ("image_only", "dual", "two_view")] == list(quick.arm_steps)
     data = make_toyhumans(1, seed=0, size=cfg.model.image_size, num_points=2000)
     m = build_model(cfg, True, data.prior_vertices.shape[1])
     out = m(data.images[:, [0]], data.camera[[0]], data.prior_vertices)
