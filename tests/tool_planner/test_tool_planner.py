@@ -945,15 +945,17 @@ def test_kmeans_labels_ignore_last_bit_noise_and_match_sklearn_quality(world):
 _REPRO = """
 import json, warnings
 warnings.filterwarnings("ignore")
-from iclr25.tool_planner import experiment as ex
-cfg = ex.PRESETS["quick"]
-env = ex._world(cfg, 1)
-index = ex.ToolIndex(env.tools)
+from iclr25.tool_planner import ToolIndex
+from iclr25.tool_planner.config import PRESETS
+from iclr25.tool_planner.evaluation import evaluate, simulated_world, summarize
+cfg = PRESETS["quick"]
+env = simulated_world(cfg, 1)
+index = ToolIndex(env.tools)
 tasks = env.make_tasks(40, seed=1)
 out = {}
 for m, v in (("tool_planner", 30), ("tool_planner", 100), ("react", 3), ("dfsdt", 3)):
-    res, tk = ex._evaluate(cfg, m, v, env, index, tasks, seed=1)
-    out[f"{m}{v}"] = [ex._summ(res), None if tk is None else sorted(map(sorted, (t.names for t in tk.toolkits)))]
+    res, tk = evaluate(cfg, m, v, env, index, tasks, seed=1)
+    out[f"{m}{v}"] = [summarize(res), None if tk is None else sorted(map(sorted, (t.names for t in tk.toolkits)))]
 print(json.dumps(out, sort_keys=True))
 """
 

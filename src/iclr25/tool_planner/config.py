@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from ..common.fields import bounded
 from ..common.results import ExperimentConfig
+from .evaluation import K_ALL  # in k grids: k = N (one API per toolkit)
 
-K_ALL = 0  # in k grids: k = N (one API per toolkit)
 PARTS = ("executable", "glaive", "sgd")  # the NESTFUL parts of the real preset (real.py)
 
 

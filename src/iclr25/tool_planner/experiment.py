@@ -25,7 +25,6 @@ API specs and examples, with a simulated backend for the APIs (they cannot be ca
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +34,10 @@ from ..common.results import aggregate, values
 from ..common.stats import paired_note
 from ..harness.rundir import RunDir, RunResult
 from . import real, report
-from .backends import SimulatedToolEnv
 from .config import K_ALL, PRESETS, Config, RealConfig
-from .llm import HeuristicPolicy, OpenAICompatibleLLM
-from .planner import Budget, DFSDTAgent, ReActAgent, ToolPlanner, write_traces
-from .toolkits import ToolIndex, build_toolkits
+from .evaluation import evaluate, k_eff, simulated_world, summarize
+from .planner import write_traces
+from .toolkits import ToolIndex
 
 __all__ = [
     "Config",
@@ -52,72 +50,9 @@ __all__ = [
 ]  # the config names re-exported for the registry
 
 
-def _world(cfg: Config, seed: int) -> SimulatedToolEnv:
-    return SimulatedToolEnv(
-        seed=seed,
-        n_capabilities=cfg.n_capabilities,
-        variants=cfg.variants,
-        n_distractors=cfg.n_distractors,
-        failure_mix=cfg.failure_mix,
-        p_flaky=cfg.p_flaky,
-        p_distractor_error=cfg.p_distractor_error,
-        goal_bank=cfg.goal_bank,
-    )
-
-
-def _policy(cfg: Config, index: ToolIndex, seed: int, in_toolkit: str = "random"):
-    if cfg.policy == "openai":
-        return OpenAICompatibleLLM(  # key: OPENAI_API_KEY
-            cfg.llm_model,
-            cfg.llm_base_url,
-            timeout=cfg.llm_timeout,
-            max_retries=cfg.llm_max_retries,
-            retriever=index,
-        )
-    return HeuristicPolicy(index, in_toolkit=in_toolkit, seed=seed)
-
-
-def _k_eff(k: int, n: int) -> int:
-    return n if k == K_ALL else min(k, n)
-
-
-def _summ(results) -> dict:
-    """Pass rate (%) and mean costs over a list of EpisodeResult."""
-    stops = [r.stopped for r in results]
-    return {
-        "pass": 100.0 * float(np.mean([r.passed for r in results])),
-        "api_calls": float(np.mean([r.api_calls for r in results])),
-        "failed_calls": float(np.mean([r.failed_calls for r in results])),
-        "llm_calls": float(np.mean([r.llm_calls for r in results])),
-        "replans": float(np.mean([r.replans for r in results])),
-        "gave_up": 100.0 * float(np.mean([bool(s) for s in stops])),  # % of tasks stopped without an answer
-        "wrong_answer": 100.0 * float(np.mean([(not r.passed) and not r.stopped for r in results])),
-    }
-
-
-def _agent(cfg, method, value, policy, backend, index, seed, replans=None):
-    budget = Budget(cfg.max_api_calls, cfg.max_replans if replans is None else replans)
-    if method == "tool_planner":
-        tk = build_toolkits(index, _k_eff(value, len(index.tools)), seed=seed)
-        return ToolPlanner(policy, tk, backend, budget), tk
-    if method == "react":
-        return ReActAgent(policy, backend, budget, attempts=value), None
-    return DFSDTAgent(policy, backend, budget, width=value), None
-
-
-def _evaluate(cfg, method, value, backend, index, tasks, seed, in_toolkit="random", replans=None):
-    with warnings.catch_warnings():  # k = N on a library with duplicate texts: those APIs share a toolkit
-        warnings.filterwarnings("ignore", message="build_toolkits: only")
-        agent, tk = _agent(
-            cfg, method, value, _policy(cfg, index, seed, in_toolkit), backend, index, seed, replans
-        )
-    res = [agent.run(t) for t in tasks]
-    return res, tk
-
-
 def _grid(cfg: Config, method: str, n: int) -> list[int]:
     if method == "tool_planner":
-        return sorted({_k_eff(k, n) for k in cfg.k_grid})
+        return sorted({k_eff(k, n) for k in cfg.k_grid})
     return list(cfg.react_grid if method == "react" else cfg.dfsdt_grid)
 
 
@@ -127,7 +62,7 @@ def tune(cfg: Config) -> dict:
     from .backends import BFCLToolEnv
 
     out: dict = {"sim": {}, "bfcl": {}}
-    worlds = [_world(cfg, 10_000 + j) for j in range(cfg.n_val_worlds)]
+    worlds = [simulated_world(cfg, 10_000 + j) for j in range(cfg.n_val_worlds)]
     data = [
         (
             w,
@@ -147,8 +82,8 @@ def tune(cfg: Config) -> dict:
         for w, index, tasks in data:
             for v in _grid(cfg, method, len(w.tools)):
                 key = K_ALL if method == "tool_planner" and v == len(w.tools) else v
-                res, _ = _evaluate(cfg, method, v, w, index, tasks, seed=10_000)
-                scores.setdefault(key, []).append(_summ(res)["pass"])
+                res, _ = evaluate(cfg, method, v, w, index, tasks, seed=10_000)
+                scores.setdefault(key, []).append(summarize(res)["pass"])
         means = {str(k): float(np.mean(s)) for k, s in scores.items()}
         best = max(scores, key=lambda k: (np.mean(scores[k]), -list(scores).index(k)))
         interior = [k for k in scores if k not in (1, K_ALL)]
@@ -161,10 +96,10 @@ def tune(cfg: Config) -> dict:
     k_best = out["sim"]["tool_planner"]["best"]
     rscores: dict[int, list[float]] = {}
     for w, index, tasks in data:
-        kv = _k_eff(k_best, len(w.tools))
+        kv = k_eff(k_best, len(w.tools))
         for rp in cfg.replan_grid:
-            res, _ = _evaluate(cfg, "tool_planner", kv, w, index, tasks, seed=10_000, replans=rp)
-            rscores.setdefault(rp, []).append(_summ(res)["pass"])
+            res, _ = evaluate(cfg, "tool_planner", kv, w, index, tasks, seed=10_000, replans=rp)
+            rscores.setdefault(rp, []).append(summarize(res)["pass"])
     best_r = max(rscores, key=lambda k: (np.mean(rscores[k]), -list(rscores).index(k)))
     out["sim"]["replans"] = {
         "scores": {str(k): float(np.mean(v)) for k, v in rscores.items()},
@@ -177,8 +112,8 @@ def tune(cfg: Config) -> dict:
         for method in ("tool_planner", "react"):
             scores = {}
             for v in _grid(cfg, method, len(env.tools)):
-                res, _ = _evaluate(cfg, method, v, env, index, tasks, seed=10_000)
-                scores[v] = _summ(res)["pass"]
+                res, _ = evaluate(cfg, method, v, env, index, tasks, seed=10_000)
+                scores[v] = summarize(res)["pass"]
             best = max(scores, key=lambda k: (scores[k], -list(scores).index(k)))
             out["bfcl"][method] = {"scores": {str(k): s for k, s in scores.items()}, "best": int(best)}
     return out
@@ -198,7 +133,7 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
         return real.one_seed(cfg, seed, tuned, out)
     if tuned is None:
         tuned = tune(cfg)
-    env = _world(cfg, seed)
+    env = simulated_world(cfg, seed)
     index = ToolIndex(env.tools)
     n = len(env.tools)
     tasks = env.make_tasks(cfg.n_tasks, seed=seed, min_steps=cfg.min_steps, max_steps=cfg.max_steps)
@@ -206,11 +141,11 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
     r["retrieval"] = env.retrieval(tasks, index)  # goal text → true capability in the top 1 / top 5 (%)
     rp = tuned["sim"]["replans"]["best"]
     # k sweep (random in-toolkit order, the paper's prompt) — also Tool-Planner's tuned arm
-    for k in sorted({_k_eff(k, n) for k in cfg.k_grid}):
-        res, tk = _evaluate(cfg, "tool_planner", k, env, index, tasks, seed, replans=rp)
+    for k in sorted({k_eff(k, n) for k in cfg.k_grid}):
+        res, tk = evaluate(cfg, "tool_planner", k, env, index, tasks, seed, replans=rp)
         key = "N" if k == n else str(k)
         r["k_curve"][key] = {
-            **_summ(res),
+            **summarize(res),
             "k": k,
             "purity": 100.0 * tk.purity(env.labels),
             "k_nonempty": len(tk),
@@ -218,22 +153,22 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
     sim = tuned["sim"]
     k_star = sim["tool_planner"]["best"]
     k_int = sim["tool_planner"]["best_interior"]
-    r["k_star"] = "N" if k_star == K_ALL else str(_k_eff(k_star, n))
-    r["k_interior"] = None if k_int is None else str(_k_eff(k_int, n))
+    r["k_star"] = "N" if k_star == K_ALL else str(k_eff(k_star, n))
+    r["k_interior"] = None if k_int is None else str(k_eff(k_int, n))
     r["methods"]["tool_planner"] = {**r["k_curve"][r["k_star"]], "param": rp}
     episodes = {}
     for method in ("react", "dfsdt"):
-        res, _ = _evaluate(cfg, method, sim[method]["best"], env, index, tasks, seed)
-        r["methods"][method] = {**_summ(res), "param": sim[method]["best"]}
+        res, _ = evaluate(cfg, method, sim[method]["best"], env, index, tasks, seed)
+        r["methods"][method] = {**summarize(res), "param": sim[method]["best"]}
         episodes[method] = res
     # sanity ablation: choosing inside a toolkit by similarity instead of at random
-    for k in (1, _k_eff(k_star, n)):
-        res, _ = _evaluate(
+    for k in (1, k_eff(k_star, n)):
+        res, _ = evaluate(
             cfg, "tool_planner", k, env, index, tasks, seed, in_toolkit="similarity", replans=rp
         )
-        r.setdefault("similarity_order", {})["N" if k == n else str(k)] = _summ(res)
+        r.setdefault("similarity_order", {})["N" if k == n else str(k)] = summarize(res)
     if cfg.write_traces and out is not None:
-        res, _ = _evaluate(cfg, "tool_planner", _k_eff(k_star, n), env, index, tasks, seed, replans=rp)
+        res, _ = evaluate(cfg, "tool_planner", k_eff(k_star, n), env, index, tasks, seed, replans=rp)
         write_traces(res + episodes["react"] + episodes["dfsdt"], out / "traces" / f"seed_{seed}.jsonl")
     if cfg.n_bfcl_tasks:
         from .backends import BFCLToolEnv
@@ -242,8 +177,12 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
         bindex = ToolIndex(benv.tools)
         btasks = benv.make_tasks(cfg.n_bfcl_tasks, seed=seed)
         for method in ("tool_planner", "react"):
-            res, _ = _evaluate(cfg, method, tuned["bfcl"][method]["best"], benv, bindex, btasks, seed)
-            r["bfcl"][method] = {**_summ(res), "completed": len(res), "param": tuned["bfcl"][method]["best"]}
+            res, _ = evaluate(cfg, method, tuned["bfcl"][method]["best"], benv, bindex, btasks, seed)
+            r["bfcl"][method] = {
+                **summarize(res),
+                "completed": len(res),
+                "param": tuned["bfcl"][method]["best"],
+            }
     return r
 
 

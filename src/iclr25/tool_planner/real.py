@@ -44,7 +44,7 @@ from ..common.stats import paired_note
 from ..harness.rundir import RunDir, RunResult
 from . import report
 from .config import K_ALL, PARTS, RealConfig
-from .llm import HeuristicPolicy, OpenAICompatibleLLM
+from .evaluation import k_eff, make_policy
 from .nestful import (
     NestfulSimBackend,
     NestfulTask,
@@ -107,22 +107,6 @@ def data_of(cfg: RealConfig) -> RealData:
     return load(tuple(cfg.parts), cfg.val_every, cfg.max_examples)
 
 
-def _k_eff(k: int, n: int) -> int:
-    return n if k == K_ALL else min(k, n)
-
-
-def _policy(cfg: RealConfig, index: ToolIndex, seed: int, in_toolkit: str = "random"):
-    if cfg.policy == "openai":
-        return OpenAICompatibleLLM(  # key: OPENAI_API_KEY
-            cfg.llm_model,
-            cfg.llm_base_url,
-            timeout=cfg.llm_timeout,
-            max_retries=cfg.llm_max_retries,
-            retriever=index,
-        )
-    return HeuristicPolicy(index, in_toolkit=in_toolkit, seed=seed)
-
-
 def _evaluate(
     cfg: RealConfig,
     method: str,
@@ -137,12 +121,12 @@ def _evaluate(
     """Every task of ``items`` by ``method`` at its knob ``value`` (k, APIs per step, width) under the budget
     ``mult`` × ``max_api_calls`` API calls (Tool-Planner: at most ``replans`` cross-toolkit replans)."""
     budget = Budget(cfg.max_api_calls * mult, cfg.max_replans if replans is None else replans)
-    policy = _policy(cfg, data.index, seed, in_toolkit)
+    policy = make_policy(cfg, data.index, seed, in_toolkit)
     tk = None
     if method == "tool_planner":
         with warnings.catch_warnings():  # identical description texts: those APIs share a toolkit
             warnings.filterwarnings("ignore", message="build_toolkits: only")
-            tk = build_toolkits(data.index, _k_eff(value, len(data.tools)), seed=seed)
+            tk = build_toolkits(data.index, k_eff(value, len(data.tools)), seed=seed)
         agent: Any = ToolPlanner(policy, tk, data.backend, budget)
     elif method == "react":
         agent = ReActAgent(policy, data.backend, budget, attempts=value)
@@ -193,7 +177,7 @@ def plan_hit(tk: ToolkitSet, items: list[Item]) -> float:
 
 def _grid(cfg: RealConfig, method: str, n: int) -> list[int]:
     if method == "tool_planner":
-        return sorted({_k_eff(k, n) for k in cfg.k_grid})
+        return sorted({k_eff(k, n) for k in cfg.k_grid})
     return list(cfg.react_grid if method == "react" else cfg.dfsdt_grid)
 
 
@@ -222,7 +206,7 @@ def tune(cfg: RealConfig) -> dict:
             "best": int(_best(scores)),
             "best_interior": _best(scores, interior) if method == "tool_planner" else None,
         }
-    kv = _k_eff(out["tool_planner"]["best"], n)
+    kv = k_eff(out["tool_planner"]["best"], n)
     rscores = {}
     for rp in cfg.replan_grid:
         res, _ = _evaluate(cfg, "tool_planner", kv, data, data.val, TUNING_SEED, replans=rp)
@@ -252,7 +236,7 @@ def one_seed(cfg: RealConfig, seed: int, tuned: dict | None = None, out: Path | 
     r: dict = {"n_tools": n, "n_test": len(items), "k_curve": {}, "methods": {}, "parts": {}}
     r["retrieval"] = retrieval(items, data.index)
     episodes: dict[str, list[EpisodeResult]] = {}
-    for k in sorted({_k_eff(k, n) for k in cfg.k_grid}):
+    for k in sorted({k_eff(k, n) for k in cfg.k_grid}):
         res, tk = _evaluate(cfg, "tool_planner", k, data, items, seed, replans=rp)
         key = "N" if k == n else str(k)
         sizes = [len(t.tools) for t in tk.toolkits]
@@ -265,8 +249,8 @@ def one_seed(cfg: RealConfig, seed: int, tuned: dict | None = None, out: Path | 
         }
         episodes[key] = res
     k_star, k_int = tuned["tool_planner"]["best"], tuned["tool_planner"]["best_interior"]
-    r["k_star"] = "N" if k_star == K_ALL else str(_k_eff(k_star, n))
-    r["k_interior"] = None if k_int is None else str(_k_eff(k_int, n))
+    r["k_star"] = "N" if k_star == K_ALL else str(k_eff(k_star, n))
+    r["k_interior"] = None if k_int is None else str(k_eff(k_int, n))
     r["methods"]["tool_planner"] = {**r["k_curve"][r["k_star"]], "param": rp}
     episodes["tool_planner"] = episodes[r["k_star"]]
     for method in ("react", "dfsdt"):
@@ -276,16 +260,16 @@ def one_seed(cfg: RealConfig, seed: int, tuned: dict | None = None, out: Path | 
     for method in METHODS:
         r["parts"][method] = _by_part(episodes[method], items)
     r["similarity_order"] = {}
-    for k in (1, _k_eff(k_star, n)):
+    for k in (1, k_eff(k_star, n)):
         res, _ = _evaluate(cfg, "tool_planner", k, data, items, seed, in_toolkit="similarity", replans=rp)
         r["similarity_order"]["N" if k == n else str(k)] = score(res, items)
     r["budget_x"] = {"mult": cfg.budget_mult}
     for method in METHODS:
-        v = _k_eff(k_star, n) if method == "tool_planner" else tuned[method]["best"]
+        v = k_eff(k_star, n) if method == "tool_planner" else tuned[method]["best"]
         res, _ = _evaluate(cfg, method, v, data, items, seed, replans=rp, mult=cfg.budget_mult)
         s = score(res, items)
         r["budget_x"][method] = {x: s[x] for x in ("pass", "partial", "api_calls", "llm_calls", "gave_up")}
-    for name, k in (("k_N", n), ("k_interior", None if k_int is None else _k_eff(k_int, n))):
+    for name, k in (("k_N", n), ("k_interior", None if k_int is None else k_eff(k_int, n))):
         if k is not None:  # the k-curve claim's two arms at the larger budget
             res, _ = _evaluate(cfg, "tool_planner", k, data, items, seed, replans=rp, mult=cfg.budget_mult)
             s = score(res, items)
