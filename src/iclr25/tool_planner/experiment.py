@@ -46,6 +46,7 @@ __all__ = [
     "RealConfig",
     "claims",
     "one_seed",
+    "required_keys",
     "run",
 ]  # the config names re-exported for the registry
 
@@ -184,6 +185,19 @@ def one_seed(cfg: Config, seed: int, tuned: dict | None = None, out: Path | None
                 "param": tuned["bfcl"][method]["best"],
             }
     return r
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims always read (k = 1 and k = N are in every k grid); BFCL ones only when it
+    runs. A real config's are :func:`real.required_keys`."""
+    if isinstance(cfg, RealConfig):
+        return real.required_keys(cfg)
+    return (
+        tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
+        + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
+        + ("retrieval/top1", "retrieval/top5")
+        + tuple(f"bfcl/{m}/pass" for m in _bfcl_methods(cfg))
+    )
 
 
 def claims(cfg: Config, per_seed: dict, tuned: dict | None = None) -> list[Claim]:
@@ -334,17 +348,6 @@ def _tuned_knobs(cfg: Config, per_seed: dict) -> dict:
     return seen[0]
 
 
-def _required(cfg: Config) -> tuple[str, ...]:
-    """The per-seed keys the claims always read (k = 1 and k = N are in every k grid); BFCL ones only when it
-    runs."""
-    return (
-        tuple(f"methods/{m}/pass" for m in ("tool_planner", "react", "dfsdt"))
-        + ("methods/tool_planner/api_calls", "methods/dfsdt/api_calls", "k_curve/1/pass", "k_curve/N/pass")
-        + ("retrieval/top1", "retrieval/top5")
-        + tuple(f"bfcl/{m}/pass" for m in _bfcl_methods(cfg))
-    )
-
-
 def _tuning_required(cfg: Config) -> tuple[str, ...]:
     """The keys of :func:`tune`'s result that the seeds read."""
     return tuple(f"sim/{m}/best" for m in ("tool_planner", "react", "dfsdt", "replans")) + tuple(
@@ -359,7 +362,7 @@ def _bfcl_methods(cfg: Config) -> tuple[str, ...]:
 def run(cfg: Config, out: Path) -> RunResult:
     if isinstance(cfg, RealConfig):  # NESTFUL (real.py)
         return real.run(cfg, out)
-    rd = RunDir(out, cfg, required=_required(cfg))
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     tuned = rd.map_seeds(  # once, on the validation worlds
         lambda s: tune(cfg), [0], desc="tuning", part="tuning", required=_tuning_required(cfg)
     )[0]

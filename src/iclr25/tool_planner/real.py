@@ -421,7 +421,7 @@ def claims(cfg: RealConfig, per_seed: dict, tuned: dict | None = None) -> list[C
     return out
 
 
-def required(cfg: RealConfig) -> tuple[str, ...]:
+def required_keys(cfg: RealConfig) -> tuple[str, ...]:
     """The per-seed keys the claims always read."""
     return (
         tuple(f"methods/{m}/pass" for m in METHODS)
@@ -435,7 +435,7 @@ TUNING_REQUIRED = tuple(f"{m}/best" for m in (*METHODS, "replans"))
 
 
 def run(cfg: RealConfig, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=required(cfg))
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     tuned = rd.map_seeds(lambda s: tune(cfg), [0], desc="tuning", part="tuning", required=TUNING_REQUIRED)[0]
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s, tuned, rd.path), cfg.seed_list)
     return RunResult(
