@@ -40,7 +40,7 @@ def figure(cfg: Config, per_seed: dict, path: Path) -> Path:
 
 
 def report_md(cfg: Config, per_seed: dict, smoke: dict | None) -> str:
-    """Gap, capacity, sensitivity and cost tables; ``smoke`` is ``experiment.real_text_smoke()`` (None for the real
+    """Gap, capacity, sensitivity and cost tables; ``smoke`` is ``evaluation.real_text_smoke()`` (None for the real
     preset, which runs on real text throughout)."""
     v = lambda k: values(per_seed, k)  # noqa: E731
     s0 = per_seed[cfg.seed_list[0]]
