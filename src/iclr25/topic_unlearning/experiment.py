@@ -44,7 +44,24 @@ from .model import AnchorTopicModel, max_column_l1, topic_permutation
 from .synthetic import sample_documents, separable_topics
 from .unlearning import fit_head, gaussian_sigma
 
-__all__ = ["Config", "PRESETS", "claims", "one_seed", "run"]  # the config names re-exported for the registry
+__all__ = [
+    "Config",
+    "PRESETS",
+    "claims",
+    "one_seed",
+    "required_keys",
+    "run",
+]  # the config names re-exported for the registry
+
+
+# the keys the claims and their notes read: the Newton/nothing ratio, the time ratios, the deletion capacities
+# (fixed-anchor and from-scratch) and the base recovery error
+REQUIRED = (
+    "min_ratio_nothing_over_newton",
+    "unlearn_time_ratio",
+    "retrain_time_ratio",
+    "base_error",
+) + tuple(f"capacity/{c}{sfx}" for c in ("newton", "noise_only", "head", "base") for sfx in ("", "_scratch"))
 
 
 def one_seed(cfg: Config, seed: int) -> dict:
@@ -70,6 +87,11 @@ def one_seed(cfg: Config, seed: int) -> dict:
         task = synthetic_task(cfg, A_star, model, rng)
     out.update(capacities(cfg, seed, model, X, A_ref, perm, task, rng))
     return out
+
+
+def required_keys(cfg: Config) -> tuple[str, ...]:
+    """The per-seed keys the claims always read (:data:`REQUIRED`, the same for every preset)."""
+    return REQUIRED
 
 
 def real_inputs(cfg: Config, rng: np.random.Generator):
@@ -103,16 +125,6 @@ def real_inputs(cfg: Config, rng: np.random.Generator):
     acc = head_accuracy(head, model.topic_word_, Xt[te], y[te])
     task = Task(head, Xt[te], y[te], acc, {"majority_accuracy": majority, "classes": len(classes)})
     return X, model, model.topic_word_, np.arange(cfg.n_topics), task, out
-
-
-# the keys the claims and their notes read: the Newton/nothing ratio, the time ratios, the deletion capacities
-# (fixed-anchor and from-scratch) and the base recovery error
-REQUIRED = (
-    "min_ratio_nothing_over_newton",
-    "unlearn_time_ratio",
-    "retrain_time_ratio",
-    "base_error",
-) + tuple(f"capacity/{c}{sfx}" for c in ("newton", "noise_only", "head", "base") for sfx in ("", "_scratch"))
 
 
 def claims(cfg: Config, per_seed: dict) -> list[Claim]:
@@ -224,7 +236,7 @@ def claims(cfg: Config, per_seed: dict) -> list[Claim]:
 
 
 def run(cfg: Config, out: Path) -> RunResult:
-    rd = RunDir(out, cfg, required=REQUIRED)
+    rd = RunDir(out, cfg, required=required_keys(cfg))
     per_seed = rd.map_seeds(lambda s: one_seed(cfg, s), cfg.seed_list)
     real_text = None if cfg.data == "real" else real_text_smoke()  # the real preset is on real text already
     return RunResult(
