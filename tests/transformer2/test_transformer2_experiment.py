@@ -11,8 +11,8 @@ from iclr25.common.lm import byte_tokenizer, tiny_causal_lm
 from iclr25.errors import UsageError
 from iclr25.harness.artefacts import write_run
 from iclr25.harness.configs import effective_config, experiment_module
-from iclr25.transformer2 import experiment, stages
 from iclr25.transformer2 import skills as S
+from iclr25.transformer2 import stages
 from iclr25.transformer2.experiment import PRESETS, Config, one_seed, run
 
 CLAIM_IDS = {
