@@ -101,8 +101,8 @@ def test_run_header_is_printed_before_the_experiment_is_imported(tmp_path):
 @pytest.mark.parametrize(
     "slug, override, needle",
     [
-        ("certainty_calibration", "solver=bogus", "solver must be one of"),
-        ("certainty_calibration", "tau=0", "tau must be a number > 0"),
+        ("certainty_calibration", "ot.solver=bogus", "ot: solver must be one of"),
+        ("certainty_calibration", "ot.tau=0", "ot: tau must be a number > 0"),
         ("pds", "proxy_heads=4000000", "must be divisible by proxy_heads"),
         ("fosp", "agent.latent=100000000000", "agent.latent must be <= 65536"),
         ("mofflow", "test_per_size=100000000000", "test_per_size must be an int in [1, 10000000]"),

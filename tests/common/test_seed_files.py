@@ -146,12 +146,15 @@ def test_forked_worker_does_not_save_a_result_that_breaks_the_required_keys(tmp_
     set_jobs(2)
     try:
         rd = RunDir(tmp_path, CFG, required=REQ)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("error", RunWarning)  # nothing half-written is found and rejected later
+            # ... but the worker's failure is said when it happens (issue #50), before the parent recomputes it
+            warnings.filterwarnings("always", message="seed 1: failed in its worker", category=RunWarning)
             with pytest.raises(ValueError, match="seed 1 holds bool True at required key 'base/acc'"):
                 rd.map_seeds(_fn, [0, 1, 2])
     finally:
         set_jobs(1)
+    assert [str(w.message)[:29] for w in said] == ["seed 1: failed in its worker "]
     assert rd.seed_file(0).is_file() and rd.seed_file(2).is_file() and not rd.seed_file(1).exists()
 
 

@@ -265,7 +265,7 @@ def test_only_system_level_verdicts_set_the_exit_status():
         ("preset", lambda d: d.update(preset="smoke"), "preset: the document says 'smoke'"),
         (
             "overrides",
-            lambda d: d["provenance"]["overrides"].update(n_bootstrap=7),
+            lambda d: d["provenance"]["overrides"].update({"ot.n_bootstrap": 7}),
             "config_hash: the reference records",
         ),
         ("config hash", lambda d: d["provenance"].update(config_hash="0" * 16), "config_hash"),
