@@ -98,13 +98,15 @@ def table(docs: Sequence[Rederived]) -> str:
 
 
 def counts_by_preset(docs: Sequence[Rederived]) -> dict[str, tuple[VerdictCounts, int]]:
-    """preset → (counts, stored holds among the top-level claims that are not checks)."""
+    """preset → (counts, top-level claims whose measured number passes the point test, checks included). The
+    point test is computed from the stored values (:attr:`Claim.passes`), not read from a document's stored
+    ``holds``: a reference re-made after the three-valued rule stores the new verdict there."""
     out: dict[str, tuple[VerdictCounts, int]] = {}
     for d in docs:
         if d.error:
             continue
         k, old = out.get(d.preset, (VerdictCounts(), 0))
-        old += sum(d.stored.get(c.id, False) for c in d.claims)
+        old += sum(bool(c.passes) for c in d.claims)
         out[d.preset] = (k + d.counts, old)
     return out
 
@@ -120,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for preset, (k, old) in counts_by_preset(docs).items():
         total = k.claims + k.checks
         print(
-            f"{preset}: {k.text()}; before the rule {old} of {total} top-level claims held (checks included)"
+            f"{preset}: {k.text()}; the point test alone passes {old} of {total} top-level claims (checks included)"
         )
     short = [f"{d.slug}: {', '.join(d.short)}" for d in docs if d.short]
     missing = [d.slug for d in docs if d.error]
