@@ -493,15 +493,20 @@ def test_a_seed_that_fails_in_its_worker_is_said_at_once_with_its_reason(tmp_pat
     seed had finished (pds's NaN seed appeared that way after minutes). The reason is now a RunWarning at the
     moment the worker reports it, before the other seeds finish; the recomputation still raises with the
     traceback."""
-    order = tmp_path / "order.txt"
+    order, said_flag = tmp_path / "order.txt", tmp_path / "said"
 
     def fn(s: int) -> dict:
         if s == 0:
             raise FloatingPointError("loss is NaN at step 7")
-        if s == 3:
-            import time
+        if (
+            s == 3
+        ):  # the last seed waits until the parent has said seed 0's failure (no timing assumption): if
+            import time  # the parent said it only after every seed, this gives up after 60 s and the test fails
 
-            time.sleep(1.0)  # the last seed finishes well after seed 0's failure came back
+            for _ in range(600):
+                if said_flag.exists():
+                    break
+                time.sleep(0.1)
         with open(order, "a") as f:
             f.write(f"done {s}\n")
         return toy.one_seed(toy.PRESETS["smoke"], s)
@@ -511,6 +516,7 @@ def test_a_seed_that_fails_in_its_worker_is_said_at_once_with_its_reason(tmp_pat
     def record(message, category, filename, lineno, file=None, line=None):
         done = order.read_text().split("\n") if order.exists() else []
         seen.append(f"{message} | finished before: {sorted(x for x in done if x)}")
+        said_flag.touch()
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")
