@@ -286,6 +286,3 @@ def run(cfg: Config, out: Path) -> RunResult:
         valid=not reason,
         invalid_reason=reason,
     )
-
-
-__all__ = ["ARMS", "LEAN_ARMS", "PRESETS", "Config", "claims", "one_seed", "run"]
