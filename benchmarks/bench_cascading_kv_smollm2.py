@@ -161,6 +161,19 @@ def _child(a, extra: list[str]) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _commit() -> str:
+    """The checkout's short commit (``+dirty`` when tracked files under ``src/`` or ``benchmarks/`` differ from it),
+    ``?`` outside a git checkout."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                             check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks"],
+                               capture_output=True, text=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return sha + ("+dirty" if dirty else "")
+
+
 def goals(prefill: list[dict], decode: list[dict]) -> list[dict]:
     out = []
     pre = {(r["method"], r["length"]): r for r in prefill}
@@ -182,8 +195,9 @@ def goals(prefill: list[dict], decode: list[dict]) -> list[dict]:
 def _md(res: dict) -> str:
     a = res["args"]
     lines = [f"SmolLM2-135M-Instruct fp32, S + N = {a['sinks']} + {a['cache_size']}, C = {a['cascades']}, stride "
-             f"{a['stride']}, {a['threads']} thread(s); {res['seconds']:.0f} s wall, 1-minute load "
-             f"{min(res['load']):.1f}–{max(res['load']):.1f} on {os.cpu_count()} CPUs; process CPU time.", "",
+             f"{a['stride']}, {a['threads']} thread(s); commit {res.get('commit', '?')}, started "
+             f"{res.get('started_utc', '?')} UTC, torch {res.get('torch', '?')}; {res['seconds']:.0f} s wall, 1-minute "
+             f"load {min(res['load']):.1f}–{max(res['load']):.1f} on {os.cpu_count()} CPUs; process CPU time.", "",
              "| goal | length | ratio | target |", "|---|---|---|---|"]  # fmt: skip
     for g in res["goals"]:
         mark = "" if g["met"] is None else (" ✓" if g["met"] else " ✗")
@@ -206,7 +220,7 @@ def _md(res: dict) -> str:
         for m, rows in prof.items():
             if not isinstance(rows, list):
                 continue
-            lines += ["", f"Per-op profile, {what}, {m} (top ops by self CPU time per call of the step):", "",
+            lines += ["", f"Per-op profile, {what}, {m} (top ops by self CPU time, per {what.split(' of ')[0]}):", "",
                       "| op | self CPU ms | calls |", "|---|---|---|"]  # fmt: skip
             lines += [f"| `{r['op']}` | {r['self_cpu_ms']:.2f} | {r['calls']} |" for r in rows]
     return "\n".join(lines) + "\n"
@@ -252,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0, load = time.perf_counter(), [os.getloadavg()[0]]
+    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     prefill, decode = [], []
     for L in lengths:
         for m in PREFILL:
@@ -262,7 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         decode.append(_child(a, ["--_decode", "--_length", str(L)]))
         print(f"[smollm2] decode L={L}: {decode[-1]}", flush=True)
         load.append(os.getloadavg()[0])
+    import torch
+
     res = {
+        "commit": _commit(),
+        "started_utc": started,
+        "torch": torch.__version__,
         "args": {k: v for k, v in vars(a).items() if not k.startswith("_")},
         "prefill": prefill,
         "decode": decode,

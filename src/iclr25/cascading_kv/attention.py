@@ -38,6 +38,10 @@ ATTN_NAME = "cascade"  # the registered attention implementation (and "cascade_e
 GROUPED_DECODE = (
     True  # single-token chunks rotate the query per offset group (False: rotate the cache; tests compare)
 )
+# a chunk's (B, Hq, q, S + N + q) logits are scaled and masked in place, the mask only on the chunk's own block when
+# the cache part is all zeros (a full cache without a sliding window): the same values with two fewer full-size
+# temporaries per layer and chunk (False: the out-of-place ops; tests compare the two bit for bit)
+INPLACE_PREFILL = True
 
 # registered names -> the attention (and mask) the model had before, run for any cache that is not a cascading one
 FALLBACKS: dict[str, str] = {ATTN_NAME: "sdpa", f"{ATTN_NAME}_eager": "eager"}
@@ -167,6 +171,22 @@ def _attend_parts(
     return out, None
 
 
+def _softmax(logits: torch.Tensor) -> torch.Tensor:
+    """``softmax(logits, −1)`` in float32; with :data:`INPLACE_PREFILL` written over ``logits`` (a temporary of
+    :func:`_attend`) when it is float32 and no gradient is recorded: the same kernel, row by row, one full-size
+    allocation fewer."""
+    if (
+        INPLACE_PREFILL
+        and logits.dtype == torch.float32
+        and not (torch.is_grad_enabled() and logits.requires_grad)
+    ):
+        try:
+            return torch.ops.aten._softmax.out(logits, -1, False, out=logits)
+        except RuntimeError:  # a build that refuses the aliased output: the out-of-place call below
+            pass
+    return torch.softmax(logits, dim=-1, dtype=torch.float32)
+
+
 def _attend(layer, query, key, value, pos_given, scaling: float, kwargs) -> tuple[torch.Tensor, torch.Tensor]:
     """The cascade attention of one buffer (all rows share the fill counters); ``(out (B, q, Hq, Dv), A)``."""
     rot = layer.rotary
@@ -209,7 +229,8 @@ def _attend(layer, query, key, value, pos_given, scaling: float, kwargs) -> tupl
         cu, su = rot.at(lay["offset"], dt, unit=True)
         k_cache = rot.apply(kbuf, cu, su)  # keys at their cache positions (≤ S + N, once per chunk)
         K = torch.cat([k_cache, k_rot], dim=2)
-        logits = torch.matmul(_gqa(q_rot, Hkv), K.transpose(2, 3)).reshape(B, Hq, q, M + q) * scaling
+        logits = torch.matmul(_gqa(q_rot, Hkv), K.transpose(2, 3)).reshape(B, Hq, q, M + q)
+        logits = logits.mul_(scaling) if INPLACE_PREFILL else logits * scaling
 
     # 2. A = softmax(logits + mask): empty slots masked, causal inside the chunk only (every cached token is older)
     if softcap is not None:
@@ -236,9 +257,16 @@ def _attend(layer, query, key, value, pos_given, scaling: float, kwargs) -> tupl
         if shared and len(memo) > 8:
             memo.clear()
             memo[mkey] = addmask
-    if addmask is not False:
+    if addmask is not False and not INPLACE_PREFILL:
         logits = logits + addmask
-    A = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    elif addmask is not False:
+        # a full cache without a window masks only the chunk's causal triangle: adding the zero cache block is a
+        # no-op for the softmax (x + 0 = x; only −0 becomes +0), so only the chunk's block is touched
+        if shared:
+            logits[..., M:].add_(addmask[:, M:])
+        else:
+            logits.add_(addmask)
+    A = _softmax(logits)
     Av = A.to(vbuf.dtype)
     if q == 1:  # the token's own value: a broadcast multiply-add instead of a second matmul
         out = torch.addcmul(torch.matmul(_gqa(Av[..., :M], Hkv), vbuf), _gqa(Av[..., M:], Hkv), value)

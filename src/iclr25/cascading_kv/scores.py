@@ -18,11 +18,14 @@ all heads ("homogeneous heads": every KV head keeps the same tokens), with ``max
 
 from __future__ import annotations
 
+import math
+import threading
 from functools import lru_cache
 
 import torch
 
 HEAD_REDUCTIONS = ("max", "mean")
+_SCRATCH = threading.local()  # new_token_scores' work buffer, one per thread
 
 
 @lru_cache(maxsize=64)
@@ -60,10 +63,25 @@ def update_cached_scores(scores: torch.Tensor, probs: torch.Tensor, beta: float)
     return beta ** probs.shape[-2] * scores + cached_token_contribution(probs, beta)
 
 
+def _scratch(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
+    """A per-thread work buffer of ``shape`` (reused across calls: no fresh pages for every layer and chunk)."""
+    n = math.prod(shape)
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.numel() < n or buf.dtype != like.dtype or buf.device != like.device:
+        buf = _SCRATCH.buf = torch.empty(n, dtype=like.dtype, device=like.device)
+    return buf[:n].view(shape)
+
+
 def new_token_scores(probs_chunk: torch.Tensor, beta: float) -> torch.Tensor:
     """Initial scores of the chunk's own tokens, ``probs_chunk`` ``(..., q, q)`` (query j, key m) → ``(..., q)``."""
     w = ema_new_token_weights(probs_chunk.shape[-1], beta, probs_chunk.device, probs_chunk.dtype)
-    return (probs_chunk * w).sum(dim=-2)
+    if torch.is_grad_enabled() and probs_chunk.requires_grad:
+        return (probs_chunk * w).sum(dim=-2)
+    # the same product written into a reused buffer (the (…, q, q) temporary is as large as the chunk's attention)
+    prod = torch.mul(
+        probs_chunk, w, out=_scratch(torch.broadcast_shapes(probs_chunk.shape, w.shape), probs_chunk)
+    )
+    return prod.sum(dim=-2)
 
 
 def reduce_heads(
