@@ -197,7 +197,9 @@ class RealConfig(Config):
     # FT-UL on the same W_out matrices (Adam, full batch), stopped at LaW's washed accuracy
     ft_lr: float = bounded(1e-4, lo=0, lo_open=True)
     ft_max_steps: int = bounded(30, lo=1)
-    threads: int | None = 2
+    # one BLAS thread per process: the three seeds run in two worker processes (--jobs 2); two threads in one
+    # process beside any other busy process stall at OpenMP barriers (seed 0's z stage ran ~5x slower)
+    threads: int | None = 1
 
     def __post_init__(self) -> None:
         ExperimentConfig.__post_init__(
