@@ -356,3 +356,29 @@ def test_rollback_decoding_is_refused_saying_why(model):
     ):
         model.generate(torch.cat([ids, ids_of((1, 4), 13)], 1), past_key_values=cache, num_beams=2, max_new_tokens=2,
                        **GREEDY)  # fmt: skip
+
+
+# ------------------------------------------------------------------ the transformers 5 keyword: generate(cache=...)
+def test_generate_cache_keyword_equals_the_deprecated_past_key_values(model):
+    """The cards use ``generate(..., cache=cache)``; it streams through the cascade exactly as the older
+    ``past_key_values=cache`` (same tokens, same cache contents), without the deprecation warning."""
+    import warnings
+
+    ids = ids_of((1, 90), 21)
+    got = {}
+    for kw in ("cache", "past_key_values"):
+        cache = CascadingKVCache(model, sink_tokens=4, cache_size=32, cascades=4)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = model.generate(ids, **{kw: cache}, prefill_chunk_size=16, max_new_tokens=6, **GREEDY)
+        deprecated = [x for x in w if "past_key_values" in str(x.message) and "deprecat" in str(x.message)]
+        got[kw] = (out, cache.get_seq_length(), [k.clone() for k, _ in cache_layers(cache)], deprecated)
+    assert torch.equal(got["cache"][0], got["past_key_values"][0])
+    # the 90 prompt tokens and the 5 generated tokens fed back (the 6th is returned, never fed) went through the cache
+    assert got["cache"][1] == got["past_key_values"][1] == 95
+    assert all(torch.equal(a, b) for a, b in zip(got["cache"][2], got["past_key_values"][2]))
+    assert not got["cache"][3]  # the recommended keyword warns nothing
+
+
+def cache_layers(cache):
+    return [(layer.keys, layer.values) for layer in cache.layers]

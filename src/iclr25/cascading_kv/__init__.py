@@ -16,7 +16,7 @@ the ``"cascade"`` attention implementation (others are refused with a ``ValueErr
 model to it (other caches keep the model's previous attention), so the ordinary calls work::
 
     cache = CascadingKVCache(model, sink_tokens=64, cache_size=4096, cascades=4)
-    out = model.generate(**inputs, past_key_values=cache, prefill_chunk_size=1024, max_new_tokens=64)
+    out = model.generate(**inputs, cache=cache, prefill_chunk_size=1024, max_new_tokens=64)
     out = generate_streaming(model, input_ids, cache.copy(), stride=1024, max_new_tokens=64)  # with input checks
 
 Left-padded batches give each row its result alone; a filled cache is continued (pass the whole sequence) and

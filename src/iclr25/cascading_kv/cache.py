@@ -676,7 +676,7 @@ class CascadingKVCache(Cache):
     model: the model (gives the number of layers and its rotary embedding); or pass ``num_layers`` and ``rotary_emb``.
         Building the cache switches ``model`` to the ``"cascade"`` attention implementation
         (:func:`~iclr25.cascading_kv.enable_cascade_attention`), so the plain ``model(...)`` / ``model.generate(...,
-        past_key_values=cache)`` / pipelines use it; any other cache (or none) still runs the model's previous
+        cache=cache)`` (or ``past_key_values=cache``) / pipelines use it; any other cache (or none) still runs the model's previous
         attention (eager or SDPA) unchanged.
     sink_tokens: ``S`` attention sinks (paper's scripts: 64).
     cache_size: ``N`` slots per layer besides the sinks, split into ``cascades`` sub-caches of ``W = N / C``; an int,
