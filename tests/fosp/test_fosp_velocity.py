@@ -67,10 +67,12 @@ def test_bad_inputs():
         VelocityCost("HalfCheetah-v5", 3.0)
 
 
-def test_full_preset_names_the_velocity_task_and_refuses_with_the_reason():
-    from iclr25.fosp.experiment import PRESETS, require_env
+def test_full_preset_names_the_velocity_task_and_needs_no_safety_gymnasium():
+    from iclr25.fosp.experiment import PRESETS, require_env, required_keys
 
     full = PRESETS["full"]
     assert full.env_id == "SafetyHalfCheetahVelocity-v1" and full.env_id in VELOCITY_TASKS
-    with pytest.raises(NotImplementedError, match="without Safety-Gymnasium.*data collector"):
-        require_env(full)
+    assert full.velocity and full.settings == ("task",) and full.max_steps == 1000
+    require_env(full)  # runs: the rebuilt task needs no Safety-Gymnasium (issue #53)
+    keys = required_keys(full)
+    assert keys and not any("shifted" in k or "fosp_noref" in k for k in keys)

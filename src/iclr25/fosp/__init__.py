@@ -18,6 +18,7 @@ Public API::
     agent = FOSPAgent(data.obs_shape, data.act_dim, FOSPConfig())
     train_world_model(agent, data, 1000); train_offline(agent, data, 1000, train_wm=False)
     env = gym.make("SafeNav2D-v0", layout="shifted")            # gymnasium view, info["cost"]
+    d = collect_velocity_dataset("SafetyHalfCheetahVelocity-v1", 10)  # the full preset's task (gymnasium MuJoCo)
 """
 
 from .agent import FOSPAgent, FOSPConfig, evaluate, finetune_online, train_offline, train_world_model
@@ -52,6 +53,13 @@ from .values import (
     reachability_dp,
     ref_targets,
 )
+from .velocity import (
+    VELOCITY_BEHAVIOURS,
+    VelocityCost,
+    collect_velocity_dataset,
+    make_velocity_env,
+    make_velocity_vec,
+)
 from .world_model import WorldModel
 
 __all__ = [
@@ -67,11 +75,14 @@ __all__ = [
     "SafeNav2DVec",
     "SafetyToGymnasium",
     "SequenceStore",
+    "VELOCITY_BEHAVIOURS",
     "VectorCostEnv",
+    "VelocityCost",
     "WorldModel",
     "as_vector_env",
     "awr_weights",
     "collect_dataset",
+    "collect_velocity_dataset",
     "evaluate",
     "expectile_loss",
     "finetune_online",
@@ -81,6 +92,8 @@ __all__ = [
     "lidar",
     "make_safety_gymnasium",
     "make_safety_gymnasium_vec",
+    "make_velocity_env",
+    "make_velocity_vec",
     "pex_probs",
     "pex_select",
     "random_policy",

@@ -10,9 +10,15 @@ from iclr25.common.fields import bounded, check_nested
 from iclr25.common.results import ExperimentConfig
 
 from .agent import FOSPConfig
+from .velocity import VELOCITY_TASKS
 
 OFFLINE_ARMS = ("fosp", "safedreamer", "dreamerv3", "fosp_noref")
 ONLINE_ARMS = ("pex", "direct", "scratch")
+# claims that need an unseen safety layout: SafeNav2D-only (a velocity task has no layout to shift), with the reason
+SAFENAV_ONLY_CLAIMS = {
+    "ref_helps_shift": "compares FOSP with and without REF on an unseen hazard layout without fine-tuning; a "
+    "velocity task has one fixed constraint (x-velocity ≤ threshold) and no layout to shift",
+}
 FLOOR = 0.5  # return floor of a cost comparison: the lower-cost arm keeps ≥ FLOOR × the other arm's return (if > 0)
 
 
@@ -110,6 +116,22 @@ class Config(ExperimentConfig):
         for kind in ("fosp", "fosp_noref"):
             self.agent_config(kind)  # validates the shared agent fields and both arms' knobs
 
+    @property
+    def velocity(self) -> bool:
+        """A Safety-Gymnasium velocity task rebuilt on gymnasium MuJoCo (``velocity.py``), not SafeNav2D."""
+        return self.env_id in VELOCITY_TASKS
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """Where the offline arms are evaluated: SafeNav2D's base and shifted layouts; a velocity task itself."""
+        return ("task",) if self.velocity else ("base", "shifted")
+
+    @property
+    def online_setting(self) -> str:
+        """Where online fine-tuning runs: SafeNav2D's shifted layout; a velocity task itself (offline-to-online, no
+        shift)."""
+        return "task" if self.velocity else "shifted"
+
     def agent_config(self, kind: str = "fosp") -> FOSPConfig:
         """The FOSPConfig of one arm: ``agent`` for FOSP; FOSP without REF = ``agent`` with u ≡ 1 and its own β and
         gate; the baselines = their factory with the agent's SHARED_AGENT_FIELDS."""
@@ -162,9 +184,11 @@ PRESETS = {
     ),
     # the paper's sizes and rates on the state-based SafetyHalfCheetahVelocity-v1, rebuilt on gymnasium's MuJoCo
     # HalfCheetah-v5 with Safety-Gymnasium's velocity cost (velocity.py; Safety-Gymnasium does not import on 3.11)
+    # (1000-step episodes as Safety-Gymnasium's; D = 1000 episodes of each scripted behaviour, velocity.py)
     "full": Config(
         env_id="SafetyHalfCheetahVelocity-v1",
         episodes_per_policy=1000,
+        max_steps=1000,
         agent=dataclasses.replace(
             Config.agent,
             hidden=512,
