@@ -159,3 +159,97 @@ def test_full_preset_names_the_papers_assets_and_runs_on_a_miniature(smollm2, tm
     assert set(data.cov) == {1, 2} and data.cov[1].shape == (64, 64)
     with pytest.raises(ValueError, match="washable"):  # a random miniature knows no fact: nothing to wash
         real.one_seed(cfg, data, real.base_metrics(data), 0, {})
+
+
+def _padded_fact_known(model, tok, facts):
+    """The transcribed padded rule: one right-padded batch, full logits, arg-max at every target position."""
+    b = encode_for(model, tok, facts, ("{}",), target="answer")
+    with torch.no_grad():
+        pred = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].argmax(-1)
+    return ((pred == b.input_ids[:, 1:]) | ~b.target_mask[:, 1:]).all(1)
+
+
+def _mixed_facts():
+    # prompts and answers of different token lengths (one and several answer tokens), known and unknown
+    return [
+        Fact("The capital of France is", " Paris", "France"),
+        Fact("The capital of Japan is", " Paris", "Japan"),
+        Fact("The opposite of hot is", " cold", "hot"),
+        Fact("The capital of the United Kingdom is", " London", "the United Kingdom"),
+        Fact("Chicago is a city in the state of", " Illinois", "Chicago"),
+        Fact("The currency of Japan is the", " yen", "Japan"),
+        Fact("A banana is a kind of", " fruit", "banana"),
+        Fact("The opposite of up is", " down", "up"),
+        Fact("The capital of Germany is", " Berlin", "Germany"),
+        Fact("The opposite of ancient is", " modern", "ancient"),
+        Fact("Athens is the capital of", " Greece", "Athens"),
+        Fact("The capital of Greece is", " the city of Athens", "Greece"),
+    ]
+
+
+def test_unpadded_fact_known_equals_the_padded_rule_on_smollm2(smollm2):
+    """fact_known runs equal-length facts together, unpadded, with logits only at target positions: the same bits
+    as one padded batch with full logits, for several batch sizes (groups split across batches)."""
+    model, tok = smollm2
+    facts = _mixed_facts()
+    lens = encode_for(model, tok, facts, ("{}",), target="answer").attention_mask.sum(1)
+    assert len(set(lens.tolist())) >= 4  # the test exercises several length groups
+    ref = _padded_fact_known(model, tok, facts)
+    assert 0 < int(ref.sum()) < len(facts)
+    for bs in (1, 3, 512):
+        assert fact_known(model, tok, facts, batch_size=bs).tolist() == ref.tolist()
+
+
+def test_logits_at_equals_full_logits_on_smollm2(smollm2):
+    from iclr25.law.memories import logits_at
+
+    model, tok = smollm2
+    ids = tok(["The capital of France is Paris"], return_tensors="pt")["input_ids"]
+    pos = torch.tensor([2, 4, ids.shape[1] - 1])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits[:, pos]
+        part = logits_at(model, ids, pos)
+    assert part.shape == full.shape
+    torch.testing.assert_close(part, full, rtol=1e-4, atol=1e-4)
+
+
+def test_ft_unlearn_fused_stop_test_equals_the_separate_test_on_smollm2(smollm2):
+    """FT-UL reads its stop test off each step's own forward pass (default rule, full batch, no dropout): the same
+    steps, accuracies and edited weights as the separate fact_known test after every step."""
+    from iclr25.law import ft_unlearn
+    from iclr25.law.baselines import _has_dropout
+
+    model, tok = smollm2
+    assert not _has_dropout(model)
+    facts = [f for f, k in zip(_mixed_facts(), _padded_fact_known(model, tok, _mixed_facts())) if k]
+    runs = []
+    for known_fn in (None, lambda m, t, fs: fact_known(m, t, fs)):
+        m = copy.deepcopy(model)
+        params = [ml.module.weight for ml in resolve_layers(m, [3, 4])]
+        for p in m.parameters():
+            p.requires_grad_(False)
+        for p in params:
+            p.requires_grad_(True)
+        r = ft_unlearn(m, tok, facts, lr=2e-3, max_steps=8, stop_at=0.3, params=params, known_fn=known_fn)
+        runs.append((r, [p.detach().clone() for p in params]))
+    (a, wa), (b, wb) = runs
+    assert (a.steps, a.accuracies, a.stopped_at_target) == (b.steps, b.accuracies, b.stopped_at_target)
+    assert a.steps >= 2 and a.accuracies[-1] < 1.0  # it unlearned something before the test
+    for x, y in zip(wa, wb):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-6)
+
+
+def test_compute_z_grouped_equals_one_fact_at_a_time_on_smollm2(smollm2):
+    """compute_z runs equal-length facts together (unpadded, target logits only): each fact's z is the one it gets
+    optimised alone (δ_i sees only fact i's loss)."""
+    from iclr25.law.memit import ZConfig, compute_z
+
+    model, tok = smollm2
+    facts = _mixed_facts()[:6]
+    ml = resolve_layers(model, [5])[0]
+    z = ZConfig(steps=3)
+    Z, _, nll = compute_z(model, tok, facts, ml, z)
+    for i, f in enumerate(facts):
+        Zi, _, nli = compute_z(model, tok, [f], ml, z)
+        torch.testing.assert_close(Zi[0], Z[i], rtol=1e-4, atol=1e-3 * float(Z[i].norm()) / Z.shape[1] ** 0.5)
+        assert abs(float(nli[0]) - float(nll[i])) < 1e-3

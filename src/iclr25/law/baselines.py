@@ -15,7 +15,7 @@ from . import checks as check
 from .evaluation import fact_accuracy as _fact_accuracy
 from .facts import Fact, check_facts
 from .memit import _target_ids
-from .memories import encode_for
+from .memories import encode_for, length_groups
 
 TOKENS = ("sequence", "answer")
 
@@ -28,6 +28,17 @@ class FTReport:
 
 
 OPTIMIZERS = ("adam", "sgd")
+_DROPOUT_KEYS = ("attention_dropout", "hidden_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                 "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout", "activation_dropout")  # fmt: skip
+
+
+def _has_dropout(model) -> bool:
+    """Whether a forward pass in train mode can differ from eval mode: an ``nn.Dropout`` with p > 0 or a config
+    dropout rate > 0 (HF attention implementations read ``config.attention_dropout`` directly)."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    cfg = getattr(model, "config", None)
+    return any(isinstance(getattr(cfg, k, 0), (int, float)) and getattr(cfg, k, 0) > 0 for k in _DROPOUT_KEYS)
 
 
 def _ft(
@@ -78,26 +89,56 @@ def _ft(
     g = torch.Generator().manual_seed(int(seed))
     n = b.input_ids.shape[0]
     bs = n if batch_size is None else min(batch_size, n)
-    acc = fact_accuracy(model, tokenizer, facts)
-    if stop_at is not None and acc <= stop_at:
-        rep.stopped_at_target = True
-        return rep
-    for step in range(max_steps):
-        model.train()
-        idx = torch.randperm(n, generator=g)[:bs].to(b.input_ids.device)
-        ids, am, m = b.input_ids[idx], b.attention_mask[idx], lmask[idx]
-        lg = model(input_ids=ids, attention_mask=am).logits[:, :-1].float()
-        nll = F.cross_entropy(lg.flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view_as(m)
-        loss = sign * (nll * m).sum() / m.sum().clamp_min(1)
+    lens = b.attention_mask.sum(1)
+    # the stop test read off each step's own forward pass: with the default rule on the full batch the teacher-forced
+    # arg-max of the step's logits (the weights before the step) is fact_known of those weights — one forward pass
+    # per step saved. Not with a custom known_fn, minibatches, EOS targets or active dropout (train-mode logits differ)
+    fused = known_fn is None and bs == n and target == "answer" and not _has_dropout(model)
+
+    def step_grads(idx: torch.Tensor) -> float:
+        """Gradients of the loss on rows ``idx`` accumulated group by group (rows of equal length run unpadded;
+        one group's graph alive at a time) and, when fused, the share of facts known before this step."""
+        total = lmask[idx].sum().clamp_min(1)
+        ok = torch.zeros(n, dtype=torch.bool)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
-        rep.steps = step + 1
+        for grp in length_groups(lens[idx]):
+            r = idx[grp]
+            L = int(lens[r[0]])
+            ids, m = b.input_ids[r, :L], lmask[r, : L - 1]
+            lg = model(input_ids=ids).logits[:, :-1].float()
+            nll = F.cross_entropy(lg.flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view_as(m)
+            (sign * (nll * m).sum() / total).backward()
+            if fused:
+                hit = (lg.detach().argmax(-1) == ids[:, 1:]) | ~b.target_mask[r, 1:L]
+                ok[r.cpu()] = hit.all(1).cpu()
+        return float(ok.float().mean())
+
+    if not fused:
         acc = fact_accuracy(model, tokenizer, facts)
-        rep.accuracies.append(acc)
         if stop_at is not None and acc <= stop_at:
             rep.stopped_at_target = True
-            break
+            return rep
+    for step in range(max_steps + fused):
+        model.train()
+        idx = torch.randperm(n, generator=g)[:bs].to(b.input_ids.device)
+        acc_before = step_grads(idx)
+        if fused:  # the test of the weights after `step` steps; a stop discards this pass's gradients
+            if step > 0:
+                rep.accuracies.append(acc_before)
+            if stop_at is not None and acc_before <= stop_at:
+                rep.stopped_at_target = True
+                break
+            if step == max_steps:
+                break
+        opt.step()
+        rep.steps = step + 1
+        if not fused:
+            acc = fact_accuracy(model, tokenizer, facts)
+            rep.accuracies.append(acc)
+            if stop_at is not None and acc <= stop_at:
+                rep.stopped_at_target = True
+                break
+    opt.zero_grad()
     model.eval()
     return rep
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from . import checks as check
 from .facts import Fact, check_facts
-from .memories import encode_for
+from .memories import encode_for, length_groups, logits_at
 
 
 @torch.no_grad()
@@ -20,7 +20,9 @@ def fact_known(model, tokenizer, facts: Sequence[Fact], batch_size: int = 512) -
 
     Teacher-forced in one forward pass per batch: every target token is the arg-max given the prompt and the
     previous target tokens — exactly when greedy decoding would emit the target first. (The official test decodes
-    10 tokens and looks for the answer as a substring, which also counts answers that appear later.)
+    10 tokens and looks for the answer as a substring, which also counts answers that appear later.) Facts of equal
+    token length run together without padding, and the LM head projects only the positions that predict a target
+    token (:func:`~iclr25.law.memories.logits_at`).
     """
     facts = check_facts(facts)
     check.batch_size(batch_size)
@@ -28,14 +30,18 @@ def fact_known(model, tokenizer, facts: Sequence[Fact], batch_size: int = 512) -
         return torch.zeros(0, dtype=torch.bool)
     was = model.training
     model.eval()
-    out = []
-    for s in range(0, len(facts), batch_size):
-        b = encode_for(model, tokenizer, facts[s : s + batch_size], ("{}",), target="answer")
-        pred = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].argmax(-1)
-        ok = (pred == b.input_ids[:, 1:]) | ~b.target_mask[:, 1:]
-        out.append(ok.all(1).cpu())
+    b = encode_for(model, tokenizer, facts, ("{}",), target="answer")
+    lens = b.attention_mask.sum(1)
+    ok = torch.zeros(len(facts), dtype=torch.bool)
+    for g in length_groups(lens, batch_size):
+        L = int(lens[g[0]])
+        ids = b.input_ids[g, :L]
+        pos = torch.arange(int(b.prompt_len[g].min()) - 1, L - 1, device=ids.device)
+        pred = logits_at(model, ids, pos).argmax(-1)
+        hit = (pred == ids[:, pos + 1]) | ~b.target_mask[g][:, pos + 1]
+        ok[g.cpu()] = hit.all(1).cpu()
     model.train(was)
-    return torch.cat(out)
+    return ok
 
 
 def fact_accuracy(model, tokenizer, facts: Sequence[Fact], batch_size: int = 512) -> float:

@@ -23,6 +23,8 @@ from .memories import (
     block_values,
     encode_for,
     fact_keys,
+    length_groups,
+    logits_at,
     resolve_layers,
 )
 
@@ -193,6 +195,36 @@ def compute_z(
     if kl_batch is not None:  # fact -> its row of the KL batch (-1: none)
         kl_pos = torch.full((N,), -1, dtype=torch.long, device=dev)
         kl_pos[kl_idx] = torch.arange(len(kl_rows), device=dev)
+
+    def target_nll(rows: torch.Tensor, drows: torch.Tensor) -> torch.Tensor:
+        """Mean target NLL of batch ``rows`` (δ ``drows`` added at each row's subject), rows of equal length run
+        together unpadded, logits only where a target token is predicted; (len(rows),) in ``rows``' order."""
+        lens = batch.attention_mask[rows].sum(1)
+        pieces, order = [], []
+        for g in length_groups(lens):
+            r, L = rows[g], int(lens[g[0]])
+            ids = batch.input_ids[r, :L]
+            pos = torch.arange(int(batch.prompt_len[r].min()) - 1, L - 1, device=dev)
+            with add_to_block_output(site, batch.subject_pos[r], drows[g]):
+                lg = logits_at(model, ids, pos)
+            tok_lp = F.log_softmax(lg.float(), -1).gather(-1, ids[:, pos + 1, None]).squeeze(-1)
+            m = batch.target_mask[r][:, pos + 1].float()
+            pieces.append(-(tok_lp * m).sum(1) / m.sum(1).clamp_min(1))
+            order.append(g)
+        return torch.cat(pieces)[torch.argsort(torch.cat(order))]
+
+    def kl_logp(kr: torch.Tensor, drows: torch.Tensor) -> torch.Tensor:
+        """log p at the last prompt token of KL batch rows ``kr`` (δ added), (len(kr), V)."""
+        lens = kl_batch.attention_mask[kr].sum(1)
+        pieces, order = [], []
+        for g in length_groups(lens):
+            r, L = kr[g], int(lens[g[0]])
+            with add_to_block_output(site, kl_batch.subject_pos[r], drows[g]):
+                lg = logits_at(model, kl_batch.input_ids[r, :L], torch.tensor([L - 1], device=dev))
+            pieces.append(F.log_softmax(lg[:, 0].float(), -1))
+            order.append(g)
+        return torch.cat(pieces)[torch.argsort(torch.cat(order))]
+
     try:
         nll = torch.zeros(N, device=dev)
         for _ in range(z.steps + 1):
@@ -200,20 +232,14 @@ def compute_z(
             # its rows changes no active fact's loss or gradient
             idx = active.nonzero().squeeze(1)
             rows = (idx[:, None] * T + trow).reshape(-1)
-            with add_to_block_output(site, batch.subject_pos[rows], delta[idx].repeat_interleave(T, 0)):
-                lg = model(input_ids=batch.input_ids[rows], attention_mask=batch.attention_mask[rows]).logits
-            nll_a = _seq_nll(lg, batch.input_ids[rows], batch.target_mask[rows]).reshape(len(idx), T).mean(1)
+            nll_a = target_nll(rows, delta[idx].repeat_interleave(T, 0)).reshape(len(idx), T).mean(1)
             loss_a = nll_a + z.weight_decay * delta[idx].norm(dim=1) / h0n[idx] ** 2
             if kl_batch is not None:
                 sel = kl_pos[idx]
                 has = (sel >= 0).nonzero().squeeze(1)
                 if len(has):
                     kr = sel[has]
-                    with add_to_block_output(site, kl_batch.subject_pos[kr], delta[idx[has]]):
-                        lg2 = model(
-                            input_ids=kl_batch.input_ids[kr], attention_mask=kl_batch.attention_mask[kr]
-                        ).logits
-                    lp = F.log_softmax(lg2[torch.arange(len(kr), device=dev), last[kr]].float(), -1)
+                    lp = kl_logp(kr, delta[idx[has]])
                     kl = (kl_p0[kr].exp() * (kl_p0[kr] - lp)).sum(-1)
                     loss_a = loss_a.index_add(0, has, z.kl_factor * kl)
             nll = nll.clone()

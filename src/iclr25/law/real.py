@@ -334,6 +334,12 @@ def split(cfg: RealConfig, data: RealData, seed: int) -> dict:
 _RULE = {"fn": known_fn("starts")}  # the run's rule (set by load_real; forked seed workers inherit it)
 
 
+def _ft_known(cfg: RealConfig):
+    """FT-UL's stop test: ``None`` (ft_unlearn's default, the same teacher-forced rule read off each step's own
+    forward pass) for ``starts``; the rule's function otherwise."""
+    return None if cfg.known_rule == "starts" else _RULE["fn"]
+
+
 def _acc(model, tok, facts) -> float:
     return float(_RULE["fn"](model, tok, facts).float().mean()) if facts else float("nan")
 
@@ -425,7 +431,7 @@ def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: di
         for p in params:
             p.requires_grad_(True)
         fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
-                        params=params, seed=seed, known_fn=_RULE["fn"])  # fmt: skip
+                        params=params, seed=seed, known_fn=_ft_known(cfg))  # fmt: skip
         mf.eval()
         t_ft = time.process_time() - t
         t = time.process_time()
