@@ -231,12 +231,16 @@ def counterfact_facts(name_or_path: str, split: str = "train") -> list[Fact]:
     return out
 
 
-def _known_cached(rule: str, model, tok, facts: list[Fact], cache: Path) -> torch.Tensor:
+def _known_cached(
+    rule: str, model, tok, facts: list[Fact], cache: Path, fingerprint: str | None = None
+) -> torch.Tensor:
     """The known-fact test of ``facts``, stored in the run's cache folder (a resumed run does not redo it); the
-    key covers the model's weights, the rule and every prompt and answer."""
+    key covers the model's weights (``fingerprint``: :func:`model_fingerprint` of ``model``, computed if not
+    given), the rule and every prompt and answer."""
     if not facts:
         return torch.zeros(0, dtype=torch.bool)
-    h = hashlib.sha256(f"{model_fingerprint(model)}|{rule}".encode())
+    fp = model_fingerprint(model) if fingerprint is None else fingerprint
+    h = hashlib.sha256(f"{fp}|{rule}".encode())
     for f in facts:
         h.update(f"{f.prompt}\0{f.target}\0".encode())
     path = Path(cache) / f"law_known_{h.hexdigest()[:24]}.json"
@@ -290,10 +294,11 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
         cands["counterfact"] = counterfact_facts(cfg.facts_dataset, cfg.facts_split)
     t1 = time.process_time()
     known, counts, filter_s = {}, {}, {}
+    fp = model_fingerprint(model)  # once: hashing 135M parameters costs seconds
     for rel in sorted(set(cfg.washed_relations + cfg.other_relations), key=list(cands).index):
         fs = cands[rel]
         tr = time.process_time()
-        mask = _known_cached(cfg.known_rule, model, tok, fs, cache)
+        mask = _known_cached(cfg.known_rule, model, tok, fs, cache, fp)
         filter_s[rel] = time.process_time() - tr
         known[rel] = [f for f, k in zip(fs, mask.tolist()) if k]
         counts[rel] = {"candidates": len(fs), "known": len(known[rel])}
