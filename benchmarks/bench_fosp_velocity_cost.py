@@ -1,20 +1,21 @@
-"""CPU cost of FOSP on the velocity task, per 1K updates and env steps (the card's "Real inputs" table).
+"""FOSP on the velocity task: CPU cost per 1K updates and env steps (fosp's card, "Real inputs").
 
-    python -m iclr25.fosp.cost --wm 20 --offline 5 --env-steps 200 [--sizes full,quick] [--out cost.json]
+    python -m benchmarks.bench_fosp_velocity_cost --out DIR [--wm 20 --offline 5 --env-steps 200 --sizes full,quick]
 
 For each agent size (the ``full`` and ``quick`` presets' ``agent``), one thread, process CPU time after a warm-up
 update: world-model updates (``train_world_model``), offline updates with the world model trained too
 (``train_offline(train_wm=True)``: world model + critics + actor), and the deterministic policy acting in 1 and in 16
 vectorised ``SafetyHalfCheetahVelocity-v1`` environments (``evaluate``: act + step, no update). The dataset is one
 1,000-step episode of each scripted behaviour (``collect_velocity_dataset``); the wrapped environment alone is timed
-on uniform random actions. A measurement, not a claim: CPU time still moves with other load on the machine.
+on uniform random actions. A measurement, not a claim: CPU time still moves with other load on the machine. Ratios in the same run: the
+``full`` sizes' cost over the ``quick`` sizes', and one environment's cost per env step over 16 vectorised ones'.
+Writes ``DIR/results.json`` and ``DIR/results.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,9 +27,9 @@ def measure(wm_updates: int, offline_updates: int, env_steps: int, sizes=SIZES) 
     import numpy as np
     import torch
 
-    from .agent import FOSPAgent, evaluate, train_offline, train_world_model
-    from .config import PRESETS
-    from .velocity import collect_velocity_dataset, make_velocity_env, make_velocity_vec
+    from iclr25.fosp.agent import FOSPAgent, evaluate, train_offline, train_world_model
+    from iclr25.fosp.config import PRESETS
+    from iclr25.fosp.velocity import collect_velocity_dataset, make_velocity_env, make_velocity_vec
 
     for name, v in (
         ("wm_updates", wm_updates),
@@ -81,29 +82,60 @@ def measure(wm_updates: int, offline_updates: int, env_steps: int, sizes=SIZES) 
         env.step(a)
     out["env_alone_16envs_cpu_s_per_1k"] = 1000 * (time.process_time() - t) / (16 * env_steps)
     out["counts"] = {"wm_updates": wm_updates, "offline_updates": offline_updates, "env_steps": env_steps}
+    for name in sizes:
+        r = out[name]
+        r["act_step_1env_over_16envs"] = r["act_step_1env_cpu_s_per_1k"] / r["act_step_16envs_cpu_s_per_1k"]
+    if set(SIZES) <= set(sizes):
+        out["full_over_quick"] = {
+            k: out["full"][k] / out["quick"][k] for k in ("wm_cpu_s_per_1k", "offline_cpu_s_per_1k")
+        }
     return out
 
 
+def markdown(res: dict) -> str:
+    lines = [
+        f"# FOSP on {res['env_id']}: CPU cost (one thread)",
+        "",
+        "| agent sizes | per 1K world-model updates | per 1K offline updates | per 1K env steps: 1 env / 16 envs |",
+        "|---|---|---|---|",
+    ]
+    for name in SIZES:
+        if name in res:
+            r = res[name]
+            lines.append(
+                f"| {name} | {r['wm_cpu_s_per_1k']:.4g} CPU-s | {r['offline_cpu_s_per_1k']:.4g} CPU-s | "
+                f"{r['act_step_1env_cpu_s_per_1k']:.3g} / {r['act_step_16envs_cpu_s_per_1k']:.3g} CPU-s |"
+            )
+    lines.append(f"| env alone (16 envs) | — | — | {res['env_alone_16envs_cpu_s_per_1k']:.3g} CPU-s |")
+    lines += [
+        "",
+        f"Collecting the offline data: {res['collect_cpu_s_per_1k_steps']:.3g} CPU-s per 1K steps.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iclr25.fosp.cost", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_fosp_velocity_cost", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--wm", type=int, default=20, help="world-model updates timed (default 20)")
     ap.add_argument("--offline", type=int, default=5, help="offline updates timed (default 5)")
     ap.add_argument("--env-steps", type=int, default=200, help="steps per environment timed (default 200)")
     ap.add_argument("--sizes", default="full,quick", help="agent sizes: full, quick or both (default)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the numbers to this JSON file")
+    ap.add_argument("--out", type=Path, default=Path("bench-fosp-velocity-cost"), help="output folder")
     a = ap.parse_args(argv)
     try:
         res = measure(a.wm, a.offline, a.env_steps, tuple(s for s in a.sizes.split(",") if s))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(res, indent=1)
-    print(text)
-    if a.out is not None:
-        from iclr25.common.io import atomic_write_json
+    from iclr25.common.io import atomic_write_json, atomic_write_text
 
-        atomic_write_json(a.out, res)
+    a.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(a.out / "results.json", res)
+    md = markdown(res)
+    atomic_write_text(a.out / "results.md", md)
+    print(md)
     return 0
 
 
