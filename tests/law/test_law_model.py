@@ -297,3 +297,11 @@ def test_known_facts_learning_signal_and_baselines(mk, world):
     m3 = copy.deepcopy(m)
     r = ft_to_eos(m3, world.tokenizer, wash_set, lr=1e-3, max_steps=50, stop_at=0.25)
     assert r.stopped_at_target and fact_accuracy(m3, world.tokenizer, wash_set) <= 0.25
+
+
+def test_covariance_records_no_graph(mk, world):
+    """C of a model whose weights require grad (a freshly loaded model) carries no autograd graph."""
+    m = mk("llama", world.vocab_size)
+    assert all(p.requires_grad for p in m.parameters())
+    cov = key_covariance(m, [0, 1], world.generic(8, 1), world.tokenizer, batch_size=4)
+    assert not any(C.requires_grad for C in cov.values())

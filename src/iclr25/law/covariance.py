@@ -116,8 +116,10 @@ def key_covariance(
                 ids, am = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
             mask_holder["mask"] = am.bool()
             count += int(am.sum())
-            # the keys of the deepest edited layer are read once its block has run: the rest is skipped
-            _forward_until(model, ids, am, max(mls, key=lambda m: m.index).block)
+            # the keys of the deepest edited layer are read once its block has run: the rest is skipped; no
+            # autograd graph (a model whose weights require grad would otherwise record one, and C would too)
+            with torch.no_grad():
+                _forward_until(model, ids, am, max(mls, key=lambda m: m.index).block)
     finally:
         for h in handles:
             h.remove()
