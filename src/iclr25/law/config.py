@@ -197,7 +197,7 @@ class RealConfig(Config):
     # FT-UL on the same W_out matrices (Adam, full batch), stopped at LaW's washed accuracy
     ft_lr: float = bounded(1e-4, lo=0, lo_open=True)
     ft_max_steps: int = bounded(30, lo=1)
-    # one BLAS thread per process: the three seeds run in two worker processes (--jobs 2); two threads in one
+    # one BLAS thread per process: the three seeds run in three worker processes on the two cores (--jobs 3); two threads in one
     # process beside any other busy process stall at OpenMP barriers (seed 0's z stage ran ~5x slower)
     threads: int | None = 1
 
