@@ -18,11 +18,11 @@ from .memories import encode_for, length_groups, logits_at
 def fact_known(model, tokenizer, facts: Sequence[Fact], batch_size: int = 512) -> torch.Tensor:
     """Bool (N,): the model's greedy continuation of each prompt starts with the fact's target tokens.
 
-    Teacher-forced in one forward pass per batch: every target token is the arg-max given the prompt and the
-    previous target tokens — exactly when greedy decoding would emit the target first. (The official test decodes
-    10 tokens and looks for the answer as a substring, which also counts answers that appear later.) Facts of equal
-    token length run together without padding, and the LM head projects only the positions that predict a target
-    token (:func:`~iclr25.law.memories.logits_at`).
+    Teacher-forced, one forward pass per group of equal-length facts (at most ``batch_size`` rows): every target
+    token is the arg-max given the prompt and the previous target tokens — exactly when greedy decoding would emit the
+    target first. (The official test decodes 10 tokens and looks for the answer as a substring, which also counts
+    answers that appear later.) The groups run without padding, and the LM head projects only the positions that
+    predict a target token (:func:`~iclr25.law.memories.logits_at`).
     """
     facts = check_facts(facts)
     check.batch_size(batch_size)

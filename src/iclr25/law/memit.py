@@ -129,14 +129,6 @@ def _target_ids(tokenizer, edit_target) -> list[int]:
     return ids
 
 
-def _seq_nll(logits: torch.Tensor, ids: torch.Tensor, tmask: torch.Tensor) -> torch.Tensor:
-    """Mean NLL of the target tokens per row: (R,)."""
-    lp = F.log_softmax(logits[:, :-1].float(), -1)
-    tok_lp = lp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (R, L-1)
-    m = tmask[:, 1:].float()
-    return -(tok_lp * m).sum(1) / m.sum(1).clamp_min(1)
-
-
 def compute_z(
     model,
     tokenizer,
@@ -196,34 +188,38 @@ def compute_z(
         kl_pos = torch.full((N,), -1, dtype=torch.long, device=dev)
         kl_pos[kl_idx] = torch.arange(len(kl_rows), device=dev)
 
+    def by_length(lens: torch.Tensor, piece) -> torch.Tensor:
+        """``piece(g, L)`` for every group ``g`` of equal length ``L``, concatenated back into the rows' order."""
+        groups = length_groups(lens)
+        out = torch.cat([piece(g, int(lens[g[0]])) for g in groups])
+        return out[torch.argsort(torch.cat(groups))]
+
     def target_nll(rows: torch.Tensor, drows: torch.Tensor) -> torch.Tensor:
         """Mean target NLL of batch ``rows`` (δ ``drows`` added at each row's subject), rows of equal length run
         together unpadded, logits only where a target token is predicted; (len(rows),) in ``rows``' order."""
-        lens = batch.attention_mask[rows].sum(1)
-        pieces, order = [], []
-        for g in length_groups(lens):
-            r, L = rows[g], int(lens[g[0]])
+
+        def piece(g, L):
+            r = rows[g]
             ids = batch.input_ids[r, :L]
             pos = torch.arange(int(batch.prompt_len[r].min()) - 1, L - 1, device=dev)
             with add_to_block_output(site, batch.subject_pos[r], drows[g]):
                 lg = logits_at(model, ids, pos)
             tok_lp = F.log_softmax(lg.float(), -1).gather(-1, ids[:, pos + 1, None]).squeeze(-1)
             m = batch.target_mask[r][:, pos + 1].float()
-            pieces.append(-(tok_lp * m).sum(1) / m.sum(1).clamp_min(1))
-            order.append(g)
-        return torch.cat(pieces)[torch.argsort(torch.cat(order))]
+            return -(tok_lp * m).sum(1) / m.sum(1).clamp_min(1)
+
+        return by_length(batch.attention_mask[rows].sum(1), piece)
 
     def kl_logp(kr: torch.Tensor, drows: torch.Tensor) -> torch.Tensor:
         """log p at the last prompt token of KL batch rows ``kr`` (δ added), (len(kr), V)."""
-        lens = kl_batch.attention_mask[kr].sum(1)
-        pieces, order = [], []
-        for g in length_groups(lens):
-            r, L = kr[g], int(lens[g[0]])
+
+        def piece(g, L):
+            r = kr[g]
             with add_to_block_output(site, kl_batch.subject_pos[r], drows[g]):
                 lg = logits_at(model, kl_batch.input_ids[r, :L], torch.tensor([L - 1], device=dev))
-            pieces.append(F.log_softmax(lg[:, 0].float(), -1))
-            order.append(g)
-        return torch.cat(pieces)[torch.argsort(torch.cat(order))]
+            return F.log_softmax(lg[:, 0].float(), -1)
+
+        return by_length(kl_batch.attention_mask[kr].sum(1), piece)
 
     try:
         nll = torch.zeros(N, device=dev)
