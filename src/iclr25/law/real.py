@@ -32,6 +32,7 @@ held-out Wikipedia text.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import time
@@ -52,6 +53,7 @@ from .config import KNOWN_RULES, RealConfig
 from .covariance import key_covariance
 from .evaluation import fact_known, fact_known_generate, generic_loss
 from .facts import Fact
+from .memit import ZConfig, compute_z
 from .memories import model_fingerprint, resolve_layers
 from .washing import apply_delta, wash
 
@@ -277,7 +279,7 @@ def load_real(cfg: RealConfig, cache: Path) -> RealData:
 
     from ..common.device import get_device
 
-    _RULE["fn"] = known_fn(cfg.known_rule)
+    _RULE["fn"], _RULE["rule"] = known_fn(cfg.known_rule), cfg.known_rule
     t0 = time.process_time()
     model, tok = load_causal_lm(cfg.model, device=str(get_device(cfg.device)))
     an = load_analogies()
@@ -336,7 +338,7 @@ def split(cfg: RealConfig, data: RealData, seed: int) -> dict:
     return {"washed": washed, "same": same, "other": other, "pool": len(pool)}
 
 
-_RULE = {"fn": known_fn("starts")}  # the run's rule (set by load_real; forked seed workers inherit it)
+_RULE = {"fn": known_fn("starts"), "rule": "starts"}  # the run's rule (set by load_real; forked workers inherit it)
 
 
 def _ft_known(cfg: RealConfig):
@@ -349,6 +351,20 @@ def _acc(model, tok, facts) -> float:
     return float(_RULE["fn"](model, tok, facts).float().mean()) if facts else float("nan")
 
 
+def _known_sets(model, tok, sets: dict[str, list[Fact]]) -> dict[str, torch.Tensor]:
+    """The run's fact test of every list in ``sets``; with ``starts`` (teacher-forced, each fact's verdict its own:
+    rows of equal length run together, :func:`fact_known`) all lists in one call — fewer, larger batches — and
+    otherwise one call per list."""
+    if _RULE["rule"] != "starts":
+        return {k: _RULE["fn"](model, tok, fs) if fs else torch.zeros(0, dtype=torch.bool) for k, fs in sets.items()}
+    allf = [f for fs in sets.values() for f in fs]
+    mask = _RULE["fn"](model, tok, allf) if allf else torch.zeros(0, dtype=torch.bool)
+    out, i = {}, 0
+    for k, fs in sets.items():
+        out[k], i = mask[i : i + len(fs)], i + len(fs)
+    return out
+
+
 def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
     """Washed accuracy, held-out accuracy (same relations, other relations, both; per relation), grammar few-shot
     accuracy (mean over the nine sections) and held-out perplexity of ``model``."""
@@ -356,7 +372,9 @@ def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
     groups = {f"same_{r}": fs for r, fs in sp["same"].items()} | {
         f"other_{r}": fs for r, fs in sp["other"].items()
     }
-    hits = {k: float(_RULE["fn"](model, tok, fs).float().sum()) if fs else 0.0 for k, fs in groups.items()}
+    sets = {"washed": washed} | groups | {f"gram_{s}": fs for s, fs in data.grammar.items()}
+    known = _known_sets(model, tok, sets)
+    hits = {k: float(known[k].float().sum()) for k in groups}
     n = {k: len(fs) for k, fs in groups.items()}
 
     def pooled(prefix: str) -> float:
@@ -364,9 +382,10 @@ def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
         tot = sum(n[k] for k in ks)
         return sum(hits[k] for k in ks) / tot if tot else float("nan")
 
-    gram = {s: _acc(model, tok, fs) for s, fs in data.grammar.items()}
+    acc = lambda k: float(known[k].float().mean()) if len(known[k]) else float("nan")  # noqa: E731
+    gram = {s: acc(f"gram_{s}") for s in data.grammar}
     out = {
-        "washed": _acc(model, tok, washed),
+        "washed": acc("washed"),
         "heldout_same": pooled("same_"),
         "heldout_other": pooled("other_"),
         "heldout_all": pooled(""),
@@ -379,82 +398,148 @@ def evaluate(model, data: RealData, sp: dict, washed: list[Fact]) -> dict:
 
 
 def base_metrics(data: RealData) -> dict:
-    gram = {s: _acc(data.model, data.tok, fs) for s, fs in data.grammar.items()}
+    known = _known_sets(data.model, data.tok, {s: fs for s, fs in data.grammar.items()})
+    gram = {s: float(known[s].float().mean()) if len(known[s]) else float("nan") for s in data.grammar}
     return {
         "grammar": float(np.mean(list(gram.values()))),
         "ppl": float(np.exp(generic_loss(data.model, data.tok, data.ppl_texts, batch_size=8))),
     } | {f"gram_{s}": v for s, v in gram.items()}
 
 
-def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: dict) -> dict:
-    sp = split(cfg, data, seed)
-    res: dict = {"pool": sp["pool"], "n_same": sum(map(len, sp["same"].values())),
-                 "n_other": sum(map(len, sp["other"].values()))}  # fmt: skip
-    layers = list(cfg.edit_layers)
-    for n in cfg.scales:
-        washed = sp["washed"][n]  # fewer than n when the seed has fewer washable known facts (run invalid)
-        if not washed:
-            raise ValueError(
-                f"seed {seed} has no washable known facts (known: {data.counts}); the model knows none of the facts "
-                "of washed_relations beyond the held-out share"
-            )
-        r: dict = {"n_washed": len(washed)}  # all known by the same test: wash's only_known filter is skipped
-        t = time.process_time()
-        m = copy.deepcopy(data.model)
-        rep = wash(
-            m, data.tok, washed, layers, data.cov, lam=cfg.lam, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
-            beta_ratio=cfg.beta_ratio, z_cache=z_cache, known_fn=_RULE["fn"], only_known=False,
-        )  # fmt: skip
-        t_wash = time.process_time() - t
-        t = time.process_time()
-        r["law"] = evaluate(m, data, sp, washed) | {
-            "cpu_s": t_wash,
-            "eval_cpu_s": time.process_time() - t,
-            **{f"{k}_cpu_s": v for k, v in rep.cpu_s.items()},
-            "z_nll": float("nan") if rep.z_nll is None else rep.z_nll,
-            "known_before": rep.known_before,
-            "remaining": [lr.remaining_after for lr in rep.layers],
-            "ratio_over_beta": [lr.ratio / lr.beta for lr in rep.layers],
-        }
-        del m
-        t = time.process_time()
-        mm = copy.deepcopy(data.model)
-        apply_delta(mm, rep.init_deltas)
-        t_apply = time.process_time() - t
-        t = time.process_time()
-        r["memit"] = evaluate(mm, data, sp, washed) | {
-            "cpu_s": t_apply,
-            "eval_cpu_s": time.process_time() - t,
-        }
-        del mm
-        target = r["law"]["washed"]
-        t = time.process_time()
-        mf = copy.deepcopy(data.model)
-        params = [ml.module.weight for ml in resolve_layers(mf, layers)]
-        for p in mf.parameters():
-            p.requires_grad_(False)
-        for p in params:
-            p.requires_grad_(True)
-        fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
-                        params=params, seed=seed, known_fn=_ft_known(cfg))  # fmt: skip
-        mf.eval()
-        t_ft = time.process_time() - t
-        t = time.process_time()
-        r["ft_ul"] = evaluate(mf, data, sp, washed) | {
-            "cpu_s": t_ft, "eval_cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
-        }  # fmt: skip
-        del mf
-        for k in METHODS:
-            r[k]["grammar_drop"] = base["grammar"] - r[k]["grammar"]
-            r[k]["ppl_rise"] = r[k]["ppl"] / base["ppl"] - 1
-        r["law_minus_ft_heldout"] = r["law"]["heldout_all"] - r["ft_ul"]["heldout_all"]
-        res[f"n{n}"] = r
-        log(
-            f"[law real] seed {seed} n={n}: LaW washed {r['law']['washed']:.3f} held-out {r['law']['heldout_all']:.3f} "
-            f"| MEMIT {r['memit']['washed']:.3f}/{r['memit']['heldout_all']:.3f} | FT-UL {r['ft_ul']['washed']:.3f}/"
-            f"{r['ft_ul']['heldout_all']:.3f} ({fr.steps} steps)"
+def one_scale(cfg: RealConfig, data: RealData, base: dict, sp: dict, seed: int, n: int, z_cache: dict) -> dict:
+    """Wash the seed's first ``n`` washable facts (``sp``: :func:`split`) with LaW, apply MEMIT→EOS alone, run FT-UL
+    to LaW's washed accuracy, and evaluate the three edited models. ``z_cache``: the MEMIT target vectors (computed
+    here for facts it lacks)."""
+    washed = sp["washed"][n]  # fewer than n when the seed has fewer washable known facts (run invalid)
+    if not washed:
+        raise ValueError(
+            f"seed {seed} has no washable known facts (known: {data.counts}); the model knows none of the facts "
+            "of washed_relations beyond the held-out share"
         )
-    return res
+    layers = list(cfg.edit_layers)
+    r: dict = {"n_washed": len(washed)}  # all known by the same test: wash's only_known filter is skipped
+    t = time.process_time()
+    m = copy.deepcopy(data.model)
+    rep = wash(
+        m, data.tok, washed, layers, data.cov, lam=cfg.lam, steps=cfg.ascent_steps, lr=cfg.ascent_lr,
+        beta_ratio=cfg.beta_ratio, z_cache=z_cache, known_fn=_RULE["fn"], only_known=False,
+    )  # fmt: skip
+    t_wash = time.process_time() - t
+    t = time.process_time()
+    r["law"] = evaluate(m, data, sp, washed) | {
+        "cpu_s": t_wash,
+        "eval_cpu_s": time.process_time() - t,
+        **{f"{k}_cpu_s": v for k, v in rep.cpu_s.items()},
+        "z_nll": float("nan") if rep.z_nll is None else rep.z_nll,
+        "known_before": rep.known_before,
+        "remaining": [lr.remaining_after for lr in rep.layers],
+        "ratio_over_beta": [lr.ratio / lr.beta for lr in rep.layers],
+    }
+    del m
+    t = time.process_time()
+    mm = copy.deepcopy(data.model)
+    apply_delta(mm, rep.init_deltas)
+    t_apply = time.process_time() - t
+    t = time.process_time()
+    r["memit"] = evaluate(mm, data, sp, washed) | {"cpu_s": t_apply, "eval_cpu_s": time.process_time() - t}
+    del mm
+    target = r["law"]["washed"]
+    t = time.process_time()
+    mf = copy.deepcopy(data.model)
+    params = [ml.module.weight for ml in resolve_layers(mf, layers)]
+    for p in mf.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    fr = ft_unlearn(mf, data.tok, washed, lr=cfg.ft_lr, max_steps=cfg.ft_max_steps, stop_at=target,
+                    params=params, seed=seed, known_fn=_ft_known(cfg))  # fmt: skip
+    mf.eval()
+    t_ft = time.process_time() - t
+    t = time.process_time()
+    r["ft_ul"] = evaluate(mf, data, sp, washed) | {
+        "cpu_s": t_ft, "eval_cpu_s": time.process_time() - t, "steps": fr.steps, "reached_target": float(fr.stopped_at_target),
+    }  # fmt: skip
+    del mf
+    for k in METHODS:
+        r[k]["grammar_drop"] = base["grammar"] - r[k]["grammar"]
+        r[k]["ppl_rise"] = r[k]["ppl"] / base["ppl"] - 1
+    r["law_minus_ft_heldout"] = r["law"]["heldout_all"] - r["ft_ul"]["heldout_all"]
+    log(
+        f"[law real] seed {seed} n={n}: LaW washed {r['law']['washed']:.3f} held-out {r['law']['heldout_all']:.3f} "
+        f"| MEMIT {r['memit']['washed']:.3f}/{r['memit']['heldout_all']:.3f} | FT-UL {r['ft_ul']['washed']:.3f}/"
+        f"{r['ft_ul']['heldout_all']:.3f} ({fr.steps} steps)"
+    )
+    return r
+
+
+def seed_header(sp: dict) -> dict:
+    """The per-seed counts every scale shares: washable pool, held-out facts of the same and of other relations."""
+    return {"pool": sp["pool"], "n_same": sum(map(len, sp["same"].values())),
+            "n_other": sum(map(len, sp["other"].values()))}  # fmt: skip
+
+
+def one_seed(cfg: RealConfig, data: RealData, base: dict, seed: int, z_cache: dict) -> dict:
+    """Every scale of one seed in this process (:func:`one_scale`; the run itself spreads (seed, scale) tasks over
+    workers, :func:`run`)."""
+    sp = split(cfg, data, seed)
+    return seed_header(sp) | {f"n{n}": one_scale(cfg, data, base, sp, seed, n, z_cache) for n in cfg.scales}
+
+
+# -- the run's tasks ------------------------------------------------------------------------------------------
+
+
+def z_facts(cfg: RealConfig, splits: dict[int, dict]) -> dict[int, list[Fact]]:
+    """The facts whose MEMIT target vectors each seed adds to the run's z cache: the seed's washed facts at the
+    largest scale (the scales are nested) not washed by an earlier seed of the list. A seed's facts depend on it
+    and the seeds before it only, so the first K seeds of any run get the same z (``iclr25 verify`` re-runs a prefix)."""
+    seen: set[Fact] = set()
+    out = {}
+    for s in cfg.seed_list:
+        new = [f for f in dict.fromkeys(splits[s]["washed"][max(cfg.scales)]) if f not in seen]
+        seen.update(new)
+        out[s] = new
+    return out
+
+
+def _facts_sha(facts: list[Fact]) -> str:
+    h = hashlib.sha256()
+    for f in facts:
+        h.update(f"{f.prompt}\0{f.target}\0{f.subject}\0".encode())
+    return h.hexdigest()
+
+
+def compute_z_task(cfg: RealConfig, data: RealData, facts: list[Fact]) -> dict:
+    """MEMIT target vectors of ``facts`` at the last edited layer, exactly as :func:`wash` computes the ones its
+    ``z_cache`` lacks (default :class:`~iclr25.law.memit.ZConfig`, EOS target, plain template), as JSON lists."""
+    zl = resolve_layers(data.model, list(cfg.edit_layers))[-1]
+    t = time.process_time()
+    with torch.enable_grad():
+        Z, _, nll = compute_z(data.model, data.tok, facts, zl, ZConfig(), None, ("{}",))
+    return {"n": len(facts), "facts_sha256": _facts_sha(facts), "cpu_s": time.process_time() - t,
+            "z": Z.detach().cpu().double().tolist(), "nll": nll.detach().cpu().double().tolist()}  # fmt: skip
+
+
+def task_order(cfg: RealConfig) -> list[tuple[int, int]]:
+    """The (seed, scale) washes, longest first (the largest scale of every seed, then the next): two workers taking
+    them in this order finish close together."""
+    return [(s, n) for n in sorted(cfg.scales, reverse=True) for s in cfg.seed_list]
+
+
+def task_id(cfg: RealConfig, seed: int, n: int) -> int:
+    """The result-file id of the (seed, scale) task: seed · (number of scales) + the scale's index."""
+    return seed * len(cfg.scales) + cfg.scales.index(n)
+
+
+@contextlib.contextmanager
+def _threads(n: int | None):
+    """torch's intra-op threads set to ``n`` inside the block (``None``: unchanged)."""
+    prev = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
 
 
 # -- claims ---------------------------------------------------------------------------------------------------
@@ -557,24 +642,56 @@ def required_keys(cfg: RealConfig) -> tuple[str, ...]:
 
 
 def run(cfg: RealConfig, out: Path) -> RunResult:
+    """Load (known filter, C, the unedited model's metrics: ``load_threads`` threads), then two pools of tasks
+    (``--jobs`` workers): the MEMIT target vectors z once per washed fact of the run (:func:`z_facts`; the facts a
+    seed shares with an earlier seed are not recomputed), then every (seed, scale) wash (:func:`one_scale`, longest
+    first)."""
     torch.manual_seed(0)
     rd = RunDir(Path(out), cfg)
-    data = load_real(cfg, rd.path / "cache")
-    log(f"[law real] known facts: {data.counts}")
-    t = time.process_time()
-    base = base_metrics(data)
-    z_cache: dict = {}
-    per_seed = rd.map_seeds(
-        lambda s: one_seed(cfg, data, base, s, z_cache),
-        cfg.seed_list,
-        desc="law real seeds",
-        part="real",
-        required=required_keys(cfg),
+    with _threads(cfg.load_threads):
+        data = load_real(cfg, rd.path / "cache")
+        log(f"[law real] known facts: {data.counts}")
+        t = time.process_time()
+        base = base_metrics(data)
+    base_s = time.process_time() - t
+    splits = {s: split(cfg, data, s) for s in cfg.seed_list}
+    for s, sp in splits.items():
+        if not sp["washed"][min(cfg.scales)]:
+            raise ValueError(
+                f"seed {s} has no washable known facts (known: {data.counts}); the model knows none of the facts "
+                "of washed_relations beyond the held-out share"
+            )
+    zf = z_facts(cfg, splits)
+    zs = [s for s in cfg.seed_list if zf[s]]
+    zres = rd.map_seeds(
+        lambda s: compute_z_task(cfg, data, zf[s]), zs, desc="law real z", part="real_z", required=("n", "cpu_s")
     )
+    z_cache: dict = {}
+    for s in zs:
+        r = zres[s]
+        if r["facts_sha256"] != _facts_sha(zf[s]) or len(r["z"]) != len(zf[s]):
+            raise ValueError(
+                f"{rd.seed_file(s, 'real_z')} holds target vectors of other facts than seed {s}'s (the known facts "
+                "changed under the same config?); remove the file to recompute it"
+            )
+        for f, zv, nv in zip(zf[s], r["z"], r["nll"]):
+            z_cache[f] = (torch.tensor(zv, dtype=torch.float64), torch.tensor(nv, dtype=torch.float64))
+    tasks = {task_id(cfg, s, n): (s, n) for s, n in task_order(cfg)}
+    done = rd.map_seeds(
+        lambda i: one_scale(cfg, data, base, splits[tasks[i][0]], tasks[i][0], tasks[i][1], z_cache),
+        list(tasks),
+        desc="law real washes",
+        part="real_task",
+        required=tuple(f"{k}/washed" for k in METHODS),
+    )
+    per_seed = {
+        s: seed_header(splits[s]) | {f"n{n}": done[task_id(cfg, s, n)] for n in cfg.scales} for s in cfg.seed_list
+    }
     summary = {
         "counts": data.counts,
         "base": base,
-        "cpu_s": data.cpu_s | {"base_eval": time.process_time() - t},
+        "cpu_s": data.cpu_s | {"base_eval": base_s, "z": {str(s): zres[s]["cpu_s"] for s in zs}},
+        "z_facts": {str(s): len(zf[s]) for s in cfg.seed_list},  # target vectors each seed added to the run's
     }
     reason = precondition(cfg, per_seed)
     return RunResult(

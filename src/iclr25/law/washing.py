@@ -72,6 +72,31 @@ def objective_upper_bound(K: torch.Tensor, C: torch.Tensor, beta: float) -> floa
     return float(beta * torch.trace(C) * torch.linalg.eigvalsh(0.5 * (M + M.t()))[-1])
 
 
+class _Adam:
+    """``torch.optim.Adam``'s CPU update of one tensor (``_single_tensor_adam`` without weight decay or amsgrad),
+    transcribed op for op — the same values bit for bit (tested) — with the denominator written into a kept buffer
+    instead of two fresh ones per step (the ascent's Δ is 576 × 1,536 float64: the allocations cost as much as the
+    arithmetic)."""
+
+    def __init__(self, p: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.p, self.lr, self.eps = p, lr, eps
+        self.beta1, self.beta2 = betas
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(p), torch.zeros_like(p)
+        self.buf = torch.empty_like(p)
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, grad: torch.Tensor) -> None:
+        self.t += 1
+        step = float(self.t)
+        self.exp_avg.lerp_(grad, 1 - self.beta1)
+        self.exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+        step_size = self.lr / (1 - self.beta1**step)
+        bias_correction2_sqrt = (1 - self.beta2**step) ** 0.5
+        torch.sqrt(self.exp_avg_sq, out=self.buf).div_(bias_correction2_sqrt).add_(self.eps)
+        self.p.addcdiv_(self.exp_avg, self.buf, value=-step_size)
+
+
 @dataclass
 class AscentResult:
     delta: torch.Tensor  # (d, d_k) float64: the returned update
@@ -147,10 +172,15 @@ def constrained_ascent(
     r0 = c_ratio(delta, C)
     if r0 > beta:  # an infeasible start (e.g. an absolute beta below the initialisation) is projected first
         delta.mul_(math.sqrt(beta / r0))
-    p = torch.nn.Parameter(delta)
-    opt = torch.optim.Adam([p], lr=lr)
-    init_obj = wash_objective(p.detach(), K)
-    best_obj, best = init_obj, p.detach().clone()
+    p = delta
+    opt = _Adam(p, lr)
+    init_obj = wash_objective(p, K)
+    best_obj = init_obj
+    # the best iterate ("paper"): the live Δ (``live``) or the copy in bufs[best_idx]; before a step that would
+    # overwrite a live best, Δ is copied into the buffer not holding the best — the same copy the bound needs
+    # as the step's start point, so one copy per step serves both
+    bufs = [torch.empty_like(p), torch.empty_like(p)]
+    live, best_idx = True, -1
     # "official": the released alias, made explicit. rel_best: best pre-step objective (released best_loss = 0);
     # aliased: an alias is held and still follows the live parameter; frozen: its value once a rescale cut it.
     rel_best, aliased, frozen = 0.0, False, None
@@ -158,49 +188,56 @@ def constrained_ascent(
     hit = None
     # fast path: √ratio grows by at most ‖u‖_F·√(λ_max/tr C) per step (u: the step); sq = a certified bound on √ratio
     lmax_tr = float(torch.linalg.matrix_norm(C)) / trC if fast else 0.0  # ‖C‖_F ≥ λ_max(C)
-    sq = math.sqrt(max(float(((p.detach() @ C) * p.detach()).sum()) / trC, 0.0)) if fast else 0.0
+    sq = math.sqrt(max(float(((p @ C) * p).sum()) / trC, 0.0)) if fast else 0.0
     root_beta = math.sqrt(beta)
-    A = p.detach() @ K  # ΔK of the iterate the next step starts from (the previous step's objective product)
+    paper = best_iterate == "paper"
+    A = p @ K  # ΔK of the iterate the next step starts from (the previous step's objective product)
+    grad = torch.empty_like(p)
     for t in range(steps):
-        opt.zero_grad()
         # ∇(−‖ΔK‖²) = −2(ΔK)Kᵀ, the product autograd forms, with ΔK reused from the previous step's objective: two
         # (d × d_k × n) products per step instead of three
-        p.grad = (-2.0 * A) @ K.t()
+        torch.mm(-2.0 * A, K.t(), out=grad)
         pre_obj = float(A.pow(2).sum())  # objective of the iterate this step starts from
-        prev = p.detach().clone() if fast else None
-        opt.step()
-        with torch.no_grad():
-            exact = True
-            if fast:
-                bound = (sq + float((p.detach() - prev).norm()) * math.sqrt(lmax_tr)) * (1 + 1e-6) + 1e-300
-                exact = bound >= root_beta
-            r = float(((p @ C) * p).sum()) / trC if exact else bound * bound
-            if exact and r > beta:
-                if best_iterate == "official" and aliased:
-                    # the rescale cuts the alias: it keeps the post-step, pre-rescale Δ
-                    frozen, aliased = p.detach().clone(), False
-                p.data = p.data * math.sqrt(beta / r)
-                if hit is None:
-                    hit = t
-                    if lr_after_boundary is not None:
-                        for g in opt.param_groups:
-                            g["lr"] = lr_after_boundary
-                r_after = float(((p @ C) * p).sum()) / trC if not fast else beta
-            else:
-                r_after = r
-            if fast:
-                sq = math.sqrt(max(r_after, 0.0))
-            A = p.detach() @ K
-            obj = float(A.pow(2).sum())
+        prev = None
+        if fast or (paper and live):
+            k = 1 if best_idx == 0 else 0
+            prev = bufs[k].copy_(p)
+            if paper and live:
+                best_idx, live = k, False
+        opt.step(grad)
+        exact = True
+        if fast:
+            torch.sub(p, prev, out=opt.buf)  # the step just taken (the update's scratch buffer is free again)
+            bound = (sq + float(opt.buf.norm()) * math.sqrt(lmax_tr)) * (1 + 1e-6) + 1e-300
+            exact = bound >= root_beta
+        r = float(((p @ C) * p).sum()) / trC if exact else bound * bound
+        if exact and r > beta:
+            if best_iterate == "official" and aliased:
+                # the rescale cuts the alias: it keeps the post-step, pre-rescale Δ
+                frozen, aliased = p.clone(), False
+            p.mul_(math.sqrt(beta / r))
+            if hit is None:
+                hit = t
+                if lr_after_boundary is not None:
+                    opt.lr = lr_after_boundary
+            r_after = float(((p @ C) * p).sum()) / trC if not fast else beta
+        else:
+            r_after = r
+        if fast:
+            sq = math.sqrt(max(r_after, 0.0))
+        A = p @ K
+        obj = float(A.pow(2).sum())
         ratios.append(r_after)
         objs.append(obj)
-        if best_iterate == "paper" and obj > best_obj:
-            best_obj, best = obj, p.detach().clone()
+        if paper and obj > best_obj:
+            best_obj, live = obj, True
         elif best_iterate == "official" and pre_obj > rel_best:
             # a new alias of the (post-rescale) live parameter
             rel_best, aliased, frozen = pre_obj, True, None
-    if best_iterate == "official":
-        best = frozen if frozen is not None else p.detach().clone()
+    if paper:
+        best = p.clone() if live else bufs[best_idx].clone()
+    else:
+        best = frozen if frozen is not None else p.clone()
         best_obj = wash_objective(best, K)
     return AscentResult(best, best_obj, init_obj, c_ratio(best, C), ratios, objs, hit)
 
