@@ -331,7 +331,7 @@ def test_ascent_with_kept_buffers_is_bit_identical_to_the_optimizer_loop(best_it
         assert torch.equal(got.delta, want[0])
         assert got.ratios == want[1] and got.objectives == want[2] and got.hit_boundary_at == want[3]
         hits.add(got.hit_boundary_at is None)
-    assert hits == {True, False} or hits == {False}  # the boundary is hit (rescales exercised)
+    assert False in hits  # the boundary is hit at least once (rescales exercised)
 
 
 def test_transcribed_adam_equals_torch_adam_bit_for_bit():
@@ -423,7 +423,7 @@ def test_one_call_evaluation_equals_a_call_per_list_on_smollm2(smollm2):
             assert got[k].tolist() == (fact_known(mdl, tok, fs, batch_size=256).tolist() if fs else [])
 
 
-def test_the_runs_z_task_is_the_z_wash_computes_on_smollm2(smollm2, tmp_path):
+def test_the_runs_z_task_is_the_z_wash_computes_on_smollm2(smollm2, tmp_path, monkeypatch):
     """The run computes z in its own tasks (compute_z_task) and hands wash a full z_cache: the edit is the one wash
     makes computing z itself (same ZConfig, target and template) — bit for bit."""
     import dataclasses
@@ -447,18 +447,25 @@ def test_the_runs_z_task_is_the_z_wash_computes_on_smollm2(smollm2, tmp_path):
     cov = key_covariance(
         model, [4, 5], ["The sky is blue and the grass is green. " * 20] * 4, tok, max_length=64
     )
+    from iclr25.law import memit
+
+    def no_z(*a, **k):
+        raise AssertionError("wash recomputed a target vector its z_cache holds")
+
     reps = []
     for zc in (z_cache, None):
         mm = copy.deepcopy(model)
-        reps.append(wash(mm, tok, facts, [4, 5], cov, steps=3, lr=1e-5, z_cache=zc, only_known=False))
-    assert reps[0].cpu_s["z"] < reps[1].cpu_s["z"]
+        with monkeypatch.context() as mp:
+            if zc is not None:
+                mp.setattr(memit, "compute_z", no_z)
+            reps.append(wash(mm, tok, facts, [4, 5], cov, steps=3, lr=1e-5, z_cache=zc, only_known=False))
     for k in reps[1].deltas:
         assert torch.equal(reps[0].deltas[k], reps[1].deltas[k]) and torch.equal(
             reps[0].init_deltas[k], reps[1].init_deltas[k]
         )
 
 
-def test_real_run_on_a_miniature_of_the_preset(smollm2, tmp_path, need_asset):
+def test_real_run_on_a_miniature_of_the_preset(smollm2, tmp_path, need_asset, monkeypatch):
     """The whole real run at miniature sizes on SmolLM2 (two relations, two seeds, two scales): the z tasks cover every
     wash (no task recomputes z), the per-seed results are assembled from the (seed, scale) tasks, and a second run
     reads every task from disk and returns the same claims."""
@@ -473,15 +480,25 @@ def test_real_run_on_a_miniature_of_the_preset(smollm2, tmp_path, need_asset):
         edit_layers=(4, 5), ascent_steps=3, ft_max_steps=1, gram_per_section=1, ppl_passages=1, ppl_chars=200,
         cov_passages=6, cov_chars=600, max_heldout=4,
     )  # fmt: skip
+    from iclr25.law import memit
+
+    def refuse(what):
+        def f(*a, **k):
+            raise AssertionError(what)
+
+        return f
+
+    monkeypatch.setattr(memit, "compute_z", refuse("a wash computed z itself"))  # z only in the run's z tasks
     res = real.run(cfg, tmp_path / "law")
     ps = res.per_seed
     assert sorted(ps) == [0, 1]
     for s in ps:
         assert ps[s]["pool"] >= 2 and set(ps[s]) >= {"n1", "n2"}
         for n in ("n1", "n2"):
-            assert ps[s][n]["law"]["z_cpu_s"] < 0.5  # every z came from the run's z tasks
             assert ps[s][n]["n_washed"] == int(n[1:])
     zf = res.metrics["data"]["z_facts"]
     assert zf["0"] == 2 and 0 <= zf["1"] <= 2
+    monkeypatch.setattr(real, "compute_z_task", refuse("a resumed run recomputed a z task"))
+    monkeypatch.setattr(real, "one_scale", refuse("a resumed run recomputed a wash"))
     again = real.run(cfg, tmp_path / "law")  # resumed: every task read from disk
     assert again.claims == res.claims and again.per_seed == res.per_seed

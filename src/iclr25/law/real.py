@@ -251,23 +251,6 @@ def _known_read(path: Path, n: int) -> torch.Tensor | None:
     return None
 
 
-def _known_cached(
-    rule: str, model, tok, facts: list[Fact], cache: Path, fingerprint: str | None = None
-) -> torch.Tensor:
-    """The known-fact test of ``facts``, stored in the run's cache folder (a resumed run does not redo it); see
-    :func:`_known_path` for the key."""
-    if not facts:
-        return torch.zeros(0, dtype=torch.bool)
-    path = _known_path(rule, facts, cache, model_fingerprint(model) if fingerprint is None else fingerprint)
-    got = _known_read(path, len(facts))
-    if got is not None:
-        return got
-    mask = known_fn(rule)(model, tok, facts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, [bool(x) for x in mask.tolist()])
-    return mask
-
-
 @dataclass
 class RealData:
     model: object
@@ -423,10 +406,6 @@ def _ft_known(cfg: RealConfig):
     """FT-UL's stop test: ``None`` (ft_unlearn's default, the same teacher-forced rule read off each step's own
     forward pass) for ``starts``; the rule's function otherwise."""
     return None if cfg.known_rule == "starts" else _RULE["fn"]
-
-
-def _acc(model, tok, facts) -> float:
-    return float(_RULE["fn"](model, tok, facts).float().mean()) if facts else float("nan")
 
 
 def _known_sets(model, tok, sets: dict[str, list[Fact]]) -> dict[str, torch.Tensor]:
@@ -705,11 +684,6 @@ def report_md(cfg: RealConfig, ps: dict, data_summary: dict) -> str:
     b = data_summary["base"]
     lines += ["", f"Unedited model: grammar {b['grammar']:.3f}, perplexity {b['ppl']:.2f}.", ""]
     return "\n".join(lines)
-
-
-def required_keys(cfg: RealConfig) -> tuple[str, ...]:
-    """The per-seed keys the claims read: every method's washed accuracy at every scale."""
-    return tuple(f"n{n}/{k}/washed" for n in cfg.scales for k in METHODS)
 
 
 def run(cfg: RealConfig, out: Path) -> RunResult:
