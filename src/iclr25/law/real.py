@@ -686,6 +686,12 @@ def report_md(cfg: RealConfig, ps: dict, data_summary: dict) -> str:
     return "\n".join(lines)
 
 
+def required_keys(cfg: RealConfig) -> tuple[str, ...]:
+    """The per-seed keys the claims read: every method's washed accuracy at every scale (``experiment.required_keys``
+    for a ``RealConfig``; each (seed, scale) task is checked for its share, ``<method>/washed``)."""
+    return tuple(f"n{n}/{k}/washed" for n in cfg.scales for k in METHODS)
+
+
 def run(cfg: RealConfig, out: Path) -> RunResult:
     """Three pools of tasks on ``--jobs`` workers (one BLAS thread each): the load (C and the known-fact filter in
     chunks, :func:`load_real`), the MEMIT target vectors z once per washed fact of the run (:func:`z_facts`: a fact
